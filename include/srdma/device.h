@@ -1,0 +1,82 @@
+// A software RDMA device: open one with a profile, query it, allocate PDs.
+//
+// Device is an owning, move-only handle. The device stays open while the
+// handle or anything allocated from it (a PD, an MR) lives.
+// Thread safety: all calls may be made from any thread.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "srdma/pd.h"
+#include "srdma/profile.h"
+#include "srdma/status.h"
+#include "srdma/translation.h"
+#include "srdma/usage.h"
+
+namespace srdma {
+
+// What query_device reports (the fields of ib_device_attr that apply).
+struct DeviceAttr {
+  std::string name;
+  std::uint64_t max_mr_size = 0;
+  std::uint64_t page_size_cap = 0;  // bit n set: pages of 2^n bytes supported
+  std::uint32_t max_qp = 0;
+  std::uint32_t max_qp_wr = 0;
+  std::uint32_t max_sge = 0;
+  std::uint32_t max_cq = 0;
+  std::uint32_t max_cqe = 0;
+  std::uint32_t max_mr = 0;
+  std::uint32_t max_pd = 0;
+  std::uint32_t max_inline_data = 0;
+  std::uint32_t max_map_per_fmr = 0;  // (1 << (32 - log2(num_mpt))) - 1
+  std::uint32_t num_comp_vectors = 0;
+};
+
+// Translation-cache counters.
+struct TptStats {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t syncs = 0;
+};
+
+class Device {
+ public:
+  // Validates `profile` (see validate_profile) and opens a device with it.
+  static Result<Device> open(const Profile& profile = {}, std::string name = "srdma0");
+
+  Device() = default;
+  Device(Device&&) noexcept = default;
+  Device& operator=(Device&&) noexcept = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device() = default;
+
+  bool valid() const { return state_ != nullptr; }
+  const std::string& name() const;
+  const Profile& profile() const;  // after validation
+  DeviceAttr query() const;
+  std::vector<TableUsage> table_usage() const;
+  std::vector<BuddyUsage> buddy_usage() const;
+  TptStats tpt_stats() const;
+  // Bytes of address space the device tables take; they are touched lazily.
+  std::size_t table_bytes() const;
+
+  Result<ProtectionDomain> alloc_pd();
+
+  // Introspection: what the device's data path would make of an access.
+  std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,
+                                                std::uint64_t length, std::uint32_t access,
+                                                std::uint32_t pd_num) const;
+  // Drops the device's cached translations.
+  void sync_tpt();
+
+ private:
+  explicit Device(std::shared_ptr<detail::DeviceState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::DeviceState> state_;
+};
+
+}  // namespace srdma

@@ -1,0 +1,57 @@
+// A protection domain: an owning, move-only handle (like ib_pd).
+//
+// The PD number stays allocated while the handle or any region in it lives;
+// dealloc() frees it at once and refuses (EBUSY) while regions remain.
+// Thread safety: distinct handles may be used from distinct threads; one
+// handle is not to be used from two threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "srdma/mr.h"
+#include "srdma/status.h"
+
+namespace srdma {
+
+namespace detail {
+struct DeviceState;
+}
+
+class ProtectionDomain {
+ public:
+  ProtectionDomain() = default;
+  ProtectionDomain(ProtectionDomain&&) noexcept = default;
+  ProtectionDomain& operator=(ProtectionDomain&&) noexcept = default;
+  ProtectionDomain(const ProtectionDomain&) = delete;
+  ProtectionDomain& operator=(const ProtectionDomain&) = delete;
+  ~ProtectionDomain() = default;
+
+  // Registers [addr, addr + length) with IBTA access flags (AccessFlags).
+  // page_shift: the page size the device's MTTs describe, 12 (4 KiB) to 30.
+  // Errors: EINVAL for unknown access bits, remote write or atomic without
+  // LOCAL_WRITE (IBA 10.6.3.1), zero length, a wrapping range or a bad
+  // page_shift; EFAULT when the range is not mapped with the permissions
+  // asked for (write permission for any write access); ENOMEM naming the
+  // MPT or MTT table when it is exhausted.
+  // REQUIRES: the memory stays mapped while registered (the device cannot
+  // pin it; unmapping registered memory is the consumer's bug).
+  Result<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access,
+                              unsigned page_shift = 12);
+
+  // EBUSY while memory regions (or, later, QPs) use it.
+  Result<void> dealloc();
+
+  bool valid() const { return state_ != nullptr; }
+  std::uint32_t pd_num() const;
+  // Memory regions and QPs using this PD.
+  int usecnt() const;
+
+ private:
+  friend class Device;
+  explicit ProtectionDomain(std::shared_ptr<detail::PdState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::PdState> state_;
+};
+
+}  // namespace srdma

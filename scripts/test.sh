@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite: a normal build, then ASan+UBSan, then TSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+jobs=$(nproc)
+
+run_suite() {  # name, extra cmake args...
+  local dir=build/$1
+  shift
+  echo "=== $dir"
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  ninja -C "$dir" -j "$jobs"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+}
+
+run_suite debug -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSRDMA_SANITIZE=address,undefined
+# TSan on the kernels whose high-entropy ASLR it cannot map: lower the bits.
+if [[ -w /proc/sys/vm/mmap_rnd_bits ]] && (( $(cat /proc/sys/vm/mmap_rnd_bits) > 28 )); then
+  echo 28 > /proc/sys/vm/mmap_rnd_bits
+fi
+run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSRDMA_SANITIZE=thread
+echo "all suites passed"

@@ -1,0 +1,73 @@
+// The MTT buddy allocator of mthca (mthca_buddy), with a search that does not
+// scan.
+//
+// Semantics, identical to the kernel's for every sequence of valid calls:
+//   - The table has 2^max_order segments, initially one free block of order
+//     max_order. bits[o] marks the free blocks of order o.
+//   - alloc(order) takes the lowest order o >= order that has a free block,
+//     and in it the block with the lowest address; it splits it down to
+//     `order`, freeing the upper halves, and returns its first segment. A
+//     block of order o starts at a multiple of 2^o segments, so it never
+//     crosses a boundary of its own size (FMRs rely on that).
+//   - free(seg, order) merges with the free buddy while there is one, up to
+//     max_order (the kernel has no guard there; we do).
+// Unlike the kernel: an order outside 0..max_order is EINVAL, a full table is
+// ENOMEM, and freeing a block that is not allocated, or with an order other
+// than it was allocated with, is EINVAL with the state unchanged.
+//
+// Cost: the kernel scans bitmaps linearly. Here each order's bitmap carries a
+// summary tree, so alloc and free are O(max_order * log64 n) however
+// fragmented the table is.
+// Not thread-safe: the owner serialises access.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "alloc/summary_bitmap.h"
+#include "alloc/zeroed_array.h"
+#include "srdma/status.h"
+
+namespace srdma::alloc {
+
+class BuddyAllocator {
+ public:
+  static constexpr int kMaxOrder = 30;
+
+  // max_order outside 0..kMaxOrder is EINVAL.
+  static Result<BuddyAllocator> create(int max_order);
+
+  // The first segment of a block of 2^order segments.
+  Result<std::uint32_t> alloc(int order);
+
+  // Returns a block alloc() or reserve() gave out, with the same order.
+  Result<void> free(std::uint32_t seg, int order);
+
+  // Takes the given block (seg aligned to 2^order) out of the free space, as
+  // if allocated; free() returns it. EINVAL for a misaligned or out-of-range
+  // block, EBUSY if any part of it is not free.
+  Result<void> reserve(std::uint32_t seg, int order);
+
+  int max_order() const { return max_order_; }
+  std::uint32_t num_segments() const { return std::uint32_t{1} << max_order_; }
+  // Free blocks of exactly this order.
+  std::uint32_t num_free(int order) const { return num_free_[order]; }
+  // Free segments in all orders.
+  std::uint64_t free_segments() const;
+  // The order `seg` was allocated with, or -1 if no block starts there.
+  int allocated_order(std::uint32_t seg) const;
+  std::size_t bytes() const;
+
+ private:
+  explicit BuddyAllocator(int max_order);
+  Result<void> check_block(std::uint32_t seg, int order) const;
+  void mark_free(int order, std::uint32_t block);
+  void mark_used(int order, std::uint32_t block);
+
+  int max_order_ = 0;
+  std::vector<SummaryBitmap> bits_;      // bits_[o]: set = free block of order o at index
+  std::vector<std::uint32_t> num_free_;  // free blocks per order
+  ZeroedArray<std::uint8_t> alloc_order_;  // per first segment: order + 1 if allocated
+};
+
+}  // namespace srdma::alloc

@@ -1,0 +1,70 @@
+#include "srdma/device.h"
+
+#include <bit>
+
+#include "core/device_state.h"
+
+namespace srdma {
+
+Result<Device> Device::open(const Profile& profile, std::string name) {
+  auto p = validate_profile(profile);
+  if (!p) return std::unexpected(p.error());
+  auto hca = hca::SoftHca::open(*p);
+  if (!hca) return std::unexpected(hca.error());
+  auto s = std::make_shared<detail::DeviceState>();
+  s->name = std::move(name);
+  s->hca = std::move(*hca);
+  return Device(std::move(s));
+}
+
+const std::string& Device::name() const { return state_->name; }
+const Profile& Device::profile() const { return state_->hca->profile(); }
+
+DeviceAttr Device::query() const {
+  const Profile& p = profile();
+  auto u32 = [](std::int64_t v) { return static_cast<std::uint32_t>(v); };
+  DeviceAttr a;
+  a.name = state_->name;
+  a.max_mr_size = ~std::uint64_t{0};  // bounded by the MTTs, not the device (as mthca)
+  a.page_size_cap = ((std::uint64_t{1} << 31) - 1) & ~std::uint64_t{4095};  // 4 KiB .. 1 GiB
+  a.max_qp = u32(p.num_qp - p.reserved_qps);
+  a.max_qp_wr = u32(p.max_qp_wr);
+  a.max_sge = u32(p.max_sge);
+  a.max_cq = u32(p.num_cq - p.reserved_cqs);
+  a.max_cqe = u32(p.max_cqe);
+  a.max_mr = u32(p.num_mpt - p.reserved_mrws);
+  a.max_pd = u32(p.num_pd - p.reserved_pds);
+  a.max_inline_data = u32(p.max_inline_data);
+  int log_mpt = std::countr_zero(static_cast<std::uint64_t>(p.num_mpt));
+  a.max_map_per_fmr = u32((std::int64_t{1} << (32 - log_mpt)) - 1);
+  a.num_comp_vectors = u32(p.num_comp_vectors);
+  return a;
+}
+
+std::vector<TableUsage> Device::table_usage() const { return state_->hca->table_usage(); }
+std::vector<BuddyUsage> Device::buddy_usage() const { return state_->hca->buddy_usage(); }
+std::size_t Device::table_bytes() const { return state_->hca->table_bytes(); }
+
+TptStats Device::tpt_stats() const {
+  const auto& c = state_->hca->tpt_cache();
+  return TptStats{c.hits(), c.misses(), c.syncs()};
+}
+
+Result<ProtectionDomain> Device::alloc_pd() {
+  auto pdn = state_->hca->alloc_pd();
+  if (!pdn) return std::unexpected(pdn.error());
+  auto s = std::make_shared<detail::PdState>();
+  s->device = state_;
+  s->pdn = *pdn;
+  return ProtectionDomain(std::move(s));
+}
+
+std::expected<Translation, Refusal> Device::translate(std::uint32_t key, std::uint64_t iova,
+                                                      std::uint64_t length, std::uint32_t access,
+                                                      std::uint32_t pd_num) const {
+  return state_->hca->translate(key, iova, length, access, pd_num);
+}
+
+void Device::sync_tpt() { state_->hca->sync_tpt(); }
+
+}  // namespace srdma

@@ -1,0 +1,33 @@
+// The shared state behind the core's owning handles. Internal to src/core.
+//
+// Lifetime: a Device handle, each PD and each MR hold a shared_ptr to what
+// they stand on (MR -> PD -> device), so a device is closed only after its
+// last object is gone, and nothing dangles whatever order handles die in.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hca/soft_hca.h"
+
+namespace srdma::detail {
+
+struct DeviceState {
+  std::string name;
+  std::unique_ptr<hca::SoftHca> hca;
+};
+
+struct PdState {
+  std::shared_ptr<DeviceState> device;
+  std::uint32_t pdn = 0;
+  std::atomic<int> usecnt{0};      // live MRs (and later QPs)
+  std::atomic<bool> dealloced{false};
+
+  ~PdState() {
+    if (!dealloced.load()) (void)device->hca->dealloc_pd(pdn);
+  }
+};
+
+}  // namespace srdma::detail

@@ -1,0 +1,61 @@
+#include "srdma/pd.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "core/device_state.h"
+#include "core/memory_map.h"
+#include "srdma/access.h"
+
+namespace srdma {
+
+std::uint32_t ProtectionDomain::pd_num() const { return state_ ? state_->pdn : 0; }
+int ProtectionDomain::usecnt() const { return state_ ? state_->usecnt.load() : 0; }
+
+Result<void> ProtectionDomain::dealloc() {
+  if (!state_) return make_error(EINVAL, "the protection domain is already deallocated");
+  if (int n = state_->usecnt.load(); n > 0)
+    return make_error(EBUSY, fmt::format("PD {} is still used by {} memory region(s) or QP(s)", state_->pdn, n));
+  auto r = state_->device->hca->dealloc_pd(state_->pdn);
+  if (!r) return r;
+  state_->dealloced = true;
+  state_.reset();
+  return {};
+}
+
+Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, std::uint32_t access,
+                                              unsigned page_shift) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  if (access & ~kAccessAll)
+    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kAccessAll));
+  // IBA 10.6.3.1 (ib_check_mr_access): remote write or atomic needs local write.
+  if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
+    return make_error(EINVAL, "remote write or atomic access requires LOCAL_WRITE");
+  if (length == 0) return make_error(EINVAL, "a memory region needs at least one byte");
+  if (page_shift < 12 || page_shift > 30)
+    return make_error(EINVAL, fmt::format("page_shift {} outside 12..30", page_shift));
+  const auto start = reinterpret_cast<std::uintptr_t>(addr);
+  if (start + length < start) return make_error(EINVAL, "the range wraps around the address space");
+
+  const std::uint64_t page_size = std::uint64_t{1} << page_shift;
+  const std::uint64_t first_page = start & ~(page_size - 1);
+  const std::uint64_t npages = ((start + length - 1) >> page_shift) - (start >> page_shift) + 1;
+  const auto& p = state_->device->hca->profile();
+  const std::uint64_t max_entries = std::uint64_t(p.num_mtt_segs) << p.log_mtts_per_seg;
+  if (npages > max_entries)
+    return make_error(ENOMEM, fmt::format("MTT table: {} pages exceed its {} entries", npages, max_entries));
+
+  bool writable = access & (ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC);
+  if (auto ok = core::check_mapping(start, length, writable); !ok) return std::unexpected(ok.error());
+
+  std::vector<std::uint64_t> pages(npages);
+  for (std::uint64_t i = 0; i < npages; ++i) pages[i] = first_page + (i << page_shift);
+  hca::MrAttr attr{state_->pdn, start, length, access, static_cast<std::uint8_t>(page_shift)};
+  auto key = state_->device->hca->reg_mr(attr, pages);
+  if (!key) return std::unexpected(key.error());
+  state_->usecnt.fetch_add(1);
+  return MemoryRegion(state_, *key, addr, length, access);
+}
+
+}  // namespace srdma

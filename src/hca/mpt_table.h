@@ -1,0 +1,89 @@
+// The MPT (memory protection table): one 64-byte entry per memory key,
+// indexed by key_to_hw_index(key) & (num_mpt - 1), like mthca's MPT context.
+//
+// Ownership follows the hardware: software builds an entry while its status
+// byte is SW (0xF0) and hands it to the device by writing HW (0x00); only a
+// HW-owned entry translates. The entries live in zeroed, lazily touched
+// memory, so an unused table costs address space, not RAM. A zero entry has
+// no REGION flag and so is no memory region at all.
+//
+// Thread safety: readers (translate) are lock-free through each entry's
+// seqlock; writers are serialised by the owner (SoftHca's control lock).
+#pragma once
+
+#include <cstdint>
+
+#include "alloc/index_allocator.h"
+#include "alloc/zeroed_array.h"
+#include "hca/seqlock.h"
+#include "srdma/status.h"
+
+namespace srdma::hca {
+
+inline constexpr std::uint8_t kMptStatusSw = 0xF0;
+inline constexpr std::uint8_t kMptStatusHw = 0x00;
+
+enum MptFlags : std::uint8_t {
+  MPT_FLAG_REGION = 1u << 0,    // a memory region (not a window)
+  MPT_FLAG_PHYSICAL = 1u << 1,  // addresses are physical: no MTT
+  MPT_FLAG_FMR = 1u << 2,       // remapped by map_phys_fmr, not firmware
+};
+
+// The fields of one MPT entry, as the device sees them.
+struct MptFields {
+  std::uint8_t status = kMptStatusSw;
+  std::uint8_t flags = 0;
+  std::uint8_t access = 0;      // AccessFlags
+  std::uint8_t page_shift = 0;  // log2 of the page size the MTTs describe
+  std::uint32_t key = 0;        // lkey == rkey
+  std::uint32_t pd = 0;
+  std::uint32_t mtt_count = 0;  // MTT entries used
+  std::uint64_t start = 0;      // iova of the first byte
+  std::uint64_t length = 0;     // bytes
+  std::uint64_t mtt_seg = 0;    // first MTT segment
+  std::uint32_t map_count = 0;  // FMR: maps since the last unmap
+  std::uint32_t reserved = 0;
+
+  bool is_region() const { return flags & MPT_FLAG_REGION; }
+};
+
+// One entry as stored: the fields behind a seqlock, 64 bytes like mthca's.
+struct MptEntry {
+  Seqlock<MptFields> cell;
+  std::uint64_t pad = 0;
+};
+static_assert(sizeof(MptFields) == 48);
+static_assert(sizeof(MptEntry) == 64, "an MPT entry is 64 bytes, as in mthca");
+
+class MptTable {
+ public:
+  // num: a power of two; reserved: low indices never handed out.
+  static Result<MptTable> create(std::uint32_t num, std::uint32_t reserved);
+
+  // A new key for a free slot (the allocator's value rotated into key form),
+  // or ENOMEM.
+  Result<std::uint32_t> alloc_key();
+  // EINVAL unless `key` is exactly a key alloc_key() handed out and not freed.
+  Result<void> free_key(std::uint32_t key);
+
+  std::uint32_t index_of(std::uint32_t key) const;
+  MptFields read(std::uint32_t index, std::uint64_t* version = nullptr) const {
+    return entries_[index].cell.load(version);
+  }
+  std::uint64_t version(std::uint32_t index) const { return entries_[index].cell.version(); }
+  // REQUIRES: the caller serialises writers.
+  void write(std::uint32_t index, const MptFields& f) { entries_[index].cell.store(f); }
+
+  std::uint32_t num() const { return alloc_.num(); }
+  std::uint32_t reserved() const { return alloc_.reserved(); }
+  std::uint32_t used() const { return alloc_.used(); }
+  std::size_t bytes() const { return entries_.bytes() + alloc_.bytes(); }
+
+ private:
+  explicit MptTable(alloc::IndexAllocator a);
+
+  alloc::IndexAllocator alloc_;
+  alloc::ZeroedArray<MptEntry> entries_;
+};
+
+}  // namespace srdma::hca

@@ -1,0 +1,29 @@
+#include "srdma/translation.h"
+
+namespace srdma {
+
+std::string_view refusal_name(Refusal r) {
+  switch (r) {
+    case Refusal::kUnknownIndex: return "unknown_index";
+    case Refusal::kKeyMismatch: return "key_mismatch";
+    case Refusal::kNotHwOwned: return "not_hw_owned";
+    case Refusal::kPdMismatch: return "pd_mismatch";
+    case Refusal::kAccessDenied: return "access_denied";
+    case Refusal::kOutOfBounds: return "out_of_bounds";
+  }
+  return "unknown";
+}
+
+std::string_view refusal_reason(Refusal r) {
+  switch (r) {
+    case Refusal::kUnknownIndex: return "no memory region at the key's MPT index";
+    case Refusal::kKeyMismatch: return "the key does not match the region's current key (stale or forged)";
+    case Refusal::kNotHwOwned: return "the MPT entry is software-owned, not valid for access";
+    case Refusal::kPdMismatch: return "the region belongs to another protection domain";
+    case Refusal::kAccessDenied: return "the region does not grant this access";
+    case Refusal::kOutOfBounds: return "the range is not inside the region";
+  }
+  return "unknown refusal";
+}
+
+}  // namespace srdma

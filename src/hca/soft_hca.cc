@@ -1,0 +1,175 @@
+#include "hca/soft_hca.h"
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "srdma/access.h"
+
+namespace srdma::hca {
+namespace {
+constexpr std::uint32_t kQpnMask = (1u << 24) - 1;  // QPNs and CQNs are 24 bits
+
+Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, std::uint32_t mask,
+                                         std::int64_t reserved) {
+  auto a = alloc::IndexAllocator::create(static_cast<std::uint32_t>(num), mask,
+                                         static_cast<std::uint32_t>(reserved));
+  if (!a) return make_error(a.error().code, fmt::format("{} table: {}", table, a.error().reason));
+  return a;
+}
+}  // namespace
+
+Result<std::unique_ptr<SoftHca>> SoftHca::open(const Profile& p) {
+  auto mpt = MptTable::create(static_cast<std::uint32_t>(p.num_mpt), static_cast<std::uint32_t>(p.reserved_mrws));
+  if (!mpt) return std::unexpected(mpt.error());
+  auto mtt = MttTable::create(static_cast<std::uint32_t>(p.num_mtt_segs), static_cast<int>(p.log_mtts_per_seg),
+                              static_cast<std::uint32_t>(p.fmr_reserved_mtt_segs),
+                              static_cast<std::uint32_t>(p.reserved_mtt_segs));
+  if (!mtt) return std::unexpected(mtt.error());
+  // PD numbers do not rotate; QPNs and CQNs rotate within 24 bits.
+  auto pd = make_alloc("PD", p.num_pd, static_cast<std::uint32_t>(p.num_pd - 1), p.reserved_pds);
+  if (!pd) return std::unexpected(pd.error());
+  auto qp = make_alloc("QP", p.num_qp, kQpnMask, p.reserved_qps);
+  if (!qp) return std::unexpected(qp.error());
+  auto cq = make_alloc("CQ", p.num_cq, kQpnMask, p.reserved_cqs);
+  if (!cq) return std::unexpected(cq.error());
+  return std::unique_ptr<SoftHca>(
+      new SoftHca(p, std::move(*mpt), std::move(*mtt), std::move(*pd), std::move(*qp), std::move(*cq)));
+}
+
+SoftHca::SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd,
+                 alloc::IndexAllocator qp, alloc::IndexAllocator cq)
+    : profile_(p),
+      mpt_(std::move(mpt)),
+      mtt_(std::move(mtt)),
+      pd_alloc_(std::move(pd)),
+      qp_alloc_(std::move(qp)),
+      cq_alloc_(std::move(cq)) {}
+
+Result<std::uint32_t> SoftHca::alloc_pd() {
+  std::lock_guard lock(mu_);
+  auto v = pd_alloc_.alloc();
+  if (!v) return make_error(ENOMEM, "PD table exhausted: " + v.error().reason);
+  return *v;
+}
+
+Result<void> SoftHca::dealloc_pd(std::uint32_t pdn) {
+  std::lock_guard lock(mu_);
+  auto r = pd_alloc_.free(pdn);
+  if (!r) return make_error(EINVAL, fmt::format("PD {}: {}", pdn, r.error().reason));
+  return {};
+}
+
+Result<std::uint32_t> SoftHca::reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs) {
+  if (attr.length == 0 || page_addrs.empty())
+    return make_error(EINVAL, "a memory region needs at least one byte");
+  std::lock_guard lock(mu_);
+  if (!pd_alloc_.is_allocated(attr.pdn))
+    return make_error(EINVAL, fmt::format("PD {} is not allocated", attr.pdn));
+  auto key = mpt_.alloc_key();
+  if (!key) return std::unexpected(key.error());
+  auto range = mtt_.alloc(page_addrs.size(), MttPool::kMain);
+  if (!range) {
+    (void)mpt_.free_key(*key);
+    return std::unexpected(range.error());
+  }
+  // Write the MTTs, then hand the MPT to the device: the seqlock's release
+  // publishes the MTT stores with it.
+  mtt_.write(mtt_.first_entry(*range), page_addrs);
+  MptFields f;
+  f.status = kMptStatusHw;
+  f.flags = MPT_FLAG_REGION;
+  f.access = static_cast<std::uint8_t>(attr.access);
+  f.page_shift = attr.page_shift;
+  f.key = *key;
+  f.pd = attr.pdn;
+  f.mtt_count = static_cast<std::uint32_t>(page_addrs.size());
+  f.start = attr.iova;
+  f.length = attr.length;
+  f.mtt_seg = range->first_seg;
+  mpt_.write(mpt_.index_of(*key), f);
+  return *key;
+}
+
+Result<void> SoftHca::dereg_mr(std::uint32_t key) {
+  std::lock_guard lock(mu_);
+  std::uint32_t index = mpt_.index_of(key);
+  MptFields f = mpt_.read(index);
+  if (!f.is_region() || f.key != key || (f.flags & MPT_FLAG_FMR))
+    return make_error(EINVAL, fmt::format("key {:#x} is not a registered memory region", key));
+  // HW2SW_MPT: take the entry back, then drop it from the translation cache.
+  // The fence pairs with the one in translate() so that either the filler
+  // sees the new version or we see its fill (see tpt_cache.h).
+  mpt_.write(index, MptFields{});
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  tpt_.invalidate(index);
+  mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
+                     MttPool::kMain});
+  (void)mpt_.free_key(key);
+  return {};
+}
+
+MptFields SoftHca::lookup_mpt(std::uint32_t index) const {
+  if (auto hit = tpt_.lookup(index)) return *hit;
+  std::uint64_t version = 0;
+  MptFields f = mpt_.read(index, &version);
+  if (f.is_region() && f.status == kMptStatusHw) {
+    tpt_.fill(index, f);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (mpt_.version(index) != version) tpt_.invalidate(index);  // raced with a change
+  }
+  return f;
+}
+
+std::expected<Translation, Refusal> SoftHca::translate(std::uint32_t key, std::uint64_t iova,
+                                                       std::uint64_t length, std::uint32_t access,
+                                                       std::uint32_t pdn) const {
+  if (length == 0) return Translation{};
+  std::uint32_t index = mpt_.index_of(key);
+  if (index < mpt_.reserved()) return std::unexpected(Refusal::kUnknownIndex);
+  MptFields f = lookup_mpt(index);
+  if (!f.is_region()) return std::unexpected(Refusal::kUnknownIndex);
+  if (f.key != key) return std::unexpected(Refusal::kKeyMismatch);
+  if (f.status != kMptStatusHw) return std::unexpected(Refusal::kNotHwOwned);
+  if (f.pd != pdn) return std::unexpected(Refusal::kPdMismatch);
+  if ((access & ~std::uint32_t{f.access}) != 0) return std::unexpected(Refusal::kAccessDenied);
+  // Overflow-safe: iova >= start and iova + length <= start + mr length.
+  if (iova < f.start || iova - f.start > f.length || length > f.length - (iova - f.start))
+    return std::unexpected(Refusal::kOutOfBounds);
+  std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
+  std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
+  const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
+  return Translation(mtt, offset, length, f.page_shift);
+}
+
+std::vector<TableUsage> SoftHca::table_usage() const {
+  std::lock_guard lock(mu_);
+  auto row = [](const char* name, const alloc::IndexAllocator& a) {
+    return TableUsage{name, a.used(), a.reserved(), a.num()};
+  };
+  return {
+      row("QP", qp_alloc_),
+      row("CQ", cq_alloc_),
+      TableUsage{"MPT", mpt_.used(), mpt_.reserved(), mpt_.num()},
+      TableUsage{"MTT segments", mtt_.used_segs() - mtt_.reserved_segs(), mtt_.reserved_segs(), mtt_.num_segs()},
+      row("PD", pd_alloc_),
+  };
+}
+
+std::vector<BuddyUsage> SoftHca::buddy_usage() const {
+  std::lock_guard lock(mu_);
+  auto usage = [](const char* name, const alloc::BuddyAllocator& b) {
+    BuddyUsage u{name, b.max_order(), {}};
+    for (int o = 0; o <= b.max_order(); ++o) u.free_per_order.push_back(b.num_free(o));
+    return u;
+  };
+  std::vector<BuddyUsage> out{usage("MTT", mtt_.main_buddy())};
+  if (const auto* fmr = mtt_.fmr_buddy()) out.push_back(usage("FMR MTT", *fmr));
+  return out;
+}
+
+std::size_t SoftHca::table_bytes() const {
+  return mpt_.bytes() + mtt_.bytes() + pd_alloc_.bytes() + qp_alloc_.bytes() + cq_alloc_.bytes();
+}
+
+}  // namespace srdma::hca

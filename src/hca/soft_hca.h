@@ -1,0 +1,90 @@
+// The software HCA: resource tables sized by a profile, memory registration
+// into MPT/MTT, and the translation and protection every data path uses.
+//
+// This is the one narrow interface the verbs core talks to (mechanism, not
+// policy): the core decides what to register; the device decides what a key
+// means. Queue pairs, CQs and the transport engine join it with the data
+// path.
+//
+// Thread safety: control operations (PDs, MRs) serialise on one mutex;
+// translate() is lock-free and may run on any number of threads at once.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "alloc/index_allocator.h"
+#include "hca/mpt_table.h"
+#include "hca/mtt_table.h"
+#include "hca/tpt_cache.h"
+#include "srdma/profile.h"
+#include "srdma/status.h"
+#include "srdma/translation.h"
+#include "srdma/usage.h"
+
+namespace srdma::hca {
+
+struct MrAttr {
+  std::uint32_t pdn = 0;
+  std::uint64_t iova = 0;    // the first byte's address as the consumer names it
+  std::uint64_t length = 0;  // bytes, > 0
+  std::uint32_t access = 0;  // AccessFlags
+  std::uint8_t page_shift = 12;
+};
+
+class SoftHca {
+ public:
+  // REQUIRES: `profile` came from validate_profile().
+  static Result<std::unique_ptr<SoftHca>> open(const Profile& profile);
+
+  const Profile& profile() const { return profile_; }
+
+  Result<std::uint32_t> alloc_pd();
+  // EINVAL for a PD number that is not allocated.
+  Result<void> dealloc_pd(std::uint32_t pdn);
+
+  // Registers a region whose pages are `page_addrs` (each aligned to
+  // 2^page_shift; the first holds iova's first byte at offset
+  // iova % 2^page_shift). Returns the key (lkey == rkey). ENOMEM names the
+  // MPT or MTT table that is exhausted.
+  Result<std::uint32_t> reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs);
+  // EINVAL if `key` is not a registered region's current key.
+  Result<void> dereg_mr(std::uint32_t key);
+
+  // The pieces of memory (key, iova, length) covers for an access of kind
+  // `access` (AccessFlags; 0 = local read) from protection domain `pdn`, or
+  // why not. Zero length touches nothing and is never refused (IBA 9.4.x:
+  // a zero-length transfer carries no memory access to check).
+  std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,
+                                                std::uint64_t length, std::uint32_t access,
+                                                std::uint32_t pdn) const;
+  // Drops every cached translation (SYNC_TPT).
+  void sync_tpt() { tpt_.clear(); }
+  const TptCache& tpt_cache() const { return tpt_; }
+
+  std::vector<TableUsage> table_usage() const;
+  std::vector<BuddyUsage> buddy_usage() const;
+  // Address space the tables take (resident only where touched).
+  std::size_t table_bytes() const;
+
+ private:
+  SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd,
+          alloc::IndexAllocator qp, alloc::IndexAllocator cq);
+  MptFields lookup_mpt(std::uint32_t index) const;
+
+  const Profile profile_;
+  mutable std::mutex mu_;  // guards the allocators and MPT/MTT writes
+  MptTable mpt_;
+  MttTable mtt_;
+  alloc::IndexAllocator pd_alloc_;
+  alloc::IndexAllocator qp_alloc_;
+  alloc::IndexAllocator cq_alloc_;
+  mutable TptCache tpt_;
+};
+
+}  // namespace srdma::hca

@@ -1,0 +1,65 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "srdma/device.h"
+#include "tools/commands.h"
+
+namespace srdma::tools {
+namespace {
+
+// Resident bytes of this process (from /proc/self/statm).
+std::size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long size = 0, resident = 0;
+  int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+}  // namespace
+
+Result<void> info(const Profile& requested, std::ostream& out) {
+  std::vector<std::string> repairs;
+  auto p = validate_profile(requested, &repairs);
+  if (!p) return std::unexpected(p.error());
+  for (const auto& r : repairs) fmt::print(out, "profile: {}\n", r);
+
+  const std::size_t rss_before = resident_bytes();
+  auto dev = Device::open(*p);
+  if (!dev) return std::unexpected(dev.error());
+  const std::size_t rss_after = resident_bytes();
+
+  DeviceAttr a = dev->query();
+  fmt::print(out, "device {}\n", a.name);
+  fmt::print(out, "  {:<18} {:#x}\n", "max_mr_size", a.max_mr_size);
+  fmt::print(out, "  {:<18} {:#x}\n", "page_size_cap", a.page_size_cap);
+  for (auto [name, v] : {std::pair{"max_qp", a.max_qp}, {"max_qp_wr", a.max_qp_wr}, {"max_sge", a.max_sge},
+                         {"max_cq", a.max_cq}, {"max_cqe", a.max_cqe}, {"max_mr", a.max_mr},
+                         {"max_pd", a.max_pd}, {"max_inline_data", a.max_inline_data},
+                         {"max_map_per_fmr", a.max_map_per_fmr}, {"num_comp_vectors", a.num_comp_vectors}})
+    fmt::print(out, "  {:<18} {}\n", name, v);
+
+  fmt::print(out, "profile\n");
+  for (const auto& [name, v] : dev->profile().fields()) fmt::print(out, "  {:<22} {}\n", name, v);
+
+  fmt::print(out, "tables\n  {:<14} {:>10} {:>10} {:>10}\n", "table", "used", "reserved", "total");
+  for (const auto& t : dev->table_usage())
+    fmt::print(out, "  {:<14} {:>10} {:>10} {:>10}\n", t.name, t.used, t.reserved, t.total);
+
+  for (const auto& b : dev->buddy_usage()) {
+    fmt::print(out, "{} buddy (max_order {}): free blocks per order\n ", b.name, b.max_order);
+    for (int o = 0; o <= b.max_order; ++o) fmt::print(out, " {}:{}", o, b.free_per_order[o]);
+    fmt::print(out, "\n");
+  }
+  fmt::print(out, "footprint\n  {:<22} {}\n  {:<22} {}\n", "table address space", dev->table_bytes(),
+             "resident after open", rss_after > rss_before ? rss_after - rss_before : 0);
+  return {};
+}
+
+}  // namespace srdma::tools

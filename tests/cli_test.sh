@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# End-to-end checks of the srdma command: help on every subcommand, errors to
+# stderr with a non-zero exit, and golden simulator runs.
+set -u
+srdma=$1
+golden=$2
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+for sub in "" "info" "demo" "sim" "sim bitmap" "sim buddy"; do
+  # shellcheck disable=SC2086
+  "$srdma" $sub --help >/dev/null 2>&1 || fail "srdma $sub --help"
+done
+
+out=$("$srdma" 2>/dev/null) && fail "no subcommand should fail"
+err=$("$srdma" sim bitmap --num 6 --reserved 0 </dev/null 2>&1 >/dev/null) && fail "--num 6 should fail"
+[[ $err == *EINVAL* ]] || fail "--num 6 error on stderr: '$err'"
+err=$("$srdma" sim buddy --max-order 40 </dev/null 2>&1 >/dev/null) && fail "--max-order 40 should fail"
+[[ $err == *EINVAL* ]] || fail "--max-order 40 error on stderr: '$err'"
+err=$("$srdma" info -p num_bogus=3 2>&1 >/dev/null) && fail "unknown profile field should fail"
+[[ $err == *num_bogus* ]] || fail "unknown field named: '$err'"
+err=$("$srdma" info -p reserved_qps=-1 2>&1 >/dev/null) && fail "bad profile should fail"
+
+for t in "$golden"/*.in; do
+  name=$(basename "$t" .in)
+  args=$(head -1 "$t" | sed 's/^# args: //')
+  # shellcheck disable=SC2086
+  actual=$(tail -n +2 "$t" | "$srdma" $args | cut -d' ' -f1-2)
+  expected=$(cut -d' ' -f1-2 "$golden/$name.out")
+  [[ "$actual" == "$expected" ]] || { fail "golden $name"; diff <(echo "$expected") <(echo "$actual") | head; }
+done
+
+"$srdma" info >/dev/null || fail "srdma info"
+"$srdma" info -p num_mpt=1000 | grep -q "num_mpt 1000 -> 1024" || fail "srdma info shows the repair"
+"$srdma" demo | grep -q "key_mismatch" || fail "srdma demo shows a stale key refused"
+
+[[ $fails == 0 ]] && echo "cli: all passed"
+exit $((fails > 0))
