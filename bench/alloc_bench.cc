@@ -24,6 +24,17 @@
 //                  small order lies just past the middle of its bitmap.
 //     nearly_full  the lower 7/8 kept, a random half of the top 1/8 freed
 //                  (~94% occupancy): the first free block is 7/8 of the way.
+//   Buddy churn, max_order 20: the steady state of a long-running table.
+//     A long random sequence of allocations (orders 0..6, weighted towards
+//     small ones) and frees of random live blocks holds occupancy at ~50%
+//     (allocate while under half full, else free). With mthca's
+//     lowest-address-first policy the low addresses pack and the free space
+//     drifts upward. After the warm-up, one timed iteration replays a fixed
+//     pre-generated batch of mixed operations (kChurnBatch allocations
+//     interleaved with frees of blocks the batch allocated; every block is
+//     freed by the end, so the table comes back to the identical state:
+//     eager merging makes the free bitmaps a function of the allocated
+//     set). Both allocators replay the same batch from the same state.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -394,6 +405,177 @@ void BM_Buddy_mthca(benchmark::State& st, Frag frag, int order) {
   buddy_counters(st, p, order);
 }
 
+// ---------------------------------------------------------------------------
+// Buddy churn: steady state under random allocations and frees.
+
+constexpr int kChurnMaxOrder = 6;
+constexpr std::array<int, kChurnMaxOrder + 1> kChurnWeights = {40, 20, 15, 10, 7, 5, 3};
+constexpr std::uint64_t kChurnWarmupOps = 3'000'000;  // after the first fill to 50%
+constexpr int kChurnBatch = 256;                      // allocations per timed batch
+
+struct ChurnOp {
+  bool alloc;
+  std::uint8_t order;
+  std::uint16_t slot;  // which of the batch's allocations
+};
+
+struct ChurnState {
+  std::unique_ptr<BuddyPair> pair;
+  std::vector<ChurnOp> batch;
+  std::array<std::uint32_t, kBuddyMaxOrder + 1> num_free{};
+  std::uint64_t warmup_ops = 0;
+};
+
+std::unique_ptr<ChurnState> build_churn() {
+  auto ours = BuddyAllocator::create(kBuddyMaxOrder);
+  if (!ours) die("BuddyAllocator::create: " + ours.error().to_string());
+  auto st = std::make_unique<ChurnState>();
+  st->pair = std::make_unique<BuddyPair>(BuddyPair{std::move(*ours), MthcaBuddy(kBuddyMaxOrder)});
+  BuddyPair& p = *st->pair;
+
+  struct Block {
+    std::uint32_t seg;
+    int order;
+  };
+  std::vector<Block> live;
+  std::mt19937_64 rng(kSeed + 1);
+  std::discrete_distribution<int> pick_order(kChurnWeights.begin(), kChurnWeights.end());
+  const std::uint64_t n = std::uint64_t{1} << kBuddyMaxOrder;
+  std::uint64_t used = 0;
+  bool filled = false;
+  std::uint64_t ops = 0;
+  // Lockstep: every result of ours is compared with mthca's.
+  while (!filled || ops < kChurnWarmupOps) {
+    if (used < n / 2) {
+      int order = pick_order(rng);
+      std::int64_t seg = buddy_alloc_both(p, order);
+      if (seg < 0) die("churn: allocation failed at occupancy " + std::to_string(double(used) / n));
+      live.push_back({static_cast<std::uint32_t>(seg), order});
+      used += std::uint64_t{1} << order;
+    } else {
+      filled = true;
+      std::size_t i = std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
+      buddy_free_both(p, live[i].seg, live[i].order);
+      used -= std::uint64_t{1} << live[i].order;
+      live[i] = live.back();
+      live.pop_back();
+    }
+    if (filled) ++ops;
+  }
+  st->warmup_ops = ops;
+  p.occupancy = 1.0 - double(p.ours.free_segments()) / n;
+  for (int o = 0; o <= kBuddyMaxOrder; ++o) {
+    if (p.ours.num_free(o) != p.mthca.num_free(o)) die("churn: num_free disagrees");
+    st->num_free[o] = p.ours.num_free(o);
+  }
+
+  // The timed batch: allocations interleaved with frees of the batch's own
+  // blocks, all freed by the end.
+  std::bernoulli_distribution coin(0.5);
+  std::vector<std::uint16_t> batch_live;
+  int allocs_left = kChurnBatch;
+  std::uint16_t next_slot = 0;
+  while (allocs_left > 0 || !batch_live.empty()) {
+    if (allocs_left > 0 && (batch_live.empty() || coin(rng))) {
+      st->batch.push_back({true, static_cast<std::uint8_t>(pick_order(rng)), next_slot});
+      batch_live.push_back(next_slot++);
+      --allocs_left;
+    } else {
+      std::size_t i = std::uniform_int_distribution<std::size_t>(0, batch_live.size() - 1)(rng);
+      st->batch.push_back({false, 0, batch_live[i]});
+      batch_live[i] = batch_live.back();
+      batch_live.pop_back();
+    }
+  }
+  // Sanity: one replay in lockstep.
+  std::array<std::uint32_t, kChurnBatch> segs{};
+  std::array<int, kChurnBatch> orders{};
+  for (const ChurnOp& op : st->batch) {
+    if (op.alloc) {
+      std::int64_t seg = buddy_alloc_both(p, op.order);
+      if (seg < 0) die("churn batch: allocation failed");
+      segs[op.slot] = static_cast<std::uint32_t>(seg);
+      orders[op.slot] = op.order;
+    } else {
+      buddy_free_both(p, segs[op.slot], orders[op.slot]);
+    }
+  }
+  for (int o = 0; o <= kBuddyMaxOrder; ++o)
+    if (p.ours.num_free(o) != st->num_free[o] || p.mthca.num_free(o) != st->num_free[o])
+      die("churn batch: the state did not come back");
+  return st;
+}
+
+ChurnState& churn_state() {
+  static std::unique_ptr<ChurnState> st = build_churn();
+  return *st;
+}
+
+void churn_counters(benchmark::State& st, ChurnState& c) {
+  BuddyPair& p = *c.pair;
+  for (int o = 0; o <= kBuddyMaxOrder; ++o)
+    if (p.ours.num_free(o) != c.num_free[o] || p.mthca.num_free(o) != c.num_free[o])
+      st.SkipWithError("the batch did not restore the state");
+  const double ops = double(c.batch.size());
+  st.SetItemsProcessed(st.iterations() * static_cast<std::int64_t>(c.batch.size()));
+  st.counters["per_op"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate |
+                                                      benchmark::Counter::kInvert);
+  st.counters["occupancy"] = p.occupancy;
+  st.counters["warmup_ops"] = double(c.warmup_ops);
+  // How far the linear scan goes for a fresh block of order 0, 3, 6 in this
+  // state, and where the order-0 block lies.
+  st.counters["scan_words_o0"] = double(p.mthca.words_scanned(0));
+  st.counters["scan_words_o3"] = double(p.mthca.words_scanned(3));
+  st.counters["scan_words_o6"] = double(p.mthca.words_scanned(6));
+  auto seg = p.ours.alloc(0);
+  if (seg) {
+    st.counters["seg_frac_o0"] = double(*seg) / double(std::uint32_t{1} << kBuddyMaxOrder);
+    (void)p.ours.free(*seg, 0);
+  }
+}
+
+void BM_Churn_srdma(benchmark::State& st) {
+  ChurnState& c = churn_state();
+  BuddyAllocator& b = c.pair->ours;
+  std::array<std::uint32_t, kChurnBatch> segs{};
+  std::array<int, kChurnBatch> orders{};
+  for (auto _ : st) {
+    for (const ChurnOp& op : c.batch) {
+      if (op.alloc) {
+        auto seg = b.alloc(op.order);
+        if (!seg) [[unlikely]] die("churn: alloc failed");
+        segs[op.slot] = *seg;
+        orders[op.slot] = op.order;
+      } else if (!b.free(segs[op.slot], orders[op.slot])) [[unlikely]] {
+        die("churn: free failed");
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  churn_counters(st, c);
+}
+
+void BM_Churn_mthca(benchmark::State& st) {
+  ChurnState& c = churn_state();
+  MthcaBuddy& b = c.pair->mthca;
+  std::array<std::uint32_t, kChurnBatch> segs{};
+  std::array<int, kChurnBatch> orders{};
+  for (auto _ : st) {
+    for (const ChurnOp& op : c.batch) {
+      if (op.alloc) {
+        std::int64_t seg = b.alloc(op.order);
+        if (seg < 0) [[unlikely]] die("churn: mthca alloc failed");
+        segs[op.slot] = static_cast<std::uint32_t>(seg);
+        orders[op.slot] = op.order;
+      } else {
+        b.free(segs[op.slot], orders[op.slot]);
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  churn_counters(st, c);
+}
+
 // Registered side by side: each srdma benchmark next to its baseline.
 const bool registered = [] {
   const std::pair<const char*, IndexFill> index_fills[] = {
@@ -413,6 +595,8 @@ const bool registered = [] {
       benchmark::RegisterBenchmark((base + "/mthca_linear").c_str(), BM_Buddy_mthca, frag, order);
     }
   }
+  benchmark::RegisterBenchmark("BuddyChurn/steady_half/srdma", BM_Churn_srdma);
+  benchmark::RegisterBenchmark("BuddyChurn/steady_half/mthca_linear", BM_Churn_mthca);
   return true;
 }();
 

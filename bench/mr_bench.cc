@@ -5,6 +5,9 @@
 //                           once, outside the timed loop.
 //   CheckMapping/pages:N    the /proc/self/maps check reg_mr runs first (part
 //                           of RegDereg, measured alone to attribute it).
+//   HcaRegDereg/pages:N     the device's share of RegDereg alone
+//                           (SoftHca::reg_mr + dereg_mr: MPT key, MTT buddy,
+//                           MTT writes, MPT publish, cache invalidate).
 //   Translate/hit/bytes:N   translate() of one key again and again: every
 //                           lookup hits the TPT cache. The result's pieces
 //                           are walked (their lengths summed).
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "core/memory_map.h"
+#include "hca/soft_hca.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "srdma/mr.h"
@@ -91,6 +95,33 @@ void BM_CheckMapping(benchmark::State& st) {
     auto r = srdma::core::check_mapping(reinterpret_cast<std::uintptr_t>(e.buf), len, true);
     if (!r) [[unlikely]] {
       st.SkipWithError(r.error().to_string().c_str());
+      break;
+    }
+  }
+  st.SetItemsProcessed(st.iterations());
+}
+
+void BM_HcaRegDereg(benchmark::State& st) {
+  Env& e = env();
+  auto profile = srdma::validate_profile(srdma::Profile{});
+  if (!profile) die("validate_profile: " + profile.error().to_string());
+  auto hca = srdma::hca::SoftHca::open(*profile);
+  if (!hca) die("SoftHca::open: " + hca.error().to_string());
+  auto pdn = (*hca)->alloc_pd();
+  if (!pdn) die("alloc_pd: " + pdn.error().to_string());
+  const std::size_t npages = static_cast<std::size_t>(st.range(0));
+  const auto base = reinterpret_cast<std::uint64_t>(e.buf);
+  std::vector<std::uint64_t> pages(npages);
+  for (std::size_t i = 0; i < npages; ++i) pages[i] = base + i * kPage;
+  const srdma::hca::MrAttr attr{*pdn, base, npages * kPage, srdma::ACCESS_LOCAL_WRITE, 12};
+  for (auto _ : st) {
+    auto key = (*hca)->reg_mr(attr, pages);
+    if (!key) [[unlikely]] {
+      st.SkipWithError(("reg_mr: " + key.error().to_string()).c_str());
+      break;
+    }
+    if (auto r = (*hca)->dereg_mr(*key); !r) [[unlikely]] {
+      st.SkipWithError(("dereg_mr: " + r.error().to_string()).c_str());
       break;
     }
   }
@@ -165,6 +196,7 @@ void BM_SyncTpt(benchmark::State& st) {
 
 BENCHMARK(BM_RegDereg)->Name("RegDereg")->ArgName("pages")->Arg(1)->Arg(32)->Arg(256);
 BENCHMARK(BM_CheckMapping)->Name("CheckMapping")->ArgName("pages")->Arg(1)->Arg(256);
+BENCHMARK(BM_HcaRegDereg)->Name("HcaRegDereg")->ArgName("pages")->Arg(1)->Arg(32)->Arg(256);
 BENCHMARK_CAPTURE(BM_Translate, hit, Mode::kHit)->Name("Translate/hit")->ArgName("bytes")->Arg(64)->Arg(64 << 10);
 BENCHMARK_CAPTURE(BM_Translate, miss, Mode::kMiss)->Name("Translate/miss")->ArgName("bytes")->Arg(64)->Arg(64 << 10);
 BENCHMARK_CAPTURE(BM_Translate, sync_then, Mode::kSyncThen)

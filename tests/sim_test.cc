@@ -50,6 +50,10 @@ TEST(SimBitmap, AllocFreeAndErrors) {
             "error EINVAL\nerror EINVAL\nerror EINVAL\nerror EINVAL\nerror EINVAL\n");
 }
 
+TEST(SimBuddy, CrlfInputAndHexOrders) {
+  EXPECT_EQ(run_buddy(3, "alloc 0x1\r\nfree 0 1\r\n"), "0\nok\n");
+}
+
 TEST(SimBitmap, MaskLimitsTheRotation) {
   // QP-style mask: top wraps within 24 bits.
   std::string in;
@@ -141,6 +145,11 @@ TEST(SimParse, Numbers) {
   EXPECT_FALSE(parse_u64("1x"));
   EXPECT_FALSE(parse_u64(""));
   EXPECT_EQ(parse_i64("-3"), -3);
+  EXPECT_EQ(parse_i64("0x10"), 16);
+  EXPECT_EQ(parse_i64("-9223372036854775808"), INT64_MIN);
+  EXPECT_FALSE(parse_i64("9223372036854775808"));
+  EXPECT_EQ(printable("a\rb"), "a?b");
+  EXPECT_EQ(printable(std::string(100, 'x')).size(), 67u);
   EXPECT_FALSE(parse_i64("3.5"));
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "srdma/cq.h"
 #include "srdma/pd.h"
 #include "srdma/profile.h"
 #include "srdma/status.h"
@@ -66,6 +67,13 @@ class Device {
   std::size_t table_bytes() const;
 
   Result<ProtectionDomain> alloc_pd();
+
+  // This device's address on the link (what a peer QP's QP_AV names).
+  std::uint64_t address() const;
+  // A completion queue of exactly init.cqe entries (1..max_cqe, else
+  // EINVAL) on vector init.comp_vector (< num_comp_vectors, else EINVAL).
+  Result<std::unique_ptr<CompletionQueue>> create_cq(const CqInit& init);
+  Result<std::unique_ptr<CompChannel>> create_comp_channel();
 
   // Introspection: what the device's data path would make of an access.
   std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "srdma/mr.h"
+#include "srdma/qp.h"
 #include "srdma/status.h"
 
 namespace srdma {
@@ -40,7 +41,11 @@ class ProtectionDomain {
   Result<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access,
                               unsigned page_shift = 12);
 
-  // EBUSY while memory regions (or, later, QPs) use it.
+  // An RC queue pair in RESET. EINVAL names a cap beyond the device's
+  // limits, or a missing CQ.
+  Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& init);
+
+  // EBUSY while memory regions or QPs use it.
   Result<void> dealloc();
 
   bool valid() const { return state_ != nullptr; }

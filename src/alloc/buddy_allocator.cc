@@ -19,32 +19,9 @@ BuddyAllocator::BuddyAllocator(int max_order)
   mark_free(max_order, 0);
 }
 
-void BuddyAllocator::mark_free(int order, std::uint32_t block) {
-  bits_[order].set(block);
-  ++num_free_[order];
-}
-
-void BuddyAllocator::mark_used(int order, std::uint32_t block) {
-  bits_[order].clear(block);
-  --num_free_[order];
-}
-
-Result<std::uint32_t> BuddyAllocator::alloc(int order) {
+std::unexpected<Error> BuddyAllocator::alloc_error(int order) const {
   if (order < 0 || order > max_order_)
     return make_error(EINVAL, fmt::format("order {} outside 0..{}", order, max_order_));
-  for (int o = order; o <= max_order_; ++o) {
-    if (num_free_[o] == 0) continue;  // skip empty orders, as mthca does
-    std::uint32_t block = static_cast<std::uint32_t>(bits_[o].find_first_set());
-    mark_used(o, block);
-    while (o > order) {  // split: keep the lower half, free the upper
-      --o;
-      block <<= 1;
-      mark_free(o, block ^ 1);
-    }
-    std::uint32_t seg = block << order;
-    alloc_order_[seg] = static_cast<std::uint8_t>(order + 1);
-    return seg;
-  }
   return make_error(ENOMEM, fmt::format("no free block of order {} or above (max_order {})", order,
                                         max_order_));
 }
@@ -59,22 +36,11 @@ Result<void> BuddyAllocator::check_block(std::uint32_t seg, int order) const {
   return {};
 }
 
-Result<void> BuddyAllocator::free(std::uint32_t seg, int order) {
-  if (auto ok = check_block(seg, order); !ok) return ok;
+std::unexpected<Error> BuddyAllocator::free_error(std::uint32_t seg, int order) const {
+  if (auto ok = check_block(seg, order); !ok) return std::unexpected(std::move(ok.error()));
   int got = alloc_order_[seg] - 1;
   if (got < 0) return make_error(EINVAL, fmt::format("segment {} is not allocated", seg));
-  if (got != order)
-    return make_error(EINVAL, fmt::format("segment {} was allocated with order {}, not {}", seg, got,
-                                          order));
-  alloc_order_[seg] = 0;
-  std::uint32_t block = seg >> order;
-  while (order < max_order_ && bits_[order].test(block ^ 1)) {  // merge with the free buddy
-    mark_used(order, block ^ 1);
-    block >>= 1;
-    ++order;
-  }
-  mark_free(order, block);
-  return {};
+  return make_error(EINVAL, fmt::format("segment {} was allocated with order {}, not {}", seg, got, order));
 }
 
 Result<void> BuddyAllocator::reserve(std::uint32_t seg, int order) {

@@ -61,13 +61,61 @@ class BuddyAllocator {
  private:
   explicit BuddyAllocator(int max_order);
   Result<void> check_block(std::uint32_t seg, int order) const;
-  void mark_free(int order, std::uint32_t block);
-  void mark_used(int order, std::uint32_t block);
+  // The error alloc(order) / free(seg, order) returns; off the hot path.
+  [[gnu::cold, gnu::noinline]] std::unexpected<Error> alloc_error(int order) const;
+  [[gnu::cold, gnu::noinline]] std::unexpected<Error> free_error(std::uint32_t seg, int order) const;
+  void mark_free(int order, std::uint32_t block) {
+    bits_[order].set(block);
+    ++num_free_[order];
+  }
+  void mark_used(int order, std::uint32_t block) {
+    bits_[order].clear(block);
+    --num_free_[order];
+  }
 
   int max_order_ = 0;
   std::vector<SummaryBitmap> bits_;      // bits_[o]: set = free block of order o at index
   std::vector<std::uint32_t> num_free_;  // free blocks per order
   ZeroedArray<std::uint8_t> alloc_order_;  // per first segment: order + 1 if allocated
 };
+
+// The hot paths, inline: a handful of word operations each.
+
+inline Result<std::uint32_t> BuddyAllocator::alloc(int order) {
+  if (static_cast<unsigned>(order) > static_cast<unsigned>(max_order_)) [[unlikely]]
+    return alloc_error(order);
+  for (int o = order; o <= max_order_; ++o) {
+    if (num_free_[o] == 0) continue;  // skip empty orders, as mthca does
+    std::uint32_t block = static_cast<std::uint32_t>(bits_[o].find_first_set());
+    mark_used(o, block);
+    while (o > order) {  // split: keep the lower half, free the upper
+      --o;
+      block <<= 1;
+      mark_free(o, block ^ 1);
+    }
+    std::uint32_t seg = block << order;
+    alloc_order_[seg] = static_cast<std::uint8_t>(order + 1);
+    return seg;
+  }
+  return alloc_error(order);
+}
+
+inline Result<void> BuddyAllocator::free(std::uint32_t seg, int order) {
+  // One test for every misuse: order in range, seg in the table and aligned,
+  // and a block of exactly this order allocated at seg.
+  if (static_cast<unsigned>(order) > static_cast<unsigned>(max_order_) || (seg >> max_order_) != 0 ||
+      (seg & ((std::uint32_t{1} << order) - 1)) != 0 || alloc_order_[seg] != order + 1) [[unlikely]]
+    return free_error(seg, order);
+  alloc_order_[seg] = 0;
+  std::uint32_t block = seg >> order;
+  // Merge with the free buddy while there is one: one word read per order.
+  while (order < max_order_ && bits_[order].test_and_clear(block ^ 1)) {
+    --num_free_[order];
+    block >>= 1;
+    ++order;
+  }
+  mark_free(order, block);
+  return {};
+}
 
 }  // namespace srdma::alloc

@@ -21,19 +21,8 @@ IndexAllocator::IndexAllocator(std::uint32_t num, std::uint32_t mask, std::uint3
   for (std::uint32_t i = reserved; i < num; ++i) free_.set(i);
 }
 
-Result<std::uint32_t> IndexAllocator::alloc() {
-  std::size_t obj = free_.find_next_set(last_);
-  if (obj == SummaryBitmap::npos) {
-    top_ = (top_ + num_) & mask_;
-    obj = free_.find_first_set();
-  }
-  if (obj == SummaryBitmap::npos)
-    return make_error(ENOMEM, fmt::format("all {} entries in use ({} reserved)", num_, reserved_));
-  free_.clear(obj);
-  ++used_;
-  std::uint32_t value = static_cast<std::uint32_t>(obj) | top_;
-  issued_[obj] = value;
-  return value;
+std::unexpected<Error> IndexAllocator::alloc_error() const {
+  return make_error(ENOMEM, fmt::format("all {} entries in use ({} reserved)", num_, reserved_));
 }
 
 bool IndexAllocator::is_allocated(std::uint32_t value) const {
@@ -41,20 +30,14 @@ bool IndexAllocator::is_allocated(std::uint32_t value) const {
   return obj >= reserved_ && !free_.test(obj) && issued_[obj] == value;
 }
 
-Result<void> IndexAllocator::free(std::uint32_t value) {
+std::unexpected<Error> IndexAllocator::free_error(std::uint32_t value) const {
   std::uint32_t obj = value & (num_ - 1);
   if (obj < reserved_)
     return make_error(EINVAL, fmt::format("index {} is reserved", obj));
   if (free_.test(obj))
     return make_error(EINVAL, fmt::format("index {} is not allocated", obj));
-  if (issued_[obj] != value)
-    return make_error(EINVAL, fmt::format("value {:#x} has other high bits than the {:#x} allocated at index {}",
-                                          value, issued_[obj], obj));
-  free_.set(obj);
-  --used_;
-  last_ = std::min(last_, obj);
-  top_ = (top_ + num_) & mask_;
-  return {};
+  return make_error(EINVAL, fmt::format("value {:#x} has other high bits than the {:#x} allocated at index {}",
+                                        value, issued_[obj], obj));
 }
 
 }  // namespace srdma::alloc

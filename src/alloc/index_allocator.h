@@ -58,6 +58,9 @@ class IndexAllocator {
 
  private:
   IndexAllocator(std::uint32_t num, std::uint32_t mask, std::uint32_t reserved);
+  // The errors alloc() / free(value) return; off the hot path.
+  [[gnu::cold, gnu::noinline]] std::unexpected<Error> alloc_error() const;
+  [[gnu::cold, gnu::noinline]] std::unexpected<Error> free_error(std::uint32_t value) const;
 
   std::uint32_t num_ = 0;
   std::uint32_t mask_ = 0;
@@ -68,5 +71,31 @@ class IndexAllocator {
   SummaryBitmap free_;               // set bit = free index
   ZeroedArray<std::uint32_t> issued_;  // the value handed out, per allocated index
 };
+
+// The hot paths, inline.
+
+inline Result<std::uint32_t> IndexAllocator::alloc() {
+  std::size_t obj = free_.find_next_set(last_);
+  if (obj == SummaryBitmap::npos) [[unlikely]] {
+    top_ = (top_ + num_) & mask_;
+    obj = free_.find_first_set();
+    if (obj == SummaryBitmap::npos) return alloc_error();
+  }
+  free_.clear(obj);
+  ++used_;
+  std::uint32_t value = static_cast<std::uint32_t>(obj) | top_;
+  issued_[obj] = value;
+  return value;
+}
+
+inline Result<void> IndexAllocator::free(std::uint32_t value) {
+  std::uint32_t obj = value & (num_ - 1);
+  if (obj < reserved_ || free_.test(obj) || issued_[obj] != value) [[unlikely]] return free_error(value);
+  free_.set(obj);
+  --used_;
+  if (obj < last_) last_ = obj;
+  top_ = (top_ + num_) & mask_;
+  return {};
+}
 
 }  // namespace srdma::alloc

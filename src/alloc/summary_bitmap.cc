@@ -6,10 +6,11 @@ namespace srdma::alloc {
 
 SummaryBitmap::SummaryBitmap(std::size_t nbits) : nbits_(nbits) {
   std::size_t bits = nbits == 0 ? 1 : nbits;
+  std::array<std::size_t, kMaxLevels> offset{};
   std::size_t total = 0;
   for (;;) {
     std::size_t words = (bits + 63) / 64;
-    offset_[levels_] = total;
+    offset[levels_] = total;
     nwords_[levels_] = words;
     total += words;
     ++levels_;
@@ -17,36 +18,20 @@ SummaryBitmap::SummaryBitmap(std::size_t nbits) : nbits_(nbits) {
     bits = words;
   }
   words_ = ZeroedArray<std::uint64_t>(total);
+  for (int k = 0; k < levels_; ++k) level_[k] = words_.data() + offset[k];
 }
 
-void SummaryBitmap::set(std::size_t i) {
-  for (int k = 0; k < levels_; ++k) {
-    std::uint64_t& w = level(k)[i >> 6];
-    bool was_empty = w == 0;
-    w |= std::uint64_t{1} << (i & 63);
-    if (!was_empty) return;
-    i >>= 6;  // this word became non-empty: mark it one level up
-  }
-}
-
-void SummaryBitmap::clear(std::size_t i) {
-  for (int k = 0; k < levels_; ++k) {
-    std::uint64_t& w = level(k)[i >> 6];
-    w &= ~(std::uint64_t{1} << (i & 63));
-    if (w != 0) return;
-    i >>= 6;  // this word became empty: clear its summary bit
-  }
-}
-
-std::size_t SummaryBitmap::find_next_set(std::size_t from) const {
-  if (from >= nbits_) return npos;
-  std::size_t i = from;
-  int k = 0;
+std::size_t SummaryBitmap::find_next_set_slow(std::size_t from) const {
+  // from's own word (level 0) is known empty at and after from: climb from
+  // the next word.
+  std::size_t i = (from >> 6) + 1;
+  int k = 1;
+  if (k == levels_) return npos;
   // Climb: look for a set bit at or after i in the current word of level k.
   for (;;) {
     std::size_t word = i >> 6;
     if (word < nwords_[k]) {
-      std::uint64_t w = level(k)[word] & (~std::uint64_t{0} << (i & 63));
+      std::uint64_t w = level_[k][word] & (~std::uint64_t{0} << (i & 63));
       if (w != 0) {
         i = (word << 6) + static_cast<std::size_t>(std::countr_zero(w));
         break;
@@ -59,7 +44,7 @@ std::size_t SummaryBitmap::find_next_set(std::size_t from) const {
   // Descend along the lowest set bits; every summary bit promises a set bit.
   while (k > 0) {
     --k;
-    i = (i << 6) + static_cast<std::size_t>(std::countr_zero(level(k)[i]));
+    i = (i << 6) + static_cast<std::size_t>(std::countr_zero(level_[k][i]));
   }
   return i < nbits_ ? i : npos;
 }

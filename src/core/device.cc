@@ -67,4 +67,6 @@ std::expected<Translation, Refusal> Device::translate(std::uint32_t key, std::ui
 
 void Device::sync_tpt() { state_->hca->sync_tpt(); }
 
+std::uint64_t Device::address() const { return state_->hca->address(); }
+
 }  // namespace srdma

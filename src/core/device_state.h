@@ -10,13 +10,16 @@
 #include <memory>
 #include <string>
 
+#include "hca/comp_channel.h"
 #include "hca/soft_hca.h"
 
 namespace srdma::detail {
 
+struct ChannelState;
+
 struct DeviceState {
   std::string name;
-  std::unique_ptr<hca::SoftHca> hca;
+  std::shared_ptr<hca::SoftHca> hca;
 };
 
 struct PdState {
@@ -28,6 +31,23 @@ struct PdState {
   ~PdState() {
     if (!dealloced.load()) (void)device->hca->dealloc_pd(pdn);
   }
+};
+
+struct CqState {
+  std::shared_ptr<DeviceState> device;
+  std::shared_ptr<hca::Cq> cq;
+  std::shared_ptr<ChannelState> channel;  // when bound to one
+  bool destroyed = false;
+};
+
+struct ChannelState {
+  std::unique_ptr<hca::CompChannel> channel;
+};
+
+struct QpState {
+  std::shared_ptr<PdState> pd;
+  std::shared_ptr<hca::Qp> qp;
+  bool destroyed = false;
 };
 
 }  // namespace srdma::detail

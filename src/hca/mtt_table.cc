@@ -31,7 +31,7 @@ Result<MttTable> MttTable::create(std::uint32_t num_segs, int log_mtts_per_seg,
     // order-i block of the main buddy.
     auto base = t.main_.alloc(fmr_order);
     if (!base)
-      return make_error(EINVAL, fmt::format("MTT table of {} segments cannot hold an FMR region of 2^{}",
+      return make_error(ENOMEM, fmt::format("MTT table of {} segments cannot hold an FMR region of 2^{}",
                                             num_segs, fmr_order));
     t.fmr_base_ = *base;
     t.fmr_block_segs_ = std::uint32_t{1} << fmr_order;
@@ -39,7 +39,7 @@ Result<MttTable> MttTable::create(std::uint32_t num_segs, int log_mtts_per_seg,
   if (reserved_segs > 0) {
     // Firmware's MTTs come first out of the buddy FMRs use.
     auto r = t.alloc(std::uint64_t{reserved_segs} << log_mtts_per_seg, MttPool::kFmr);
-    if (!r) return make_error(EINVAL, fmt::format("cannot reserve {} MTT segments: {}", reserved_segs,
+    if (!r) return make_error(ENOMEM, fmt::format("MTT table too small to reserve {} segments: {}", reserved_segs,
                                                   r.error().reason));
     t.reserved_segs_ = std::uint32_t{1} << r->order;
   }

@@ -1,5 +1,6 @@
 #include "srdma/profile.h"
 
+#include <algorithm>
 #include <bit>
 #include <optional>
 #include <thread>
@@ -33,7 +34,7 @@ void for_each_field(P& p, F&& f) {
 
 std::int64_t online_cpus() {
   unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : n;
+  return n == 0 ? 1 : std::min<std::int64_t>(n, 1024);
 }
 
 // Upper bounds beyond which a table cannot be built (not repairable).
@@ -46,6 +47,7 @@ constexpr std::int64_t kMaxCqe = (1 << 22) - 1;
 constexpr std::int64_t kMaxQpWr = 1 << 20;
 constexpr std::int64_t kMaxSge = 256;
 constexpr std::int64_t kMaxInline = 1 << 16;
+constexpr std::int64_t kMaxMttEntries = std::int64_t{1} << 30;  // 8 GiB of MTT address space
 
 }  // namespace
 
@@ -134,6 +136,9 @@ Result<Profile> validate_profile(const Profile& requested, std::vector<std::stri
     p.log_mtts_per_seg = 3;
   }
 
+  if (!error && (p.num_mtt_segs << p.log_mtts_per_seg) > kMaxMttEntries)
+    check(make_error(EINVAL, fmt::format("num_mtt_segs {} x 2^log_mtts_per_seg {} exceeds {} MTT entries",
+                                         p.num_mtt_segs, p.log_mtts_per_seg, kMaxMttEntries)));
   check(limit("num_comp_vectors", p.num_comp_vectors, online_cpus(), kMaxCompVectors));
   check(limit("max_cqe", p.max_cqe, defaults.max_cqe, kMaxCqe));
   check(limit("max_qp_wr", p.max_qp_wr, defaults.max_qp_wr, kMaxQpWr));

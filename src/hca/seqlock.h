@@ -28,22 +28,30 @@ class Seqlock {
 
  public:
   // A consistent snapshot; also returns the version it was taken at.
+  //
+  // Each word is loaded straight into its place in the result (an 8-byte
+  // store per word, read back by narrower or equal loads of the fields), not
+  // staged in a temporary array and copied again: a wide copy out of freshly
+  // stored narrow words is a store-forwarding stall.
   T load(std::uint64_t* version = nullptr) const {
-    std::array<std::uint64_t, kWords> w;
+    T out;
+    auto* dst = reinterpret_cast<unsigned char*>(static_cast<void*>(&out));
     for (;;) {
       std::uint64_t s1 = seq().load(std::memory_order_acquire);
-      if (s1 & 1) continue;  // a writer is inside
-      for (std::size_t i = 0; i < kWords; ++i)
-        w[i] = std::atomic_ref<const std::uint64_t>(words_[i]).load(std::memory_order_relaxed);
+      if (s1 & 1) [[unlikely]] {  // a writer is inside
+        cpu_relax();
+        continue;
+      }
+      for (std::size_t i = 0; i < kWords; ++i) {
+        std::uint64_t w = std::atomic_ref<const std::uint64_t>(words_[i]).load(std::memory_order_relaxed);
+        std::memcpy(dst + 8 * i, &w, 8);
+      }
       std::atomic_thread_fence(std::memory_order_acquire);
-      if (seq().load(std::memory_order_relaxed) == s1) {
+      if (seq().load(std::memory_order_relaxed) == s1) [[likely]] {
         if (version) *version = s1;
-        break;
+        return out;
       }
     }
-    T out;
-    std::memcpy(&out, w.data(), sizeof(T));
-    return out;
   }
 
   // The current version (even when stable).
@@ -54,6 +62,15 @@ class Seqlock {
     std::uint64_t s = seq().load(std::memory_order_relaxed);
     while (!try_begin(s)) s = seq().load(std::memory_order_relaxed);
     write_and_publish(v, s);
+  }
+
+  // Stores `v` only if nothing was stored since version() returned
+  // `version`; true if stored. Lets a reader that decided what to store from
+  // other data refuse to overwrite a newer store.
+  bool try_store_if_unchanged(std::uint64_t version, const T& v) {
+    if (!try_begin(version)) return false;
+    write_and_publish(v, version);
+    return true;
   }
 
   // Stores `v` unless another writer is inside; true if stored.
@@ -73,12 +90,19 @@ class Seqlock {
            seq().compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
   void write_and_publish(const T& v, std::uint64_t s) {
-    std::array<std::uint64_t, kWords> w;
-    std::memcpy(w.data(), &v, sizeof(T));
+    const auto* src = reinterpret_cast<const unsigned char*>(static_cast<const void*>(&v));
     std::atomic_thread_fence(std::memory_order_release);
-    for (std::size_t i = 0; i < kWords; ++i)
-      std::atomic_ref<std::uint64_t>(words_[i]).store(w[i], std::memory_order_relaxed);
+    for (std::size_t i = 0; i < kWords; ++i) {
+      std::uint64_t w;
+      std::memcpy(&w, src + 8 * i, 8);
+      std::atomic_ref<std::uint64_t>(words_[i]).store(w, std::memory_order_relaxed);
+    }
     seq().store(s + 2, std::memory_order_release);
+  }
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
   }
 
   alignas(8) std::uint64_t seq_ = 0;

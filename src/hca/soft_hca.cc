@@ -1,14 +1,23 @@
 #include "hca/soft_hca.h"
 
 #include <atomic>
+#include <new>
 
 #include <fmt/format.h>
 
+#include "hca/engine_timer.h"
+#include "hca/inproc_link.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
 namespace {
 constexpr std::uint32_t kQpnMask = (1u << 24) - 1;  // QPNs and CQNs are 24 bits
+
+// Device addresses: unique in the process, like LIDs on a subnet.
+std::uint64_t next_address() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1);
+}
 
 Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, std::uint32_t mask,
                                          std::int64_t reserved) {
@@ -19,7 +28,7 @@ Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, st
 }
 }  // namespace
 
-Result<std::unique_ptr<SoftHca>> SoftHca::open(const Profile& p) {
+Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p) try {
   auto mpt = MptTable::create(static_cast<std::uint32_t>(p.num_mpt), static_cast<std::uint32_t>(p.reserved_mrws));
   if (!mpt) return std::unexpected(mpt.error());
   auto mtt = MttTable::create(static_cast<std::uint32_t>(p.num_mtt_segs), static_cast<int>(p.log_mtts_per_seg),
@@ -33,8 +42,12 @@ Result<std::unique_ptr<SoftHca>> SoftHca::open(const Profile& p) {
   if (!qp) return std::unexpected(qp.error());
   auto cq = make_alloc("CQ", p.num_cq, kQpnMask, p.reserved_cqs);
   if (!cq) return std::unexpected(cq.error());
-  return std::unique_ptr<SoftHca>(
+  auto dev = std::shared_ptr<SoftHca>(
       new SoftHca(p, std::move(*mpt), std::move(*mtt), std::move(*pd), std::move(*qp), std::move(*cq)));
+  InprocLink::instance().attach(dev->address_, dev);
+  return dev;
+} catch (const std::bad_alloc&) {
+  return make_error(ENOMEM, "not enough address space for the device tables of this profile");
 }
 
 SoftHca::SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd,
@@ -44,7 +57,8 @@ SoftHca::SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAlloc
       mtt_(std::move(mtt)),
       pd_alloc_(std::move(pd)),
       qp_alloc_(std::move(qp)),
-      cq_alloc_(std::move(cq)) {}
+      cq_alloc_(std::move(cq)),
+      address_(next_address()) {}
 
 Result<std::uint32_t> SoftHca::alloc_pd() {
   std::lock_guard lock(mu_);
@@ -61,8 +75,19 @@ Result<void> SoftHca::dealloc_pd(std::uint32_t pdn) {
 }
 
 Result<std::uint32_t> SoftHca::reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs) {
-  if (attr.length == 0 || page_addrs.empty())
-    return make_error(EINVAL, "a memory region needs at least one byte");
+  // The narrow interface trusts nobody: the page list must cover the region
+  // exactly, with aligned pages, or translate() could walk foreign MTTs.
+  if (attr.length == 0) return make_error(EINVAL, "a memory region needs at least one byte");
+  if (attr.page_shift < 12 || attr.page_shift > 30)
+    return make_error(EINVAL, fmt::format("page_shift {} outside 12..30", attr.page_shift));
+  const std::uint64_t page_mask = (std::uint64_t{1} << attr.page_shift) - 1;
+  const std::uint64_t first = attr.iova & page_mask;
+  if (attr.length > ~std::uint64_t{0} - first) return make_error(EINVAL, "the region wraps");
+  const std::uint64_t needed = (first + attr.length + page_mask) >> attr.page_shift;
+  if (page_addrs.size() != needed)
+    return make_error(EINVAL, fmt::format("{} pages given for a region that spans {}", page_addrs.size(), needed));
+  for (std::uint64_t a : page_addrs)
+    if (a & page_mask) return make_error(EINVAL, fmt::format("page address {:#x} is not aligned", a));
   std::lock_guard lock(mu_);
   if (!pd_alloc_.is_allocated(attr.pdn))
     return make_error(EINVAL, fmt::format("PD {} is not allocated", attr.pdn));
@@ -97,11 +122,9 @@ Result<void> SoftHca::dereg_mr(std::uint32_t key) {
   MptFields f = mpt_.read(index);
   if (!f.is_region() || f.key != key || (f.flags & MPT_FLAG_FMR))
     return make_error(EINVAL, fmt::format("key {:#x} is not a registered memory region", key));
-  // HW2SW_MPT: take the entry back, then drop it from the translation cache.
-  // The fence pairs with the one in translate() so that either the filler
-  // sees the new version or we see its fill (see tpt_cache.h).
+  // HW2SW_MPT: take the entry back, then drop it from the translation cache
+  // (in this order: see tpt_cache.h).
   mpt_.write(index, MptFields{});
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   tpt_.invalidate(index);
   mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
                      MttPool::kMain});
@@ -111,13 +134,11 @@ Result<void> SoftHca::dereg_mr(std::uint32_t key) {
 
 MptFields SoftHca::lookup_mpt(std::uint32_t index) const {
   if (auto hit = tpt_.lookup(index)) return *hit;
-  std::uint64_t version = 0;
-  MptFields f = mpt_.read(index, &version);
-  if (f.is_region() && f.status == kMptStatusHw) {
-    tpt_.fill(index, f);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (mpt_.version(index) != version) tpt_.invalidate(index);  // raced with a change
-  }
+  // The line's version first, then the MPT: see tpt_cache.h for why this
+  // order makes a fill that races with dereg_mr harmless.
+  const std::uint64_t line_version = tpt_.line_version(index);
+  MptFields f = mpt_.read(index);
+  if (f.is_region() && f.status == kMptStatusHw) tpt_.fill(index, f, line_version);
   return f;
 }
 

@@ -14,12 +14,19 @@
 #include <expected>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "alloc/index_allocator.h"
+#include "hca/async_events.h"
+#include "hca/cq.h"
+#include "hca/event_queue.h"
+#include "hca/link.h"
 #include "hca/mpt_table.h"
+#include "hca/qp.h"
 #include "hca/mtt_table.h"
 #include "hca/tpt_cache.h"
 #include "srdma/profile.h"
@@ -37,10 +44,14 @@ struct MrAttr {
   std::uint8_t page_shift = 12;
 };
 
-class SoftHca {
+class EngineTimer;
+
+class SoftHca : public std::enable_shared_from_this<SoftHca> {
  public:
-  // REQUIRES: `profile` came from validate_profile().
-  static Result<std::unique_ptr<SoftHca>> open(const Profile& profile);
+  // REQUIRES: `profile` came from validate_profile(). The device joins the
+  // in-process link under a fresh address.
+  static Result<std::shared_ptr<SoftHca>> open(const Profile& profile);
+  ~SoftHca();
 
   const Profile& profile() const { return profile_; }
 
@@ -67,6 +78,25 @@ class SoftHca {
   void sync_tpt() { tpt_.clear(); }
   const TptCache& tpt_cache() const { return tpt_; }
 
+  // --- Queues (soft_hca_queues.cc) ---
+  std::uint64_t address() const { return address_; }
+  // EINVAL: cqe outside 1..max_cqe, comp_vector >= num_comp_vectors.
+  Result<std::shared_ptr<Cq>> create_cq(std::uint32_t cqe, std::uint32_t comp_vector, void* context);
+  // EBUSY while QPs use it.
+  Result<void> destroy_cq(const std::shared_ptr<Cq>& cq);
+  // EINVAL naming the cap beyond the device's limits.
+  Result<std::shared_ptr<Qp>> create_qp(QpInit init);
+  Result<void> destroy_qp(const std::shared_ptr<Qp>& qp);
+  EventQueue& event_queue(std::uint32_t vector);
+  AsyncEventDispatcher& async_events();
+
+  // For the engine.
+  Link& link();
+  bool link_knows(std::uint64_t addr) const;
+  void receive(Message&& msg);
+  void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
+  void kick_later(std::shared_ptr<Qp> qp);
+
   std::vector<TableUsage> table_usage() const;
   std::vector<BuddyUsage> buddy_usage() const;
   // Address space the tables take (resident only where touched).
@@ -85,6 +115,19 @@ class SoftHca {
   alloc::IndexAllocator qp_alloc_;
   alloc::IndexAllocator cq_alloc_;
   mutable TptCache tpt_;
+
+  // The engine, started with the first CQ or QP so that an idle device
+  // costs no threads.
+  void start_engine();
+  void on_cq_overrun(Cq& cq);
+  const std::uint64_t address_;
+  std::once_flag engine_once_;
+  std::unique_ptr<EngineTimer> timer_;
+  std::unique_ptr<AsyncEventDispatcher> async_;
+  std::vector<std::unique_ptr<EventQueue>> eqs_;
+  mutable std::shared_mutex queues_mu_;  // guards qps_ and cqs_
+  std::unordered_map<std::uint32_t, std::shared_ptr<Qp>> qps_;
+  std::unordered_map<std::uint32_t, std::weak_ptr<Cq>> cqs_;
 };
 
 }  // namespace srdma::hca

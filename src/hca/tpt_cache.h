@@ -7,11 +7,26 @@
 // flips the MPT to SW, so an unmapped FMR key keeps working until sync_tpt(),
 // exactly as on mthca.
 //
-// Invariants / memory ordering: each line is a seqlock (see seqlock.h).
-// fill() is best effort (skipped when another thread is writing the line);
-// invalidate() and clear() always take effect. A filler re-checks the MPT
-// version after filling and undoes a fill that raced with an MPT change, so
-// a deregistered key never stays cached.
+// Invariants / memory ordering: each line is a seqlock (see seqlock.h) and
+// carries the cache epoch it was filled in. A line is valid only while its
+// epoch equals the cache's current epoch, so clear() (sync_tpt) is one
+// atomic increment instead of a store to every line: every line filled
+// before it, and every fill that read the old epoch and lands after it, is
+// invalid from then on. invalidate() and clear() always take effect; fill()
+// is conditional: the filler reads the line's version BEFORE it reads the
+// MPT, and fills only if no store hit the line since. A deregistration
+// writes the MPT and then stores to the line (invalidate, unconditionally),
+// so either the fill lands first and is wiped before dereg returns, or the
+// filler's CAS fails, or the filler read the line version after the
+// invalidation, which (acquire/release on the line's sequence) means its MPT
+// read sees the deregistered entry. A deregistered key never translates
+// after dereg_mr returns.
+//
+// Counters: hits and misses are counted in per-thread slots (each on its own
+// cache line, owned by one thread at a time, bumped without a locked
+// instruction), so concurrent translations do not share a written cache
+// line; hits()/misses() sum the slots. A thread beyond the first
+// kCounterSlots live ones counts in a shared slot with fetch_add.
 // Thread-safe.
 #pragma once
 
@@ -28,28 +43,38 @@ namespace srdma::hca {
 class TptCache {
  public:
   static constexpr std::size_t kLines = 256;
+  static constexpr unsigned kCounterSlots = 32;
 
   std::optional<MptFields> lookup(std::uint32_t index) const;
-  void fill(std::uint32_t index, const MptFields& f);
+  // The version to pass to fill(); read it before reading the MPT.
+  std::uint64_t line_version(std::uint32_t index) const { return lines_[slot(index)].version(); }
+  void fill(std::uint32_t index, const MptFields& f, std::uint64_t line_version);
   void invalidate(std::uint32_t index);
   void clear();  // sync_tpt
 
-  std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
-  std::uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+  std::uint64_t hits() const;
+  std::uint64_t misses() const;
   std::uint64_t syncs() const { return syncs_.load(std::memory_order_relaxed); }
 
  private:
   struct Line {
     std::uint32_t index = 0;
-    std::uint32_t valid = 0;
+    std::uint32_t epoch = 0;  // 0: never valid (the cache's epoch is never 0)
     MptFields fields;
   };
+  static_assert(sizeof(Line) == 56, "a line and its sequence word fill one cache line");
+  struct alignas(64) Counters {
+    std::atomic<std::uint64_t> hits{0};
+    std::atomic<std::uint64_t> misses{0};
+  };
   static std::size_t slot(std::uint32_t index) { return index % kLines; }
+  void count(bool hit) const;
 
-  std::array<Seqlock<Line>, kLines> lines_{};
-  mutable std::atomic<std::uint64_t> hits_{0};
-  mutable std::atomic<std::uint64_t> misses_{0};
+  alignas(64) std::array<Seqlock<Line>, kLines> lines_{};
+  alignas(64) std::atomic<std::uint32_t> epoch_{1};
   std::atomic<std::uint64_t> syncs_{0};
+  // [kCounterSlots] is the shared overflow slot.
+  mutable std::array<Counters, kCounterSlots + 1> counters_{};
 };
 
 }  // namespace srdma::hca

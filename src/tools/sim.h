@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <istream>
 #include <optional>
+#include <string>
 #include <ostream>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,9 @@ std::vector<std::string_view> split_words(std::string_view line);
 // Decimal, or hexadecimal with 0x; the whole word must parse and fit.
 std::optional<std::uint64_t> parse_u64(std::string_view word);
 std::optional<std::int64_t> parse_i64(std::string_view word);
+// The line as it may be echoed in a reason: control bytes replaced, long
+// lines cut.
+std::string printable(std::string_view line);
 void print_error(std::ostream& out, const Error& e);
 
 }  // namespace srdma::tools

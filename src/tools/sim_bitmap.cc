@@ -22,14 +22,14 @@ Result<void> sim_bitmap(std::uint32_t num, std::uint32_t reserved, std::uint32_t
     } else if (w[0] == "free" && w.size() == 2) {
       auto v = parse_u64(w[1]);
       if (!v || *v > 0xffffffffu) {
-        print_error(out, Error{EINVAL, fmt::format("'{}' is not a 32-bit value", w[1])});
+        print_error(out, Error{EINVAL, fmt::format("'{}' is not a 32-bit value", printable(w[1]))});
         continue;
       }
       auto r = a->free(static_cast<std::uint32_t>(*v));
       if (r) out << "ok\n";
       else print_error(out, r.error());
     } else {
-      print_error(out, Error{EINVAL, fmt::format("cannot parse '{}': expected 'alloc' or 'free VALUE'", line)});
+      print_error(out, Error{EINVAL, fmt::format("cannot parse '{}': expected 'alloc' or 'free VALUE'", printable(line))});
     }
   }
   out.flush();

@@ -24,7 +24,7 @@ Result<void> sim_buddy(int max_order, std::istream& in, std::ostream& out) {
   if (!b) return std::unexpected(b.error());
   std::string line;
   auto bad = [&](std::string_view why) {
-    print_error(out, Error{EINVAL, fmt::format("cannot parse '{}': {}", line, why)});
+    print_error(out, Error{EINVAL, fmt::format("cannot parse '{}': {}", printable(line), why)});
   };
   while (std::getline(in, line)) {
     auto w = split_words(line);
@@ -32,7 +32,7 @@ Result<void> sim_buddy(int max_order, std::istream& in, std::ostream& out) {
     if (w[0] == "alloc" && w.size() == 2) {
       auto order = parse_i64(w[1]);
       if (!order) {
-        bad("ORDER is not an integer");
+        bad("ORDER is not a 64-bit integer");
         continue;
       }
       auto seg = b->alloc(to_order(*order));

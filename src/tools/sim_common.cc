@@ -31,11 +31,19 @@ std::optional<std::uint64_t> parse_u64(std::string_view w) {
 }
 
 std::optional<std::int64_t> parse_i64(std::string_view w) {
-  if (w.empty()) return std::nullopt;
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v, 10);
-  if (ec != std::errc() || p != w.data() + w.size()) return std::nullopt;
-  return v;
+  bool negative = !w.empty() && w[0] == '-';
+  if (negative) w.remove_prefix(1);
+  auto magnitude = parse_u64(w);
+  if (!magnitude || *magnitude > (std::uint64_t{1} << 63) - (negative ? 0 : 1)) return std::nullopt;
+  return negative ? static_cast<std::int64_t>(0 - *magnitude) : static_cast<std::int64_t>(*magnitude);
+}
+
+std::string printable(std::string_view line) {
+  constexpr std::size_t kMax = 64;
+  std::string out;
+  for (char c : line.substr(0, kMax)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (line.size() > kMax) out += "...";
+  return out;
 }
 
 void print_error(std::ostream& out, const Error& e) {

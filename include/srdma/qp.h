@@ -1,0 +1,61 @@
+// An RC queue pair (like ib_qp / ibv_qp).
+//
+// A QueuePair is a stable object owned through std::unique_ptr; it keeps
+// its PD, its CQs and its device alive. Posting and polling may happen on
+// different threads; post_send executes the work in the poster's thread
+// where the link allows (the in-process link does), keeping RC ordering.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "srdma/qp_attr.h"
+#include "srdma/status.h"
+#include "srdma/wr.h"
+
+namespace srdma {
+
+class CompletionQueue;
+
+namespace detail {
+struct QpState;
+}
+
+struct QpInitAttr {
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* recv_cq = nullptr;
+  QpCaps cap;
+  bool sq_sig_all = false;  // every send WR completes with a CQE
+  void* qp_context = nullptr;
+};
+
+class QueuePair {
+ public:
+  ~QueuePair();  // destroys the QP; its outstanding WRs are dropped with it
+  QueuePair(const QueuePair&) = delete;
+  QueuePair& operator=(const QueuePair&) = delete;
+
+  // IBA's transitions RESET -> INIT -> RTR -> RTS, RTS <-> SQD, SQE -> RTS,
+  // any -> RESET or ERR, with the attributes each requires and allows.
+  // EINVAL names the wrong transition or attribute; the QP is unchanged.
+  Result<void> modify(const QpAttr& attr, std::uint32_t attr_mask);
+  QpAttr query() const;
+  QpState state() const;
+
+  // Posts a list linked by `next`. On error, *bad_wr names the first WR not
+  // posted: all before it are posted, none after it. ENOMEM when the queue
+  // is full; EINVAL for a WR beyond the QP's caps or in a state that does
+  // not accept sends (RESET, INIT, RTR). In ERR, WRs complete with flush.
+  Result<void> post_send(const SendWr& wr, const SendWr** bad_wr = nullptr);
+  Result<void> post_recv(const RecvWr& wr, const RecvWr** bad_wr = nullptr);
+
+  std::uint32_t qp_num() const;
+  void* context() const;
+
+ private:
+  friend class ProtectionDomain;
+  explicit QueuePair(std::unique_ptr<detail::QpState> s);
+  std::unique_ptr<detail::QpState> state_;
+};
+
+}  // namespace srdma

@@ -1,0 +1,71 @@
+// Work completions (like ib_wc / ibv_wc) and the completion callback (ib_cqe).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace srdma {
+
+class CompletionQueue;
+struct Wc;
+
+// Put one of these in a work request instead of a wr_id to have poll
+// contexts call `done` for its completion (like struct ib_cqe). Embed it in
+// your request structure and recover the container in `done`.
+struct WrCqe {
+  void (*done)(CompletionQueue& cq, const Wc& wc) = nullptr;
+};
+
+// IBA 11.4.2.1 completion statuses (the ones an RC QP can produce).
+enum class WcStatus : std::uint8_t {
+  kSuccess,
+  kLocLenErr,        // a receive too short for the message, or a WR beyond a limit
+  kLocQpOpErr,       // the QP cannot execute this WR
+  kLocProtErr,       // a local key, PD, access or bound check failed
+  kWrFlushErr,       // the QP is in the error state: the WR was not executed
+  kRemInvReqErr,     // the responder refused the request as invalid (e.g. length, opcode)
+  kRemAccessErr,     // the responder's key, PD, access or bound check failed
+  kRemOpErr,         // the responder could not complete the operation
+  kRetryExcErr,      // transport retries exhausted
+  kRnrRetryExcErr,   // receiver-not-ready retries exhausted
+  kGeneralErr,
+};
+std::string_view wc_status_str(WcStatus s);
+
+enum class WcOpcode : std::uint8_t {
+  kSend,
+  kRdmaWrite,
+  kRdmaRead,
+  kCompSwap,
+  kFetchAdd,
+  kLocalInv,
+  kRegMr,
+  kRecv,             // a SEND arrived
+  kRecvRdmaWithImm,  // an RDMA WRITE with immediate consumed a receive
+};
+
+enum WcFlags : std::uint32_t {
+  WC_WITH_IMM = 1u << 0,
+  WC_WITH_INVALIDATE = 1u << 1,
+};
+
+struct Wc {
+  union {
+    std::uint64_t wr_id;
+    WrCqe* wr_cqe;
+  };
+  WcStatus status = WcStatus::kSuccess;
+  WcOpcode opcode = WcOpcode::kSend;
+  std::uint32_t vendor_err = 0;
+  std::uint32_t byte_len = 0;
+  std::uint32_t imm_data = 0;          // host order; valid with WC_WITH_IMM
+  std::uint32_t invalidated_rkey = 0;  // valid with WC_WITH_INVALIDATE
+  std::uint32_t qp_num = 0;
+  std::uint32_t src_qp = 0;
+  std::uint32_t wc_flags = 0;
+  bool is_send_cqe = false;  // on the send queue (wr_cqe/wr_id belong to a send WR)
+
+  Wc() : wr_id(0) {}
+};
+
+}  // namespace srdma

@@ -1,0 +1,109 @@
+#include "srdma/cq.h"
+
+#include <fmt/format.h>
+
+#include "core/device_state.h"
+#include "srdma/device.h"
+
+namespace srdma {
+
+// The public flags are passed to the device as they are.
+static_assert(std::uint32_t{CQ_NEXT_COMP} == hca::NOTIFY_NEXT_COMP &&
+              std::uint32_t{CQ_SOLICITED} == hca::NOTIFY_SOLICITED &&
+              std::uint32_t{CQ_REPORT_MISSED_EVENTS} == hca::NOTIFY_REPORT_MISSED_EVENTS);
+
+CompletionQueue::CompletionQueue(std::unique_ptr<detail::CqState> s, void* context)
+    : state_(std::move(s)), context_(context) {}
+
+CompletionQueue::~CompletionQueue() {
+  if (!state_ || state_->destroyed) return;
+  if (!destroy()) {
+    // QPs still complete into it: the device keeps it for them, but nothing
+    // may call back into this object any more.
+    state_->cq->set_event_handler(nullptr);
+    state_->cq->eq()->cancel(state_->cq.get());
+    if (state_->channel) state_->channel->channel->forget(state_->cq.get());
+  }
+}
+
+int CompletionQueue::poll(std::span<Wc> wc) { return state_->cq->poll(wc); }
+Result<int> CompletionQueue::req_notify(std::uint32_t flags) { return state_->cq->req_notify(flags); }
+Result<void> CompletionQueue::resize(std::uint32_t cqe) {
+  return state_->cq->resize(cqe, static_cast<std::uint32_t>(state_->device->hca->profile().max_cqe));
+}
+Result<void> CompletionQueue::modify(std::uint16_t count, std::uint16_t usec) {
+  return state_->cq->modify(count, usec);
+}
+
+Result<void> CompletionQueue::destroy() {
+  if (state_->destroyed) return make_error(EINVAL, "the CQ is already destroyed");
+  if (state_->channel && state_->channel->channel->unacked(state_->cq.get()) > 0)
+    return make_error(EBUSY, "the CQ has unacknowledged channel events (ack_events first)");
+  auto r = state_->device->hca->destroy_cq(state_->cq);
+  if (!r) return r;
+  state_->cq->set_event_handler(nullptr);
+  if (state_->channel) state_->channel->channel->forget(state_->cq.get());
+  state_->destroyed = true;
+  return {};
+}
+
+std::uint32_t CompletionQueue::cqe() const { return state_->cq->cqe(); }
+std::uint32_t CompletionQueue::cqn() const { return state_->cq->cqn(); }
+std::uint32_t CompletionQueue::comp_vector() const { return state_->cq->comp_vector(); }
+std::uint64_t CompletionQueue::cqes_written() const { return state_->cq->cqes_written(); }
+std::uint64_t CompletionQueue::events() const { return state_->cq->events(); }
+bool CompletionQueue::in_error() const { return state_->cq->in_error(); }
+
+CompChannel::CompChannel(std::shared_ptr<detail::ChannelState> s) : state_(std::move(s)) {}
+CompChannel::~CompChannel() = default;
+int CompChannel::fd() const { return state_->channel->fd(); }
+
+Result<CompletionQueue*> CompChannel::get_event(bool block) {
+  auto cq = state_->channel->get_event(block);
+  if (!cq) return std::unexpected(cq.error());
+  // The device CQ's context is its public object (set by create_cq).
+  return static_cast<CompletionQueue*>((*cq)->context());
+}
+
+void CompChannel::ack_events(CompletionQueue& cq, unsigned n) {
+  state_->channel->ack_events(cq.state_->cq.get(), n);
+}
+
+Result<std::unique_ptr<CompChannel>> Device::create_comp_channel() {
+  auto ch = hca::CompChannel::create();
+  if (!ch) return std::unexpected(ch.error());
+  auto s = std::make_shared<detail::ChannelState>();
+  s->channel = std::move(*ch);
+  return std::unique_ptr<CompChannel>(new CompChannel(std::move(s)));
+}
+
+Result<std::unique_ptr<CompletionQueue>> Device::create_cq(const CqInit& init) {
+  if (init.channel && init.handler)
+    return make_error(EINVAL, "a CQ's events go to a channel or to a handler, not both");
+  auto s = std::make_unique<detail::CqState>();
+  s->device = state_;
+  auto public_cq = std::unique_ptr<CompletionQueue>(new CompletionQueue(std::move(s), init.context));
+  // The device CQ's context is the public object, so channel events and
+  // handlers can find it.
+  auto cq = state_->hca->create_cq(init.cqe, init.comp_vector, public_cq.get());
+  if (!cq) {
+    public_cq->state_->destroyed = true;
+    return std::unexpected(cq.error());
+  }
+  public_cq->state_->cq = *cq;
+  if (init.channel) {
+    // The CQ shares the channel's state, so the fd lives as long as either.
+    public_cq->state_->channel = init.channel->state_;
+    std::weak_ptr<detail::ChannelState> ch = init.channel->state_;
+    (*cq)->set_event_handler([ch](hca::Cq& c) {
+      if (auto s = ch.lock()) s->channel->notify(&c);
+    });
+  } else if (init.handler) {
+    CompletionQueue* pub = public_cq.get();
+    auto handler = init.handler;
+    (*cq)->set_event_handler([pub, handler](hca::Cq&) { handler(*pub); });
+  }
+  return public_cq;
+}
+
+}  // namespace srdma

@@ -1,0 +1,183 @@
+// The completer: matches responses to outstanding WQEs in PSN order, finishes
+// READs and atomics into local memory, writes send CQEs, and handles NAKs:
+// RNR (retry after the timer, up to rnr_retry; 7 = for ever), PSN sequence
+// errors (resend), and the class B/C errors that end the QP (IBA 9.9.2).
+#include <algorithm>
+#include <cstring>
+
+#include "hca/copy.h"
+#include "hca/cq.h"
+#include "hca/qp.h"
+#include "hca/soft_hca.h"
+#include "srdma/access.h"
+
+namespace srdma::hca {
+namespace {
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kSendWithInv: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+  }
+  return WcOpcode::kSend;
+}
+
+WcStatus nak_status(NakCode c) {
+  switch (c) {
+    case NakCode::kInvalidRequest: return WcStatus::kRemInvReqErr;
+    case NakCode::kRemoteAccessError: return WcStatus::kRemAccessErr;
+    case NakCode::kRemoteOperationalError: return WcStatus::kRemOpErr;
+    case NakCode::kPsnSequenceError:
+    case NakCode::kRnr: return WcStatus::kGeneralErr;  // handled before
+  }
+  return WcStatus::kGeneralErr;
+}
+
+// PSNs are 24 bits; a precedes b within half the space.
+bool psn_before(std::uint32_t a, std::uint32_t b) { return ((b - a) & 0xffffff) - 1 < 0x7fffff; }
+
+}  // namespace
+
+void Qp::complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len) {
+  bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
+  if (!(signaled || force || status != WcStatus::kSuccess)) return;
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = wc_opcode(w.opcode);
+  wc.byte_len = byte_len;
+  wc.qp_num = qpn_;
+  wc.is_send_cqe = true;
+  push_cqe(*init_.send_cq, wc, false);
+}
+
+void Qp::completer_handle(Message& msg) {
+  if (state() == QpState::kErr) return;  // responses after an error are dropped
+  // Find the WQE this response is for: the oldest outstanding one.
+  if (comp_.consumer == req_.next) return;  // nothing outstanding: a stray or duplicate
+  SendWqe& w = wqe(comp_.consumer);
+  if (msg.psn != w.psn) {
+    // A response for an older PSN is a duplicate; for a newer one, it
+    // implicitly acknowledges the WQEs before it (only SENDs and WRITEs
+    // can be implied, IBA 9.7.5.1.2).
+    if (psn_before(msg.psn, w.psn)) return;
+    while (comp_.consumer != req_.next && wqe(comp_.consumer).psn != msg.psn) {
+      SendWqe& old = wqe(comp_.consumer);
+      if (old.opcode == WrOpcode::kRdmaRead || old.opcode == WrOpcode::kAtomicCmpAndSwp ||
+          old.opcode == WrOpcode::kAtomicFetchAndAdd) {
+        // A READ or atomic cannot be implied: resend from it.
+        req_.next = comp_.consumer;
+        req_.next_psn = old.psn;
+        return;
+      }
+      complete_send(old, WcStatus::kSuccess, false, old.length);
+      ++comp_.consumer;
+    }
+    if (comp_.consumer == req_.next) return;
+  }
+  SendWqe& cur = wqe(comp_.consumer);
+  switch (msg.op) {
+    case MsgOp::kAck:
+      break;
+    case MsgOp::kReadResponse: {
+      std::vector<MemPiece> dst;
+      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst, nullptr)) {
+        fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
+        return;
+      }
+      copy_pieces(dst, msg.payload);
+      break;
+    }
+    case MsgOp::kAtomicAck: {
+      std::vector<MemPiece> dst;
+      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst, nullptr)) {
+        fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
+        return;
+      }
+      MemPiece src{reinterpret_cast<std::byte*>(&msg.atomic_orig), 8};
+      copy_pieces(dst, std::span<const MemPiece>(&src, 1));
+      break;
+    }
+    case MsgOp::kNak:
+      switch (msg.nak) {
+        case NakCode::kRnr: {
+          QpAttr a = attr();
+          if (a.rnr_retry != 7 && req_.rnr_retries_left == 0) {
+            fail_wqe(comp_.consumer, WcStatus::kRnrRetryExcErr);
+            return;
+          }
+          if (a.rnr_retry != 7) --req_.rnr_retries_left;
+          // Resend from this WQE once the responder's timer has run.
+          req_.next = comp_.consumer;
+          req_.next_psn = cur.psn;
+          req_.rnr_until = Clock::now() + std::chrono::microseconds(rnr_timer_usec(msg.rnr_timer));
+          comp_.timeout_at = {};
+          return;
+        }
+        case NakCode::kPsnSequenceError:
+          req_.next = comp_.consumer;
+          req_.next_psn = cur.psn;
+          return;
+        case NakCode::kInvalidRequest:
+        case NakCode::kRemoteAccessError:
+        case NakCode::kRemoteOperationalError:
+          fail_wqe(comp_.consumer, nak_status(msg.nak));
+          return;
+      }
+      return;
+    case MsgOp::kSend:
+    case MsgOp::kSendWithImm:
+    case MsgOp::kSendWithInv:
+    case MsgOp::kWrite:
+    case MsgOp::kWriteWithImm:
+    case MsgOp::kReadRequest:
+    case MsgOp::kCmpSwap:
+    case MsgOp::kFetchAdd:
+      return;  // requests never reach the completer
+  }
+  // Success: progress resets the retry counters (IBA 9.7.5.2.8).
+  QpAttr a = attr();
+  req_.rnr_retries_left = a.rnr_retry;
+  req_.retries_left = a.retry_cnt;
+  std::uint32_t byte_len = cur.opcode == WrOpcode::kAtomicCmpAndSwp || cur.opcode == WrOpcode::kAtomicFetchAndAdd
+                               ? 8
+                               : cur.length;
+  complete_send(cur, WcStatus::kSuccess, false, byte_len);
+  ++comp_.consumer;
+  comp_.timeout_at = {};
+  if (comp_.consumer != req_.next && a.timeout != 0)
+    comp_.timeout_at = Clock::now() + std::chrono::nanoseconds(4096LL << std::min<int>(a.timeout, 31));
+}
+
+void Qp::completer_check_timeout() {
+  if (comp_.timeout_at == Clock::time_point{} || comp_.consumer == req_.next) return;
+  if (Clock::now() < comp_.timeout_at) {
+    arm_timer(comp_.timeout_at);
+    return;
+  }
+  // Lost request or response: go back to the oldest outstanding WQE.
+  SendWqe& cur = wqe(comp_.consumer);
+  comp_.timeout_at = {};
+  if (req_.retries_left == 0) {
+    fail_wqe(comp_.consumer, WcStatus::kRetryExcErr);
+    return;
+  }
+  --req_.retries_left;
+  req_.next = comp_.consumer;
+  req_.next_psn = cur.psn;
+}
+
+void Qp::flush_send_queue() {
+  // IBA 10.3.1.2 (QP error state): every outstanding send WR completes with
+  // a flush error, signaled or not, in order.
+  while (comp_.consumer != sq_prod_) complete_send(wqe(comp_.consumer++), WcStatus::kWrFlushErr, true);
+  req_.next = sq_prod_;
+}
+
+}  // namespace srdma::hca

@@ -1,0 +1,41 @@
+// The device's engine thread: runs QP timers (RNR waits, transport
+// timeouts) and deferred kicks (work that must not run in the thread that
+// found it, e.g. moving QPs to ERR from inside a CQ push).
+//
+// Invariants: tasks run in deadline order on one thread, never under a
+// caller's lock. A QP is held by weak_ptr: a destroyed QP's timers vanish.
+// Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "hca/qp.h"
+
+namespace srdma::hca {
+
+class EngineTimer {
+ public:
+  EngineTimer();
+  ~EngineTimer();  // stops and joins; pending tasks are dropped
+
+  // Kicks `qp` at `at` (or soon after).
+  void schedule(std::weak_ptr<Qp> qp, Clock::time_point at);
+  // Runs `task` on the engine thread as soon as possible.
+  void post(std::function<void()> task);
+
+ private:
+  void run();
+
+  std::mutex mu_;  // guards tasks_ and stop_
+  std::condition_variable cv_;
+  std::multimap<Clock::time_point, std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace srdma::hca

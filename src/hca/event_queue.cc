@@ -1,0 +1,120 @@
+#include "hca/event_queue.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <string>
+
+#include "hca/cq.h"
+
+namespace srdma::hca {
+
+EventQueue::EventQueue(std::uint32_t vector) : vector_(vector) {
+  // Under mu_ so the thread (which starts by taking mu_) sees thread_id_.
+  std::lock_guard lk(mu_);
+  thread_ = std::thread([this] { run(); });
+  thread_id_ = thread_.get_id();
+  pin();
+}
+
+EventQueue::~EventQueue() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EventQueue::pin() {
+  // The vector-th CPU this process may run on (modulo their number): the
+  // online CPUs, minus whatever a cpuset or taskset took away.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  const int n = CPU_COUNT(&allowed);
+  if (n <= 0) return;
+  int want = static_cast<int>(vector_ % static_cast<std::uint32_t>(n));
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &allowed)) continue;
+    if (want-- > 0) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    if (pthread_setaffinity_np(thread_.native_handle(), sizeof(one), &one) == 0)
+      cpu_.store(c, std::memory_order_relaxed);
+    break;
+  }
+  std::string name = "srdma-eq" + std::to_string(vector_);
+  name.resize(std::min<std::size_t>(name.size(), 15));  // the kernel's limit
+  pthread_setname_np(thread_.native_handle(), name.c_str());
+}
+
+void EventQueue::schedule(Cq* cq) {
+  {
+    std::lock_guard lk(mu_);
+    pending_.push_back(cq);
+  }
+  work_.notify_one();
+}
+
+void EventQueue::schedule_at(Cq* cq, Clock::time_point when) {
+  bool earliest;
+  {
+    std::lock_guard lk(mu_);
+    timers_.push_back(Timer{when, cq});
+    std::push_heap(timers_.begin(), timers_.end(), later);
+    earliest = timers_.front().cq == cq && timers_.front().when == when;
+  }
+  // Only a new earliest deadline changes how long the thread sleeps.
+  if (earliest) work_.notify_one();
+}
+
+void EventQueue::cancel(Cq* cq) {
+  std::unique_lock lk(mu_);
+  std::erase(pending_, cq);
+  if (std::erase_if(timers_, [cq](const Timer& t) { return t.cq == cq; }) > 0)
+    std::make_heap(timers_.begin(), timers_.end(), later);
+  if (on_thread()) return;  // inside a handler: waiting would deadlock
+  idle_.wait(lk, [&] { return current_ != cq; });
+}
+
+void EventQueue::run() {
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    // Due moderation timers become pending events.
+    const Clock::time_point now = Clock::now();
+    while (!timers_.empty() && timers_.front().when <= now) {
+      std::pop_heap(timers_.begin(), timers_.end(), later);
+      pending_.push_back(timers_.back().cq);
+      timers_.pop_back();
+    }
+    if (pending_.empty()) {
+      if (timers_.empty())
+        work_.wait(lk);
+      else
+        work_.wait_until(lk, timers_.front().when);
+      continue;
+    }
+    // One "interrupt": drain what is pending, one CQ at a time, so that
+    // cancel() can remove entries between deliveries.
+    std::uint64_t delivered = 0;
+    while (!pending_.empty() && !stop_) {
+      Cq* cq = pending_.front();
+      pending_.pop_front();
+      current_ = cq;
+      lk.unlock();
+      const bool d = cq->try_deliver_event();
+      lk.lock();
+      current_ = nullptr;
+      idle_.notify_all();
+      if (d) {
+        if (delivered++ == 0) interrupts_.fetch_add(1, std::memory_order_relaxed);
+        events_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+}
+
+}  // namespace srdma::hca

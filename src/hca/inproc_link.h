@@ -1,0 +1,27 @@
+// The in-process link: connects the devices of one process (or a device to
+// itself). Devices register under their address; send() finds the
+// destination and delivers in the sender's thread, passing the payload by
+// reference.
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "hca/link.h"
+
+namespace srdma::hca {
+
+class SoftHca;
+
+class InprocLink final : public Link {
+ public:
+  static InprocLink& instance();
+
+  void attach(std::uint64_t addr, std::weak_ptr<SoftHca> dev);
+  void detach(std::uint64_t addr);
+  bool knows(std::uint64_t addr) const;
+  bool send(Message&& msg) override;
+};
+
+}  // namespace srdma::hca

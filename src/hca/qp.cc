@@ -1,0 +1,224 @@
+// Queue pair: creation, modify_qp and its state machine, posting, and the
+// glue that runs the roles (see qp.h for the locking rules).
+#include "hca/qp.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "hca/cq.h"
+#include "hca/qp_rules.h"
+#include "hca/soft_hca.h"
+#include "srdma/access.h"
+
+namespace srdma::hca {
+
+Qp::Qp(SoftHca& dev, std::uint32_t qpn, QpInit init) : dev_(dev), qpn_(qpn), init_(std::move(init)) {
+  sq_.resize(std::max<std::uint32_t>(init_.caps.max_send_wr, 1));
+  for (auto& w : sq_) {
+    w.sges.reserve(init_.caps.max_send_sge);
+    w.inline_data.reserve(init_.caps.max_inline_data);
+  }
+}
+
+Qp::~Qp() = default;
+
+QpAttr Qp::attr() const {
+  std::lock_guard lock(attr_mu_);
+  QpAttr a = attr_;
+  a.qp_state = a.cur_qp_state = state();
+  return a;
+}
+
+Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
+  std::lock_guard sq(sq_mu_);
+  std::lock_guard rq(rq_mu_);
+  const QpState cur = state();
+  const QpState next = mask & QP_STATE ? in.qp_state : cur;
+  if ((mask & QP_CUR_STATE) && in.cur_qp_state != cur)
+    return make_error(EINVAL, fmt::format("cur_qp_state {} but the QP is in {}", qp_state_str(in.cur_qp_state),
+                                          qp_state_str(cur)));
+  if (auto ok = check_qp_transition(cur, next, mask); !ok) return ok;
+  if ((mask & QP_ACCESS_FLAGS) && (in.qp_access_flags & ~kAccessAll))
+    return make_error(EINVAL, "unknown bits in qp_access_flags");
+  if ((mask & QP_MIN_RNR_TIMER) && in.min_rnr_timer > 31)
+    return make_error(EINVAL, "min_rnr_timer is a 5-bit field");
+  if ((mask & (QP_RETRY_CNT | QP_RNR_RETRY)) && (in.retry_cnt > 7 || in.rnr_retry > 7))
+    return make_error(EINVAL, "retry_cnt and rnr_retry are 3-bit fields");
+  if ((mask & QP_TIMEOUT) && in.timeout > 31) return make_error(EINVAL, "timeout is a 5-bit field");
+  if ((mask & QP_PORT) && in.port_num != 1) return make_error(EINVAL, "the device has one port, port 1");
+  if ((mask & QP_PATH_MTU) && (in.path_mtu < 256 || in.path_mtu > 4096 || (in.path_mtu & (in.path_mtu - 1))))
+    return make_error(EINVAL, "path_mtu must be 256, 512, 1024, 2048 or 4096");
+  if ((mask & QP_DEST_QPN) && in.dest_qp_num > 0xffffff) return make_error(EINVAL, "dest_qp_num is 24 bits");
+  if ((mask & QP_AV) && !dev_.link_knows(in.dest_addr))
+    return make_error(EINVAL, fmt::format("no device at address {:#x}", in.dest_addr));
+
+  {
+    std::lock_guard lock(attr_mu_);
+    if (mask & QP_ACCESS_FLAGS) attr_.qp_access_flags = in.qp_access_flags;
+    if (mask & QP_PKEY_INDEX) attr_.pkey_index = in.pkey_index;
+    if (mask & QP_PORT) attr_.port_num = in.port_num;
+    if (mask & QP_AV) attr_.dest_addr = in.dest_addr;
+    if (mask & QP_PATH_MTU) attr_.path_mtu = in.path_mtu;
+    if (mask & QP_TIMEOUT) attr_.timeout = in.timeout;
+    if (mask & QP_RETRY_CNT) attr_.retry_cnt = in.retry_cnt;
+    if (mask & QP_RNR_RETRY) attr_.rnr_retry = in.rnr_retry;
+    if (mask & QP_RQ_PSN) attr_.rq_psn = in.rq_psn & 0xffffff;
+    if (mask & QP_SQ_PSN) attr_.sq_psn = in.sq_psn & 0xffffff;
+    if (mask & QP_MAX_QP_RD_ATOMIC) attr_.max_rd_atomic = in.max_rd_atomic;
+    if (mask & QP_MAX_DEST_RD_ATOMIC) attr_.max_dest_rd_atomic = in.max_dest_rd_atomic;
+    if (mask & QP_MIN_RNR_TIMER) attr_.min_rnr_timer = in.min_rnr_timer;
+    if (mask & QP_DEST_QPN) attr_.dest_qp_num = in.dest_qp_num;
+  }
+  if (mask & QP_RQ_PSN) resp_.expected_psn = in.rq_psn & 0xffffff;
+  if (mask & QP_SQ_PSN) req_.next_psn = in.sq_psn & 0xffffff;
+  if (mask & QP_RETRY_CNT) req_.retries_left = in.retry_cnt;
+  if (mask & QP_RNR_RETRY) req_.rnr_retries_left = in.rnr_retry;
+
+  if (next == QpState::kReset) {
+    // RESET empties both queues without completions (IBA 10.3.1).
+    sq_prod_ = req_.next = comp_.consumer = 0;
+    rq_.clear();
+    req_.rnr_until = {};
+    comp_.timeout_at = {};
+  }
+  state_.store(next, std::memory_order_release);
+  if (next == QpState::kErr && cur != QpState::kErr) {
+    flush_recv_queue();
+    flush_send_queue();
+  }
+  if (next == QpState::kRts && cur == QpState::kSqd) run_send_side();
+  return {};
+}
+
+Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
+  std::lock_guard lock(sq_mu_);
+  const QpState s = state();
+  Result<void> result;
+  for (; wr; wr = wr->next) {
+    auto refuse = [&](int code, std::string why) {
+      if (bad_wr) *bad_wr = wr;
+      result = make_error(code, std::move(why));
+    };
+    if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) {
+      refuse(EINVAL, fmt::format("cannot post sends in state {}", qp_state_str(s)));
+      break;
+    }
+    if (sq_prod_ - comp_.consumer >= sq_.size()) {
+      refuse(ENOMEM, fmt::format("send queue full ({} WRs outstanding)", sq_.size()));
+      break;
+    }
+    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_send_sge) {
+      refuse(EINVAL, fmt::format("num_sge {} beyond max_send_sge {}", wr->num_sge, init_.caps.max_send_sge));
+      break;
+    }
+    if (static_cast<unsigned>(wr->opcode) > static_cast<unsigned>(WrOpcode::kAtomicFetchAndAdd)) {
+      refuse(EINVAL, "unknown opcode");
+      break;
+    }
+    std::uint64_t length = 0;
+    for (int i = 0; i < wr->num_sge; ++i) length += wr->sg_list[i].length;
+    const bool atomic = wr->opcode == WrOpcode::kAtomicCmpAndSwp || wr->opcode == WrOpcode::kAtomicFetchAndAdd;
+    const bool inl = wr->send_flags & SEND_INLINE;
+    if (inl && (length > init_.caps.max_inline_data || wr->opcode == WrOpcode::kRdmaRead || atomic)) {
+      refuse(EINVAL, length > init_.caps.max_inline_data
+                         ? fmt::format("{} inline bytes beyond max_inline_data {}", length, init_.caps.max_inline_data)
+                         : std::string("inline data only with SEND and RDMA WRITE"));
+      break;
+    }
+    if (length > 0x80000000ull) {
+      refuse(EINVAL, "a message is at most 2^31 bytes (IBA 9.4.4)");
+      break;
+    }
+    SendWqe& w = wqe(sq_prod_);
+    w.wr_id = wr->wr_id;
+    w.opcode = wr->opcode;
+    w.flags = wr->send_flags;
+    w.imm = wr->opcode == WrOpcode::kSendWithInv ? wr->invalidate_rkey : wr->imm_data;
+    w.remote_addr = wr->remote_addr;
+    w.rkey = wr->rkey;
+    w.compare_add = wr->compare_add;
+    w.swap = wr->swap;
+    w.length = static_cast<std::uint32_t>(length);
+    w.is_inline = inl;
+    w.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
+    w.inline_data.clear();
+    if (inl) {
+      // Inline data is copied now; its lkeys are not looked at.
+      for (int i = 0; i < wr->num_sge; ++i) {
+        const auto* p = reinterpret_cast<const std::byte*>(wr->sg_list[i].addr);
+        w.inline_data.insert(w.inline_data.end(), p, p + wr->sg_list[i].length);
+      }
+    }
+    ++sq_prod_;
+  }
+  run_send_side();
+  return result;
+}
+
+Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
+  std::lock_guard lock(rq_mu_);
+  const QpState s = state();
+  for (; wr; wr = wr->next) {
+    auto refuse = [&](int code, std::string why) -> Result<void> {
+      if (bad_wr) *bad_wr = wr;
+      return make_error(code, std::move(why));
+    };
+    if (s == QpState::kReset) return refuse(EINVAL, "cannot post receives in state RESET");
+    if (rq_.size() >= init_.caps.max_recv_wr)
+      return refuse(ENOMEM, fmt::format("receive queue full ({} WRs)", init_.caps.max_recv_wr));
+    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_recv_sge)
+      return refuse(EINVAL, fmt::format("num_sge {} beyond max_recv_sge {}", wr->num_sge, init_.caps.max_recv_sge));
+    RecvWqe r;
+    r.wr_id = wr->wr_id;
+    r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
+    for (const Sge& sg : r.sges) r.length += sg.length;
+    if (s == QpState::kErr) {
+      complete_recv(r, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+      continue;
+    }
+    rq_.push_back(std::move(r));
+  }
+  return {};
+}
+
+void Qp::receive_response(Message&& msg) {
+  {
+    std::lock_guard lock(inbox_mu_);
+    inbox_.push_back(std::move(msg));
+    inbox_ready_.store(true, std::memory_order_release);
+  }
+  kick();
+}
+
+void Qp::kick() {
+  // Whoever holds sq_mu_ drains the inbox before it lets go; re-check after
+  // unlocking so that a response that arrived just then is not stranded.
+  do {
+    std::unique_lock lock(sq_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    run_send_side();
+  } while (inbox_ready_.load(std::memory_order_acquire));
+}
+
+void Qp::set_error() {
+  {
+    std::lock_guard lock(rq_mu_);
+    if (state() == QpState::kErr) return;
+    state_.store(QpState::kErr, std::memory_order_release);
+    flush_recv_queue();
+  }
+  dev_.kick_later(shared_from_this());
+}
+
+void Qp::push_cqe(Cq& cq, const Wc& wc, bool solicited) {
+  if (!cq.push(wc, solicited)) {
+    // Overrun: the CQ is now in error and the device moves every QP on it
+    // to ERR (IBA 11.4.2.1); this CQE is lost with the CQ.
+  }
+}
+
+void Qp::arm_timer(Clock::time_point at) { dev_.schedule_timer(weak_from_this(), at); }
+
+}  // namespace srdma::hca

@@ -1,0 +1,169 @@
+// An RC queue pair of the software device: its queues, its state machine,
+// and the per-role state of the transport engine.
+//
+// Roles (one file each): the requester (requester.cc) turns send WQEs into
+// request messages; the responder (responder.cc) executes requests that
+// arrive and answers them; the completer (completer.cc) matches responses to
+// WQEs and writes CQEs. Each role's state is a struct only that role writes.
+//
+// Locking: `sq_mu_` guards the send queue, the requester and the completer;
+// `rq_mu_` guards the receive queue and the responder. The send side runs in
+// whatever thread holds sq_mu_: a poster (post_send executes in the poster's
+// thread), the link's receive path, or the device timer. Responses arrive in
+// `inbox_` (its own small lock) and are drained by the holder of sq_mu_;
+// kick() makes sure some thread drains them. Lock order: sq_mu_ of one QP,
+// then rq_mu_ of any QP, then inbox/CQ locks. Never rq_mu_ then sq_mu_.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "hca/message.h"
+#include "srdma/qp_attr.h"
+#include "srdma/status.h"
+#include "srdma/wr.h"
+
+namespace srdma::hca {
+
+class Cq;
+class SoftHca;
+
+struct QpInit {
+  std::uint32_t pdn = 0;
+  std::shared_ptr<Cq> send_cq;
+  std::shared_ptr<Cq> recv_cq;
+  QpCaps caps;
+  bool sq_sig_all = false;
+  void* qp_context = nullptr;
+};
+
+using Clock = std::chrono::steady_clock;
+
+class Qp : public std::enable_shared_from_this<Qp> {
+ public:
+  Qp(SoftHca& dev, std::uint32_t qpn, QpInit init);
+  ~Qp();
+
+  std::uint32_t qpn() const { return qpn_; }
+  std::uint32_t pdn() const { return init_.pdn; }
+  const QpCaps& caps() const { return init_.caps; }
+  void* context() const { return init_.qp_context; }
+  const std::shared_ptr<Cq>& send_cq() const { return init_.send_cq; }
+  const std::shared_ptr<Cq>& recv_cq() const { return init_.recv_cq; }
+  QpState state() const { return state_.load(std::memory_order_acquire); }
+  QpAttr attr() const;
+
+  Result<void> modify(const QpAttr& attr, std::uint32_t mask);
+  // Posts a list; on error *bad_wr names the first WR not posted (everything
+  // before it is posted, nothing after it).
+  Result<void> post_send(const SendWr* wr, const SendWr** bad_wr);
+  Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr);
+
+  // From the link: a request for the responder, a response for the completer.
+  void receive_request(Message&& msg);
+  void receive_response(Message&& msg);
+  // Moves the QP to ERR and flushes (CQ overrun, device fatal, class C errors).
+  void set_error();
+  // Runs the send side if no thread does (timer expiry, new responses).
+  void kick();
+  Clock::time_point timer_deadline() const;
+
+ private:
+  struct SendWqe {
+    std::uint64_t wr_id = 0;
+    WrOpcode opcode = WrOpcode::kSend;
+    std::uint32_t flags = 0;
+    std::uint32_t imm = 0;
+    std::uint64_t remote_addr = 0;
+    std::uint32_t rkey = 0;
+    std::uint64_t compare_add = 0;
+    std::uint64_t swap = 0;
+    std::vector<Sge> sges;
+    std::vector<std::byte> inline_data;
+    bool is_inline = false;
+    std::uint32_t length = 0;
+    std::uint32_t psn = 0;
+  };
+  struct RecvWqe {
+    std::uint64_t wr_id = 0;
+    std::vector<Sge> sges;
+    std::uint64_t length = 0;
+  };
+
+  // Requester (requester.cc): written only by it.
+  struct RequesterState {
+    std::uint32_t next_psn = 0;
+    std::uint64_t next = 0;                 // next WQE index to send
+    Clock::time_point rnr_until{};          // no sends before this
+    std::uint8_t rnr_retries_left = 7;
+    std::uint8_t retries_left = 7;
+  };
+  // Completer (completer.cc): written only by it.
+  struct CompleterState {
+    std::uint64_t consumer = 0;  // next WQE index to retire
+    Clock::time_point timeout_at{};
+  };
+  // Responder (responder.cc): written only by it.
+  struct ResponderState {
+    std::uint32_t expected_psn = 0;
+    std::uint64_t last_atomic_orig = 0;
+  };
+
+  enum class ReqStep { kIdle, kSend, kWaitRnr, kFlush };  // requester.cc state machine
+
+  // Send side, REQUIRES sq_mu_.
+  void run_send_side();
+  ReqStep requester_next_step();
+  void requester_send_one();
+  void completer_handle(Message& msg);
+  void completer_check_timeout();
+  void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);
+  void flush_send_queue();
+  void fail_wqe(std::uint64_t index, WcStatus status);
+  bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, std::vector<MemPiece>& out,
+                       std::uint64_t* total) const;
+
+  // Receive side, REQUIRES rq_mu_.
+  void responder_execute(Message& msg);
+  void respond(const Message& req, MsgOp op, Message&& resp);
+  void nak(const Message& req, NakCode code, std::uint8_t rnr_timer = 0);
+  void flush_recv_queue();
+  void complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,
+                     std::uint32_t imm, std::uint32_t flags, std::uint32_t src_qp, bool solicited = false);
+
+  SendWqe& wqe(std::uint64_t index) { return sq_[index % sq_.size()]; }
+  void push_cqe(Cq& cq, const Wc& wc, bool solicited);
+  void arm_timer(Clock::time_point at);
+
+  SoftHca& dev_;
+  const std::uint32_t qpn_;
+  const QpInit init_;
+  std::atomic<QpState> state_{QpState::kReset};
+
+  mutable std::mutex attr_mu_;  // guards attr_
+  QpAttr attr_;
+
+  std::mutex sq_mu_;  // guards sq_, sq_prod_, req_, comp_
+  std::vector<SendWqe> sq_;
+  std::uint64_t sq_prod_ = 0;
+  RequesterState req_;
+  CompleterState comp_;
+  std::vector<MemPiece> req_pieces_;  // scratch for translations
+
+  std::mutex rq_mu_;  // guards rq_, resp_
+  std::deque<RecvWqe> rq_;
+  ResponderState resp_;
+
+  std::mutex inbox_mu_;  // guards inbox_
+  std::vector<Message> inbox_;
+  std::atomic<bool> inbox_ready_{false};
+
+  std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none
+};
+
+}  // namespace srdma::hca

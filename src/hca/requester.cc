@@ -1,0 +1,155 @@
+// The requester: turns send WQEs into request messages, in order, one PSN
+// each, and keeps RC ordering: nothing is sent while an RNR wait is pending,
+// and after an error nothing more is sent (the QP flushes instead).
+#include <algorithm>
+#include <cstring>
+
+#include "hca/cq.h"
+#include "hca/link.h"
+#include "hca/qp.h"
+#include "hca/soft_hca.h"
+#include "srdma/access.h"
+
+namespace srdma::hca {
+
+void Qp::run_send_side() {
+  for (;;) {
+    // Completer first: responses retire WQEs and may stop the requester.
+    if (inbox_ready_.load(std::memory_order_acquire)) {
+      std::vector<Message> batch;
+      {
+        std::lock_guard lock(inbox_mu_);
+        batch.swap(inbox_);
+        inbox_ready_.store(false, std::memory_order_relaxed);
+      }
+      for (auto& m : batch) completer_handle(m);
+      continue;
+    }
+    completer_check_timeout();
+    switch (requester_next_step()) {
+      case ReqStep::kIdle:
+        return;
+      case ReqStep::kWaitRnr:
+        arm_timer(req_.rnr_until);
+        return;
+      case ReqStep::kFlush:
+        flush_send_queue();
+        return;
+      case ReqStep::kSend:
+        requester_send_one();
+        break;
+    }
+  }
+}
+
+Qp::ReqStep Qp::requester_next_step() {
+  QpState s = state();
+  if (s == QpState::kErr) return ReqStep::kFlush;
+  // SQD drains: what is outstanding completes, nothing new is sent.
+  if (s != QpState::kRts) return ReqStep::kIdle;
+  if (req_.next == sq_prod_) return ReqStep::kIdle;
+  if (req_.rnr_until != Clock::time_point{} && Clock::now() < req_.rnr_until) return ReqStep::kWaitRnr;
+  return ReqStep::kSend;
+}
+
+bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, std::vector<MemPiece>& out,
+                         std::uint64_t* total) const {
+  out.clear();
+  std::uint64_t sum = 0;
+  for (const Sge& s : sges) {
+    auto t = dev_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
+    if (!t) return false;
+    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
+    sum += s.length;
+  }
+  if (total) *total = sum;
+  return true;
+}
+
+void Qp::requester_send_one() {
+  SendWqe& w = wqe(req_.next);
+  QpAttr a = attr();
+  Message m;
+  m.src_addr = dev_.address();
+  m.dst_addr = a.dest_addr;
+  m.src_qpn = qpn_;
+  m.dst_qpn = a.dest_qp_num;
+  m.psn = w.psn = req_.next_psn;
+  m.solicited = w.flags & SEND_SOLICITED;
+  m.length = w.length;
+
+  // Gather the payload of SENDs and WRITEs: every local byte through
+  // translate() (IBA 10.6.3: local read access is implied by the lkey).
+  auto gather = [&]() {
+    if (w.is_inline) {
+      m.payload.push_back(MemPiece{w.inline_data.data(), w.inline_data.size()});
+      return true;
+    }
+    return translate_local(w.sges, 0, m.payload, nullptr);
+  };
+  switch (w.opcode) {
+    case WrOpcode::kSend: m.op = MsgOp::kSend; break;
+    case WrOpcode::kSendWithImm: m.op = MsgOp::kSendWithImm; m.imm = w.imm; break;
+    case WrOpcode::kSendWithInv: m.op = MsgOp::kSendWithInv; m.imm = w.imm; break;
+    case WrOpcode::kRdmaWrite: m.op = MsgOp::kWrite; break;
+    case WrOpcode::kRdmaWriteWithImm: m.op = MsgOp::kWriteWithImm; m.imm = w.imm; break;
+    case WrOpcode::kRdmaRead: m.op = MsgOp::kReadRequest; break;
+    case WrOpcode::kAtomicCmpAndSwp: m.op = MsgOp::kCmpSwap; break;
+    case WrOpcode::kAtomicFetchAndAdd: m.op = MsgOp::kFetchAdd; break;
+  }
+  switch (w.opcode) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kSendWithInv:
+      if (!gather()) return fail_wqe(req_.next, WcStatus::kLocProtErr);
+      break;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      if (!gather()) return fail_wqe(req_.next, WcStatus::kLocProtErr);
+      m.va = w.remote_addr;
+      m.rkey = w.rkey;
+      break;
+    case WrOpcode::kRdmaRead:
+      // The local SGEs are checked for LOCAL_WRITE before the request goes
+      // out, so a bad lkey never costs the responder a read.
+      if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_, nullptr))
+        return fail_wqe(req_.next, WcStatus::kLocProtErr);
+      m.va = w.remote_addr;
+      m.rkey = w.rkey;
+      break;
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+      if (w.length != 8 || !translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_, nullptr))
+        return fail_wqe(req_.next, w.length != 8 ? WcStatus::kLocLenErr : WcStatus::kLocProtErr);
+      m.va = w.remote_addr;
+      m.rkey = w.rkey;
+      m.compare_add = w.compare_add;
+      m.swap = w.swap;
+      break;
+  }
+  req_.next_psn = (req_.next_psn + 1) & 0xffffff;
+  ++req_.next;
+  if (comp_.timeout_at == Clock::time_point{}) {
+    // Transport timer: 4.096 us * 2^timeout (IBA 9.7.6.1.3); 0 = infinite.
+    if (a.timeout != 0)
+      comp_.timeout_at = Clock::now() + std::chrono::nanoseconds(4096LL << std::min<int>(a.timeout, 31));
+  }
+  if (!dev_.link().send(std::move(m))) {
+    // Unknown destination: the request is lost; the transport timer retries.
+  }
+  if (comp_.timeout_at != Clock::time_point{} && comp_.consumer != req_.next) arm_timer(comp_.timeout_at);
+}
+
+void Qp::fail_wqe(std::uint64_t index, WcStatus status) {
+  // The first error ends the QP (IBA 10.8.3.3): the WQEs before this one
+  // can no longer be acknowledged and flush, this one completes with the
+  // error, and the rest flush when the send side next runs.
+  state_.store(QpState::kErr, std::memory_order_release);
+  while (comp_.consumer < index) complete_send(wqe(comp_.consumer++), WcStatus::kWrFlushErr, true);
+  complete_send(wqe(comp_.consumer++), status, true);
+  req_.next = std::max(req_.next, comp_.consumer);
+  std::lock_guard lock(rq_mu_);  // lock order: sq_mu_ then rq_mu_
+  flush_recv_queue();
+}
+
+}  // namespace srdma::hca

@@ -1,0 +1,232 @@
+// The responder: checks each request's PSN, translates the rkey (or takes a
+// receive WQE), moves the bytes, and answers with ACK, read response, atomic
+// ACK or NAK. Class C errors (invalid request, remote access, remote
+// operation) end the responder's QP too (IBA 9.9.3.1.2); RNR does not.
+#include <atomic>
+
+#include "hca/copy.h"
+#include "hca/cq.h"
+#include "hca/link.h"
+#include "hca/qp.h"
+#include "hca/soft_hca.h"
+#include "srdma/access.h"
+
+namespace srdma::hca {
+namespace {
+
+// The atomics' target must be 8-byte aligned and 8 bytes long (IBA 9.4.5).
+std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(p));
+}
+
+}  // namespace
+
+void Qp::receive_request(Message&& msg) {
+  std::lock_guard lock(rq_mu_);
+  QpState s = state();
+  // IBA 10.3.1: a QP in RESET, INIT or ERR drops what arrives; the
+  // requester's transport timer turns that into a retry error.
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return;
+  responder_execute(msg);
+}
+
+void Qp::respond(const Message& req, MsgOp op, Message&& resp) {
+  resp.op = op;
+  resp.src_addr = dev_.address();
+  resp.dst_addr = req.src_addr;
+  resp.src_qpn = qpn_;
+  resp.dst_qpn = req.src_qpn;
+  resp.psn = req.psn;
+  dev_.link().send(std::move(resp));
+}
+
+void Qp::nak(const Message& req, NakCode code, std::uint8_t rnr_timer) {
+  Message m;
+  m.nak = code;
+  m.rnr_timer = rnr_timer;
+  respond(req, MsgOp::kNak, std::move(m));
+  if (code == NakCode::kInvalidRequest || code == NakCode::kRemoteAccessError ||
+      code == NakCode::kRemoteOperationalError) {
+    state_.store(QpState::kErr, std::memory_order_release);
+    flush_recv_queue();
+    dev_.kick_later(shared_from_this());  // its send side flushes too
+  }
+}
+
+void Qp::responder_execute(Message& msg) {
+  // PSN check (IBA 9.7.5.1.1): a duplicate is acknowledged again without
+  // being executed; reads (idempotent) run again and atomics replay their
+  // saved result; a gap is a sequence error.
+  bool duplicate = false;
+  if (msg.psn != resp_.expected_psn) {
+    std::uint32_t behind = (resp_.expected_psn - msg.psn) & 0xffffff;
+    if (behind >= 0x800000) {
+      nak(msg, NakCode::kPsnSequenceError);
+      return;
+    }
+    duplicate = true;
+    if (msg.op == MsgOp::kCmpSwap || msg.op == MsgOp::kFetchAdd) {
+      Message m;
+      m.atomic_orig = resp_.last_atomic_orig;
+      respond(msg, MsgOp::kAtomicAck, std::move(m));
+      return;
+    }
+    if (msg.op != MsgOp::kReadRequest) {
+      respond(msg, MsgOp::kAck, Message{});
+      return;
+    }
+  }
+  const QpAttr a = attr();
+  const std::uint32_t pdn = init_.pdn;
+  auto take_recv = [&](RecvWqe* out) {
+    if (rq_.empty()) return false;
+    *out = std::move(rq_.front());
+    rq_.pop_front();
+    return true;
+  };
+
+  switch (msg.op) {
+    case MsgOp::kSend:
+    case MsgOp::kSendWithImm:
+    case MsgOp::kSendWithInv: {
+      if (rq_.empty()) {
+        nak(msg, NakCode::kRnr, a.min_rnr_timer);  // IBA 9.7.5.2.8
+        return;
+      }
+      RecvWqe r;
+      take_recv(&r);
+      if (msg.length > r.length) {
+        // The receive is too small: the receiver sees a local length error,
+        // the sender an invalid request (IBA 9.7.5.2.4).
+        complete_recv(r, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, msg.src_qpn);
+        nak(msg, NakCode::kInvalidRequest);
+        return;
+      }
+      std::vector<MemPiece> dst;
+      bool ok = true;
+      for (const Sge& s : r.sges) {
+        auto t = dev_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
+        if (!t) {
+          ok = false;
+          break;
+        }
+        t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
+      }
+      if (!ok) {
+        complete_recv(r, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, msg.src_qpn);
+        nak(msg, NakCode::kRemoteOperationalError);
+        return;
+      }
+      copy_pieces(dst, msg.payload);
+      std::uint32_t flags = msg.op == MsgOp::kSendWithImm ? std::uint32_t{WC_WITH_IMM} : 0u;
+      complete_recv(r, WcStatus::kSuccess, WcOpcode::kRecv, msg.length,
+                    msg.op == MsgOp::kSendWithImm ? msg.imm : 0, flags, msg.src_qpn, msg.solicited);
+      break;
+    }
+    case MsgOp::kWrite:
+    case MsgOp::kWriteWithImm: {
+      if (!(a.qp_access_flags & ACCESS_REMOTE_WRITE)) {
+        nak(msg, NakCode::kRemoteAccessError);
+        return;
+      }
+      if (msg.op == MsgOp::kWriteWithImm && rq_.empty()) {
+        nak(msg, NakCode::kRnr, a.min_rnr_timer);
+        return;
+      }
+      auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
+      if (!t) {
+        nak(msg, NakCode::kRemoteAccessError);
+        return;
+      }
+      std::vector<MemPiece> dst;
+      t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
+      copy_pieces(dst, msg.payload);
+      if (msg.op == MsgOp::kWriteWithImm) {
+        RecvWqe r;
+        take_recv(&r);
+        complete_recv(r, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, msg.length, msg.imm, WC_WITH_IMM,
+                      msg.src_qpn, msg.solicited);
+      }
+      break;
+    }
+    case MsgOp::kReadRequest: {
+      if (!(a.qp_access_flags & ACCESS_REMOTE_READ)) {
+        nak(msg, NakCode::kRemoteAccessError);
+        return;
+      }
+      auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_READ, pdn);
+      if (!t) {
+        nak(msg, NakCode::kRemoteAccessError);
+        return;
+      }
+      Message m;
+      m.length = msg.length;
+      t->for_each_piece([&](MemPiece p) { m.payload.push_back(p); });
+      if (!duplicate) resp_.expected_psn = (msg.psn + 1) & 0xffffff;
+      respond(msg, MsgOp::kReadResponse, std::move(m));
+      return;
+    }
+    case MsgOp::kCmpSwap:
+    case MsgOp::kFetchAdd: {
+      if (!(a.qp_access_flags & ACCESS_REMOTE_ATOMIC)) {
+        nak(msg, NakCode::kRemoteAccessError);
+        return;
+      }
+      if (msg.va % 8 != 0) {
+        nak(msg, NakCode::kInvalidRequest);
+        return;
+      }
+      auto t = dev_.translate(msg.rkey, msg.va, 8, ACCESS_REMOTE_ATOMIC, pdn);
+      if (!t) {
+        nak(msg, NakCode::kRemoteAccessError);
+        return;
+      }
+      std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
+      auto word = atomic_at(target);
+      std::uint64_t orig;
+      if (msg.op == MsgOp::kCmpSwap) {
+        orig = msg.compare_add;
+        word.compare_exchange_strong(orig, msg.swap, std::memory_order_acq_rel);
+      } else {
+        orig = word.fetch_add(msg.compare_add, std::memory_order_acq_rel);
+      }
+      resp_.last_atomic_orig = orig;
+      resp_.expected_psn = (msg.psn + 1) & 0xffffff;
+      Message m;
+      m.atomic_orig = orig;
+      respond(msg, MsgOp::kAtomicAck, std::move(m));
+      return;
+    }
+    case MsgOp::kAck:
+    case MsgOp::kNak:
+    case MsgOp::kReadResponse:
+    case MsgOp::kAtomicAck:
+      return;  // responses never reach the responder
+  }
+  resp_.expected_psn = (msg.psn + 1) & 0xffffff;
+  respond(msg, MsgOp::kAck, Message{});
+}
+
+void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,
+                       std::uint32_t imm, std::uint32_t flags, std::uint32_t src_qp, bool solicited) {
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = op;
+  wc.byte_len = byte_len;
+  wc.imm_data = imm;
+  wc.wc_flags = flags;
+  wc.qp_num = qpn_;
+  wc.src_qp = src_qp;
+  push_cqe(*init_.recv_cq, wc, solicited);
+}
+
+void Qp::flush_recv_queue() {
+  while (!rq_.empty()) {
+    RecvWqe r = std::move(rq_.front());
+    rq_.pop_front();
+    complete_recv(r, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+  }
+}
+
+}  // namespace srdma::hca

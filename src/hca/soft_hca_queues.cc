@@ -1,0 +1,167 @@
+// The software device's queues: CQs on completion vectors, QPs, message
+// dispatch from the link, and the engine's threads (started on first use).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "hca/engine_timer.h"
+#include "hca/inproc_link.h"
+#include "hca/soft_hca.h"
+
+namespace srdma::hca {
+
+SoftHca::~SoftHca() {
+  InprocLink::instance().detach(address_);
+  timer_.reset();  // no more kicks
+  {
+    std::unique_lock lock(queues_mu_);
+    qps_.clear();
+  }
+  eqs_.clear();
+  async_.reset();
+}
+
+void SoftHca::start_engine() {
+  std::call_once(engine_once_, [this] {
+    timer_ = std::make_unique<EngineTimer>();
+    async_ = std::make_unique<AsyncEventDispatcher>();
+    for (std::int64_t v = 0; v < profile_.num_comp_vectors; ++v)
+      eqs_.push_back(std::make_unique<EventQueue>(static_cast<std::uint32_t>(v)));
+  });
+}
+
+EventQueue& SoftHca::event_queue(std::uint32_t vector) {
+  start_engine();
+  return *eqs_.at(vector);
+}
+
+AsyncEventDispatcher& SoftHca::async_events() {
+  start_engine();
+  return *async_;
+}
+
+Link& SoftHca::link() { return InprocLink::instance(); }
+bool SoftHca::link_knows(std::uint64_t addr) const { return InprocLink::instance().knows(addr); }
+
+Result<std::shared_ptr<Cq>> SoftHca::create_cq(std::uint32_t cqe, std::uint32_t comp_vector, void* context) {
+  if (cqe < 1 || cqe > profile_.max_cqe)
+    return make_error(EINVAL, fmt::format("cqe {} outside 1..max_cqe {}", cqe, profile_.max_cqe));
+  if (comp_vector >= profile_.num_comp_vectors)
+    return make_error(EINVAL, fmt::format("comp_vector {} beyond num_comp_vectors {}", comp_vector,
+                                          profile_.num_comp_vectors));
+  start_engine();
+  std::uint32_t cqn;
+  {
+    std::lock_guard lock(mu_);
+    auto n = cq_alloc_.alloc();
+    if (!n) return make_error(ENOMEM, "CQ table exhausted: " + n.error().reason);
+    cqn = *n;
+  }
+  auto cq = std::make_shared<Cq>(cqn, cqe, eqs_[comp_vector].get(), comp_vector, context);
+  std::weak_ptr<SoftHca> self = weak_from_this();
+  cq->set_overrun_handler([self](Cq& c) {
+    if (auto dev = self.lock()) dev->on_cq_overrun(c);
+  });
+  std::unique_lock lock(queues_mu_);
+  cqs_[cqn] = cq;
+  return cq;
+}
+
+Result<void> SoftHca::destroy_cq(const std::shared_ptr<Cq>& cq) {
+  if (int n = cq->usecnt.load(); n > 0)
+    return make_error(EBUSY, fmt::format("CQ {:#x} is used by {} QP(s)", cq->cqn(), n));
+  cq->eq()->cancel(cq.get());
+  {
+    std::unique_lock lock(queues_mu_);
+    cqs_.erase(cq->cqn());
+  }
+  std::lock_guard lock(mu_);
+  (void)cq_alloc_.free(cq->cqn());
+  return {};
+}
+
+void SoftHca::on_cq_overrun(Cq& cq) {
+  // IBA 11.4.2.1: a CQ overrun is a CQ error; every QP on that CQ goes to
+  // ERR. Done on the engine thread: the overrun is found inside a push,
+  // under the pushing role's locks.
+  async_->raise(AsyncEvent{AsyncEventType::kCqErr, cq.cqn(), 0, cq.context()});
+  Cq* target = &cq;
+  timer_->post([this, target] {
+    std::vector<std::shared_ptr<Qp>> victims;
+    {
+      std::shared_lock lock(queues_mu_);
+      for (auto& [qpn, qp] : qps_)
+        if (qp->send_cq().get() == target || qp->recv_cq().get() == target) victims.push_back(qp);
+    }
+    for (auto& qp : victims) qp->set_error();
+  });
+}
+
+Result<std::shared_ptr<Qp>> SoftHca::create_qp(QpInit init) {
+  const QpCaps& c = init.caps;
+  auto beyond = [](const char* cap, std::uint64_t v, std::int64_t max) {
+    return make_error(EINVAL, fmt::format("{} {} beyond the device's {}", cap, v, max));
+  };
+  if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
+  if (c.max_send_wr < 1 || c.max_send_wr > profile_.max_qp_wr) return beyond("max_send_wr", c.max_send_wr, profile_.max_qp_wr);
+  if (c.max_recv_wr > profile_.max_qp_wr) return beyond("max_recv_wr", c.max_recv_wr, profile_.max_qp_wr);
+  if (c.max_send_sge > profile_.max_sge) return beyond("max_send_sge", c.max_send_sge, profile_.max_sge);
+  if (c.max_recv_sge > profile_.max_sge) return beyond("max_recv_sge", c.max_recv_sge, profile_.max_sge);
+  if (c.max_inline_data > profile_.max_inline_data)
+    return beyond("max_inline_data", c.max_inline_data, profile_.max_inline_data);
+  start_engine();
+  std::uint32_t qpn;
+  {
+    std::lock_guard lock(mu_);
+    if (!pd_alloc_.is_allocated(init.pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", init.pdn));
+    auto n = qp_alloc_.alloc();
+    if (!n) return make_error(ENOMEM, "QP table exhausted: " + n.error().reason);
+    qpn = *n;
+  }
+  init.send_cq->usecnt.fetch_add(1);
+  init.recv_cq->usecnt.fetch_add(1);
+  auto qp = std::make_shared<Qp>(*this, qpn, std::move(init));
+  // Published only once built: a message can find it from now on.
+  std::unique_lock lock(queues_mu_);
+  qps_[qpn & 0xffffff] = qp;
+  return qp;
+}
+
+Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
+  {
+    std::unique_lock lock(queues_mu_);
+    if (qps_.erase(qp->qpn() & 0xffffff) == 0)
+      return make_error(EINVAL, fmt::format("QP {:#x} is not on this device", qp->qpn()));
+  }
+  qp->send_cq()->usecnt.fetch_sub(1);
+  qp->recv_cq()->usecnt.fetch_sub(1);
+  std::lock_guard lock(mu_);
+  (void)qp_alloc_.free(qp->qpn());
+  return {};
+}
+
+void SoftHca::receive(Message&& msg) {
+  std::shared_ptr<Qp> qp;
+  {
+    std::shared_lock lock(queues_mu_);
+    auto it = qps_.find(msg.dst_qpn & 0xffffff);
+    if (it != qps_.end()) qp = it->second;
+  }
+  if (!qp || qp->qpn() != msg.dst_qpn) return;  // no such QP: dropped (IBA 9.6.1.5)
+  if (is_request(msg.op))
+    qp->receive_request(std::move(msg));
+  else
+    qp->receive_response(std::move(msg));
+}
+
+void SoftHca::schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at) {
+  start_engine();
+  timer_->schedule(std::move(qp), at);
+}
+
+void SoftHca::kick_later(std::shared_ptr<Qp> qp) {
+  start_engine();
+  timer_->post([qp = std::move(qp)] { qp->kick(); });
+}
+
+}  // namespace srdma::hca

@@ -1,0 +1,531 @@
+#include "hca/cq.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "hca/event_queue.h"
+
+namespace srdma::hca {
+namespace {
+
+using namespace std::chrono_literals;
+
+Wc wc_with(std::uint64_t wr_id, WcStatus status = WcStatus::kSuccess) {
+  Wc wc;
+  wc.wr_id = wr_id;
+  wc.status = status;
+  return wc;
+}
+
+// Polls `pred` until it holds or a generous deadline passes (noisy machine).
+template <class F>
+bool eventually(F pred, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
+
+// A CQ on its own completion vector, with a handler that counts events.
+struct Fixture {
+  explicit Fixture(std::uint32_t cqe) : cq(7, cqe, &eq, 0, this) {
+    cq.set_event_handler([this](Cq&) { handled.fetch_add(1); });
+  }
+  EventQueue eq{0};
+  std::atomic<int> handled{0};
+  Cq cq;  // last: destroyed first, while the handler's target still lives
+};
+
+TEST(Cq, ReportsWhatItWasCreatedWith) {
+  int ctx = 0;
+  Cq cq(42, 5, nullptr, 3, &ctx);
+  EXPECT_EQ(cq.cqn(), 42u);
+  EXPECT_EQ(cq.cqe(), 5u);
+  EXPECT_EQ(cq.comp_vector(), 3u);
+  EXPECT_EQ(cq.context(), &ctx);
+  EXPECT_EQ(cq.waiting(), 0u);
+  EXPECT_FALSE(cq.in_error());
+  EXPECT_FALSE(cq.armed());
+}
+
+TEST(Cq, HoldsExactlyCqeEntries) {
+  for (std::uint32_t n : {1u, 2u, 7u, 64u}) {
+    Cq cq(1, n, nullptr, 0, nullptr);
+    for (std::uint32_t i = 0; i < n; ++i) ASSERT_TRUE(cq.push(wc_with(i), false)) << n;
+    EXPECT_EQ(cq.waiting(), n);
+    EXPECT_FALSE(cq.push(wc_with(n), false)) << "entry " << n + 1 << " of a " << n << "-entry CQ";
+  }
+}
+
+TEST(Cq, PollsOldestFirstInBatchesAcrossTheWrap) {
+  Cq cq(1, 8, nullptr, 0, nullptr);
+  std::uint64_t next_push = 0, next_poll = 0;
+  std::array<Wc, 3> batch;
+  for (int round = 0; round < 20; ++round) {  // head_ wraps several times
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(cq.push(wc_with(next_push++), false));
+    int got;
+    while ((got = cq.poll(batch)) > 0) {
+      for (int i = 0; i < got; ++i) EXPECT_EQ(batch[i].wr_id, next_poll++);
+    }
+  }
+  EXPECT_EQ(next_poll, next_push);
+  EXPECT_EQ(cq.poll(batch), 0);
+  EXPECT_EQ(cq.poll(std::span<Wc>()), 0);
+  EXPECT_EQ(cq.cqes_written(), next_push);
+}
+
+TEST(Cq, PollCopiesEveryField) {
+  Cq cq(1, 2, nullptr, 0, nullptr);
+  Wc in = wc_with(99, WcStatus::kRemAccessErr);
+  in.opcode = WcOpcode::kRecvRdmaWithImm;
+  in.byte_len = 4096;
+  in.imm_data = 0xdeadbeef;
+  in.qp_num = 0x123456;
+  in.wc_flags = WC_WITH_IMM;
+  in.is_send_cqe = false;
+  ASSERT_TRUE(cq.push(in, false));
+  Wc out;
+  ASSERT_EQ(cq.poll({&out, 1}), 1);
+  EXPECT_EQ(out.wr_id, 99u);
+  EXPECT_EQ(out.status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(out.opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(out.byte_len, 4096u);
+  EXPECT_EQ(out.imm_data, 0xdeadbeefu);
+  EXPECT_EQ(out.qp_num, 0x123456u);
+  EXPECT_EQ(out.wc_flags, static_cast<std::uint32_t>(WC_WITH_IMM));
+}
+
+TEST(Cq, OverrunKeepsUnreadCqesAndEntersErrorOnce) {
+  Cq cq(9, 4, nullptr, 0, nullptr);
+  int overruns = 0;
+  std::uint32_t overrun_cqn = 0;
+  cq.set_overrun_handler([&](Cq& c) {
+    ++overruns;
+    overrun_cqn = c.cqn();
+    EXPECT_EQ(c.waiting(), 4u);  // runs outside the CQ's lock
+  });
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  EXPECT_FALSE(cq.in_error());
+  EXPECT_FALSE(cq.push(wc_with(100), false));  // the overrun
+  EXPECT_TRUE(cq.in_error());
+  EXPECT_EQ(overruns, 1);
+  EXPECT_EQ(overrun_cqn, 9u);
+  EXPECT_FALSE(cq.push(wc_with(101), false));  // in error: refused, no second call
+  EXPECT_EQ(overruns, 1);
+  EXPECT_EQ(cq.cqes_written(), 4u);
+
+  // The unread CQEs survive, in order, and nothing was overwritten.
+  std::array<Wc, 8> out;
+  ASSERT_EQ(cq.poll(out), 4);
+  for (std::uint64_t i = 0; i < 4; ++i) EXPECT_EQ(out[i].wr_id, i);
+  EXPECT_EQ(cq.poll(out), 0);
+  // Room again, but the error state is sticky.
+  EXPECT_FALSE(cq.push(wc_with(102), false));
+  EXPECT_TRUE(cq.in_error());
+  EXPECT_EQ(overruns, 1);
+}
+
+TEST(Cq, OverrunWithoutHandlerStillFails) {
+  Cq cq(1, 1, nullptr, 0, nullptr);
+  ASSERT_TRUE(cq.push(wc_with(1), false));
+  EXPECT_FALSE(cq.push(wc_with(2), false));
+  EXPECT_TRUE(cq.in_error());
+  Wc out;
+  ASSERT_EQ(cq.poll({&out, 1}), 1);
+  EXPECT_EQ(out.wr_id, 1u);
+}
+
+TEST(Cq, OverrunHandlerCalledOnceUnderConcurrentProducers) {
+  Cq cq(1, 16, nullptr, 0, nullptr);
+  std::atomic<int> overruns{0};
+  cq.set_overrun_handler([&](Cq&) { overruns.fetch_add(1); });
+  std::atomic<int> accepted{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 4; ++p) {
+    producers.emplace_back([&] {
+      for (int i = 0; i < 100; ++i)
+        if (cq.push(wc_with(static_cast<std::uint64_t>(i)), false)) accepted.fetch_add(1);
+    });
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(accepted.load(), 16);
+  EXPECT_EQ(overruns.load(), 1);
+  EXPECT_TRUE(cq.in_error());
+  EXPECT_EQ(cq.waiting(), 16u);
+}
+
+TEST(Cq, ReqNotifyRejectsBadFlags) {
+  Cq cq(1, 4, nullptr, 0, nullptr);
+  for (std::uint32_t flags : {0u, static_cast<std::uint32_t>(NOTIFY_REPORT_MISSED_EVENTS), 1u << 3,
+                              NOTIFY_NEXT_COMP | (1u << 7)}) {
+    auto r = cq.req_notify(flags);
+    ASSERT_FALSE(r.has_value()) << flags;
+    EXPECT_EQ(r.error().code, EINVAL) << flags;
+    EXPECT_FALSE(r.error().reason.empty());
+  }
+  EXPECT_FALSE(cq.armed());  // a refused arming arms nothing
+  EXPECT_EQ(cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  EXPECT_EQ(cq.req_notify(NOTIFY_SOLICITED).value(), 0);
+  EXPECT_EQ(cq.req_notify(NOTIFY_NEXT_COMP | NOTIFY_SOLICITED).value(), 0);
+  EXPECT_TRUE(cq.armed());
+}
+
+TEST(Cq, NoEventWithoutArming) {
+  Fixture f(8);
+  ASSERT_TRUE(f.cq.push(wc_with(1), false));
+  ASSERT_TRUE(f.cq.push(wc_with(2), true));
+  ASSERT_TRUE(f.cq.push(wc_with(3, WcStatus::kLocProtErr), false));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 0);
+  EXPECT_EQ(f.cq.events(), 0u);
+}
+
+TEST(Cq, EventFiresOncePerArming) {
+  Fixture f(16);
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  EXPECT_TRUE(f.cq.armed());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.cq.push(wc_with(i), false));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
+  EXPECT_FALSE(f.cq.armed());  // disarmed by the event
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 1);  // five CQEs, one arming, one event
+
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);  // arming twice is one arming
+  ASSERT_TRUE(f.cq.push(wc_with(6), false));
+  ASSERT_TRUE(f.cq.push(wc_with(7), false));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 2; }));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 2);
+  EXPECT_EQ(f.cq.events(), 2u);
+  ASSERT_TRUE(eventually([&] { return f.eq.events() == 2; }));
+  EXPECT_GE(f.eq.interrupts(), 1u);
+  EXPECT_LE(f.eq.interrupts(), 2u);
+}
+
+TEST(Cq, ArmingWithCqesWaitingDoesNotFireByItself) {
+  Fixture f(8);
+  ASSERT_TRUE(f.cq.push(wc_with(1), false));
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);  // no REPORT_MISSED: 0
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(2), false));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
+}
+
+TEST(Cq, SolicitedOnlyFiresOnSolicitedOrErrorCqes) {
+  Fixture f(16);
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_SOLICITED).value(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(1), false));
+  ASSERT_TRUE(f.cq.push(wc_with(2), false));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 0);
+  EXPECT_TRUE(f.cq.armed());
+  ASSERT_TRUE(f.cq.push(wc_with(3), true));  // solicited
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
+  EXPECT_FALSE(f.cq.armed());
+
+  // An error completion is always reported, solicited or not.
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_SOLICITED).value(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(4), false));
+  ASSERT_TRUE(f.cq.push(wc_with(5, WcStatus::kWrFlushErr), false));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 2; }));
+
+  // Solicited arming fires once as well.
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_SOLICITED).value(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(6), true));
+  ASSERT_TRUE(f.cq.push(wc_with(7), true));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 3; }));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 3);
+}
+
+TEST(Cq, NextCompArmingIsNotWeakenedBySolicited) {
+  Fixture f(8);
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_SOLICITED).value(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(1), false));  // unsolicited still fires
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
+}
+
+TEST(Cq, ReportMissedEvents) {
+  Fixture f(8);
+  const std::uint32_t kFlags = NOTIFY_NEXT_COMP | NOTIFY_REPORT_MISSED_EVENTS;
+  EXPECT_EQ(f.cq.req_notify(kFlags).value(), 0);  // nothing waiting
+  ASSERT_TRUE(f.cq.push(wc_with(1), false));       // fires the arming above
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
+
+  // A CQE waits: report it, and arm anyway.
+  EXPECT_EQ(f.cq.req_notify(kFlags).value(), 1);
+  EXPECT_TRUE(f.cq.armed());
+  ASSERT_TRUE(f.cq.push(wc_with(2), false));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 2; }));
+
+  std::array<Wc, 8> out;
+  EXPECT_EQ(f.cq.poll(out), 2);
+  EXPECT_EQ(f.cq.req_notify(NOTIFY_SOLICITED | NOTIFY_REPORT_MISSED_EVENTS).value(), 0);
+}
+
+TEST(Cq, EventHandlerMayRearmAndPoll) {
+  EventQueue eq(0);
+  std::atomic<int> polled{0};
+  std::atomic<int> events{0};
+  Cq cq(1, 64, &eq, 0, nullptr);
+  cq.set_event_handler([&](Cq& c) {
+    std::array<Wc, 8> out;
+    int n;
+    do {
+      while ((n = c.poll(out)) > 0) polled.fetch_add(n);
+    } while (c.req_notify(NOTIFY_NEXT_COMP | NOTIFY_REPORT_MISSED_EVENTS).value() == 1);
+    events.fetch_add(1);
+  });
+  ASSERT_EQ(cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(cq.push(wc_with(i), false));
+    if (i % 10 == 0) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(eventually([&] { return polled.load() == 50; }));
+  EXPECT_GE(events.load(), 1);
+  EXPECT_EQ(eq.completions_handled(), 50u);
+  EXPECT_EQ(eq.cqes(), 50u);
+}
+
+TEST(Cq, ModerationByCount) {
+  Fixture f(16);
+  ASSERT_TRUE(f.cq.modify(4, 0).has_value());
+  EXPECT_EQ(f.cq.moderation_count(), 4);
+  EXPECT_EQ(f.cq.moderation_usec(), 0);
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.cq.push(wc_with(i), false));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 0);  // 3 < 4: held back (no timer)
+  EXPECT_TRUE(f.cq.armed());
+  ASSERT_TRUE(f.cq.push(wc_with(3), false));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
+  EXPECT_FALSE(f.cq.armed());
+  for (int i = 4; i < 10; ++i) ASSERT_TRUE(f.cq.push(wc_with(i), false));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 1);  // still once per arming
+
+  // Back to (0, 0): every completion.
+  ASSERT_TRUE(f.cq.modify(0, 0).has_value());
+  std::array<Wc, 16> out;
+  ASSERT_EQ(f.cq.poll(out), 10);
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(10), false));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 2; }));
+}
+
+TEST(Cq, ModerationByTime) {
+  EventQueue eq(0);
+  constexpr auto kUsec = std::chrono::microseconds(30000);
+  std::atomic<std::int64_t> fired_after_us{-1};
+  std::chrono::steady_clock::time_point t0;
+  std::atomic<int> handled{0};
+  Cq cq(1, 16, &eq, 0, nullptr);
+  cq.set_event_handler([&](Cq&) {
+    fired_after_us.store(std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count());
+    handled.fetch_add(1);
+  });
+  ASSERT_TRUE(cq.modify(100, static_cast<std::uint16_t>(kUsec.count())).has_value());
+  ASSERT_EQ(cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cq.push(wc_with(1), false));  // starts the timer; 1 < 100 CQEs
+  ASSERT_TRUE(cq.push(wc_with(2), false));  // does not restart it
+  ASSERT_TRUE(eventually([&] { return handled.load() == 1; }));
+  // Never before the deadline (bounded below by construction; no upper
+  // bound on a noisy machine).
+  EXPECT_GE(fired_after_us.load(), kUsec.count());
+  EXPECT_FALSE(cq.armed());
+  std::this_thread::sleep_for(2 * kUsec);
+  EXPECT_EQ(handled.load(), 1);
+}
+
+TEST(Cq, ModerationCountBeatsTimerAndTheStaleTimerIsIgnored) {
+  EventQueue eq(0);
+  std::atomic<int> handled{0};
+  Cq cq(1, 16, &eq, 0, nullptr);
+  cq.set_event_handler([&](Cq&) { handled.fetch_add(1); });
+  ASSERT_TRUE(cq.modify(3, 40000).has_value());
+  ASSERT_EQ(cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  ASSERT_TRUE(eventually([&] { return handled.load() == 1; }));
+  // The 40 ms timer of that arming must not make a second event, nor fire
+  // a later arming early.
+  std::array<Wc, 16> out;
+  ASSERT_EQ(cq.poll(out), 3);
+  ASSERT_EQ(cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cq.push(wc_with(3), false));  // a new timer, 40 ms from t1
+  ASSERT_TRUE(eventually([&] { return handled.load() == 2; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - t1, std::chrono::microseconds(40000));
+  std::this_thread::sleep_for(60ms);
+  EXPECT_EQ(handled.load(), 2);
+}
+
+TEST(Cq, ModerationAppliesToSolicitedArming) {
+  Fixture f(16);
+  ASSERT_TRUE(f.cq.modify(2, 0).has_value());
+  ASSERT_EQ(f.cq.req_notify(NOTIFY_SOLICITED).value(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(1), true));  // 1 waiting < 2
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(2), false));  // unsolicited: does not qualify
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(f.handled.load(), 0);
+  ASSERT_TRUE(f.cq.push(wc_with(3), true));
+  ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
+}
+
+TEST(Cq, WithoutEventQueueEventsAreDeliveredInline) {
+  Cq cq(1, 4, nullptr, 0, nullptr);
+  int handled = 0;
+  cq.set_event_handler([&](Cq&) { ++handled; });
+  ASSERT_EQ(cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
+  ASSERT_TRUE(cq.push(wc_with(1), false));
+  EXPECT_EQ(handled, 1);
+  ASSERT_TRUE(cq.push(wc_with(2), false));
+  EXPECT_EQ(handled, 1);
+}
+
+TEST(Cq, ResizeRejectsBadSizesAndKeepsTheCq) {
+  Cq cq(1, 8, nullptr, 0, nullptr);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  struct Case {
+    std::uint32_t cqe, max_cqe;
+  };
+  for (Case c : {Case{0, 100}, Case{101, 100}, Case{4, 100}, Case{1, 100}}) {
+    auto r = cq.resize(c.cqe, c.max_cqe);
+    ASSERT_FALSE(r.has_value()) << c.cqe;
+    EXPECT_EQ(r.error().code, EINVAL) << c.cqe;
+    EXPECT_FALSE(r.error().reason.empty());
+  }
+  EXPECT_EQ(cq.cqe(), 8u);
+  EXPECT_EQ(cq.waiting(), 5u);
+  EXPECT_TRUE(cq.resize(5, 100).has_value());  // exactly the waiting CQEs: allowed
+  EXPECT_EQ(cq.cqe(), 5u);
+  EXPECT_FALSE(cq.push(wc_with(5), false));  // and now full
+}
+
+TEST(Cq, ResizeKeepsWaitingCqesInOrder) {
+  Cq cq(1, 4, nullptr, 0, nullptr);
+  std::array<Wc, 8> out;
+  // Wrap the ring: push 3, poll 2, push 3 -> waiting 2,3,4,5 with head at 2.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  ASSERT_EQ(cq.poll({out.data(), 2}), 2);
+  for (int i = 3; i < 6; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  ASSERT_EQ(cq.waiting(), 4u);
+  ASSERT_TRUE(cq.resize(10, 16).has_value());
+  EXPECT_EQ(cq.cqe(), 10u);
+  for (int i = 6; i < 12; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  EXPECT_FALSE(cq.push(wc_with(12), false));  // exactly 10 entries
+  std::uint64_t expect = 2;
+  int n;
+  while ((n = cq.poll(out)) > 0)
+    for (int i = 0; i < n; ++i) EXPECT_EQ(out[i].wr_id, expect++);
+  EXPECT_EQ(expect, 12u);
+}
+
+TEST(Cq, CountersFeedTheCompletionVector) {
+  EventQueue eq(1);
+  Cq a(1, 8, &eq, 1, nullptr), b(2, 8, &eq, 1, nullptr);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a.push(wc_with(i), false));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(b.push(wc_with(i), false));
+  std::array<Wc, 8> out;
+  EXPECT_EQ(a.poll(out), 3);
+  EXPECT_EQ(b.poll({out.data(), 2}), 2);
+  EXPECT_EQ(eq.cqes(), 7u);
+  EXPECT_EQ(eq.completions_handled(), 5u);
+  EXPECT_EQ(a.cqes_written(), 3u);
+  EXPECT_EQ(b.cqes_written(), 4u);
+}
+
+// Several producers, one consumer that sleeps on events between bursts:
+// every CQE is seen exactly once, in each producer's order. Producers hold
+// a slot credit before pushing (as the engine reserves CQ space), so the CQ
+// never overruns. Run under ThreadSanitizer in CI.
+TEST(Cq, StressManyProducersOneConsumer) {
+  constexpr int kProducers = 4;
+  constexpr std::uint64_t kPerProducer = 20000;
+  constexpr std::uint32_t kCqe = 64;
+  EventQueue eq(0);
+  std::atomic<int> events{0};
+  std::mutex m;
+  std::condition_variable cv;
+  Cq cq(1, kCqe, &eq, 0, nullptr);  // after what its handler uses: destroyed first
+  cq.set_event_handler([&](Cq&) {
+    {
+      std::lock_guard lk(m);
+      events.fetch_add(1);
+    }
+    cv.notify_one();
+  });
+  std::atomic<std::uint32_t> credits{kCqe};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (std::uint64_t i = 0; i < kPerProducer; ++i) {
+        std::uint32_t c = credits.load();
+        while (c == 0 || !credits.compare_exchange_weak(c, c - 1)) {
+          if (c == 0) {
+            std::this_thread::yield();
+            c = credits.load();
+          }
+        }
+        if (!cq.push(wc_with((std::uint64_t(p) << 32) | i), (i % 7) == 0)) {
+          failed.store(true);
+          return;
+        }
+      }
+    });
+  }
+  std::array<std::uint64_t, kProducers> next{};
+  std::uint64_t total = 0;
+  std::array<Wc, 16> out;
+  while (total < kProducers * kPerProducer && !failed.load()) {
+    int n = cq.poll(out);
+    if (n == 0) {
+      // Sleep on an event (sometimes solicited-only), re-checking missed ones.
+      const int seen = events.load();
+      const std::uint32_t how = (total % 3 == 0) ? NOTIFY_SOLICITED : NOTIFY_NEXT_COMP;
+      if (cq.req_notify(how | NOTIFY_REPORT_MISSED_EVENTS).value() == 1) continue;
+      std::unique_lock lk(m);
+      cv.wait_for(lk, 2ms, [&] { return events.load() != seen; });
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      const auto p = out[i].wr_id >> 32;
+      const auto seq = out[i].wr_id & 0xffffffffu;
+      ASSERT_LT(p, static_cast<std::uint64_t>(kProducers));
+      ASSERT_EQ(seq, next[p]) << "producer " << p;
+      ++next[p];
+    }
+    total += static_cast<std::uint64_t>(n);
+    credits.fetch_add(static_cast<std::uint32_t>(n));
+  }
+  for (auto& t : producers) t.join();
+  ASSERT_FALSE(failed.load()) << "a push with a reserved slot failed";
+  EXPECT_EQ(cq.poll(out), 0);
+  for (auto n : next) EXPECT_EQ(n, kPerProducer);
+  EXPECT_FALSE(cq.in_error());
+  EXPECT_EQ(cq.cqes_written(), kProducers * kPerProducer);
+  EXPECT_EQ(eq.completions_handled(), kProducers * kPerProducer);
+  // The vector counts an event once the handler returned.
+  EXPECT_TRUE(eventually([&] { return eq.events() == cq.events(); }));
+}
+
+}  // namespace
+}  // namespace srdma::hca

@@ -1,0 +1,562 @@
+// The RC engine at the device level: two software HCAs on the in-process
+// link, every opcode, every error status, RNR, flush, ordering.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "hca/soft_hca.h"
+#include "srdma/access.h"
+
+namespace srdma::hca {
+namespace {
+
+Profile test_profile() {
+  Profile p;
+  p.num_mpt = 1 << 10;
+  p.num_mtt_segs = 1 << 12;
+  p.fmr_reserved_mtt_segs = 1 << 10;
+  p.num_qp = 64;
+  p.num_cq = 64;
+  p.num_comp_vectors = 2;
+  return validate_profile(p).value();
+}
+
+struct Side {
+  std::shared_ptr<SoftHca> dev;
+  std::uint32_t pdn = 0;
+  std::shared_ptr<Cq> scq, rcq;
+  std::shared_ptr<Qp> qp;
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
+  std::uint32_t key = 0;
+
+  explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}) {
+    dev = SoftHca::open(test_profile()).value();
+    pdn = dev->alloc_pd().value();
+    scq = dev->create_cq(cqe, 0, nullptr).value();
+    rcq = dev->create_cq(cqe, 1, nullptr).value();
+    qp = dev->create_qp(QpInit{pdn, scq, rcq, caps, false, nullptr}).value();
+    key = reg(buf.data(), buf.size(), kAccessAll);
+  }
+  std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
+    std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
+    std::uint64_t first = a & ~std::uint64_t{4095};
+    std::vector<std::uint64_t> pages;
+    for (std::uint64_t x = first; x < a + len; x += 4096) pages.push_back(x);
+    return dev->reg_mr(MrAttr{pdn, a, len, access, 12}, pages).value();
+  }
+  std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
+};
+
+void connect(Side& a, Side& b, std::uint32_t access = kAccessAll, std::uint8_t rnr_retry = 7,
+             std::uint8_t min_rnr_timer = 1) {
+  auto up = [&](Side& s, Side& peer) {
+    QpAttr at;
+    at.qp_state = QpState::kInit;
+    at.qp_access_flags = access;
+    ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+    at.qp_state = QpState::kRtr;
+    at.dest_addr = peer.dev->address();
+    at.dest_qp_num = peer.qp->qpn();
+    at.min_rnr_timer = min_rnr_timer;
+    ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN |
+                                    QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER));
+    at.qp_state = QpState::kRts;
+    at.rnr_retry = rnr_retry;
+    at.timeout = 10;
+    at.retry_cnt = 2;
+    ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY |
+                                    QP_MAX_QP_RD_ATOMIC));
+  };
+  up(a, b);
+  if (&a != &b) up(b, a);
+}
+
+std::vector<Wc> poll_n(Cq& cq, std::size_t n, int timeout_ms = 2000) {
+  std::vector<Wc> out;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+    Wc wc[16];
+    int k = cq.poll(wc);
+    out.insert(out.end(), wc, wc + k);
+    if (k == 0) std::this_thread::yield();
+  }
+  return out;
+}
+
+Result<void> post(Side& s, SendWr wr) {
+  const SendWr* bad = nullptr;
+  return s.qp->post_send(&wr, &bad);
+}
+
+TEST(RcEngine, WriteThenReadSeesIt) {
+  Side a, b;
+  connect(a, b);
+  std::iota(a.buf.begin(), a.buf.begin() + 4096, 0);
+  Sge sge{a.addr(), 4096, a.key};
+  SendWr w;
+  w.wr_id = 1;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.send_flags = SEND_SIGNALED;
+  w.remote_addr = b.addr(100);
+  w.rkey = b.key;
+  ASSERT_TRUE(post(a, w));
+  Sge back{a.addr(8192), 4096, a.key};
+  SendWr r = w;
+  r.wr_id = 2;
+  r.opcode = WrOpcode::kRdmaRead;
+  r.sg_list = &back;
+  ASSERT_TRUE(post(a, r));
+  auto wcs = poll_n(*a.scq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].wr_id, 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[0].opcode, WcOpcode::kRdmaWrite);
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].opcode, WcOpcode::kRdmaRead);
+  EXPECT_EQ(wcs[1].byte_len, 4096u);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 100, a.buf.data(), 4096), 0);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 8192, a.buf.data(), 4096), 0);
+}
+
+TEST(RcEngine, SendWithImmAndScatterGather) {
+  Side a, b;
+  connect(a, b);
+  std::memcpy(a.buf.data(), "hello, ", 7);
+  std::memcpy(a.buf.data() + 1000, "world", 5);
+  Sge r[2] = {{b.addr(0), 4, b.key}, {b.addr(5000), 100, b.key}};
+  RecvWr rw;
+  rw.wr_id = 77;
+  rw.sg_list = r;
+  rw.num_sge = 2;
+  ASSERT_TRUE(b.qp->post_recv(&rw, nullptr));
+  Sge s[2] = {{a.addr(0), 7, a.key}, {a.addr(1000), 5, a.key}};
+  SendWr w;
+  w.wr_id = 5;
+  w.opcode = WrOpcode::kSendWithImm;
+  w.imm_data = 0xabcd;
+  w.sg_list = s;
+  w.num_sge = 2;
+  ASSERT_TRUE(post(a, w));  // unsignaled: no send CQE
+  auto rc = poll_n(*b.rcq, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 77u);
+  EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rc[0].opcode, WcOpcode::kRecv);
+  EXPECT_EQ(rc[0].byte_len, 12u);
+  EXPECT_TRUE(rc[0].wc_flags & WC_WITH_IMM);
+  EXPECT_EQ(rc[0].imm_data, 0xabcdu);
+  EXPECT_EQ(rc[0].src_qp, a.qp->qpn());
+  EXPECT_EQ(std::memcmp(b.buf.data(), "hell", 4), 0);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 5000, "o, world", 8), 0);
+  EXPECT_TRUE(poll_n(*a.scq, 1, 50).empty());
+}
+
+TEST(RcEngine, InlineSendIgnoresLkey) {
+  Side a, b;
+  connect(a, b);
+  char msg[] = "inline!";
+  Sge r{b.addr(), 64, b.key};
+  RecvWr rw;
+  rw.sg_list = &r;
+  rw.num_sge = 1;
+  ASSERT_TRUE(b.qp->post_recv(&rw, nullptr));
+  Sge s{reinterpret_cast<std::uint64_t>(msg), 8, 0xdead};
+  SendWr w;
+  w.opcode = WrOpcode::kSend;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.send_flags = SEND_INLINE | SEND_SIGNALED;
+  ASSERT_TRUE(post(a, w));
+  ASSERT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kSuccess);
+  EXPECT_STREQ(reinterpret_cast<char*>(b.buf.data()), "inline!");
+  s.length = 129;  // beyond max_inline_data
+  EXPECT_EQ(post(a, w).error().code, EINVAL);
+}
+
+TEST(RcEngine, WriteWithImmConsumesAReceive) {
+  Side a, b;
+  connect(a, b);
+  RecvWr rw;
+  rw.wr_id = 9;
+  ASSERT_TRUE(b.qp->post_recv(&rw, nullptr));
+  a.buf[0] = 42;
+  Sge s{a.addr(), 1, a.key};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWriteWithImm;
+  w.imm_data = 7;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = b.addr(10);
+  w.rkey = b.key;
+  ASSERT_TRUE(post(a, w));
+  auto rc = poll_n(*b.rcq, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(rc[0].imm_data, 7u);
+  EXPECT_EQ(b.buf[10], 42);
+}
+
+TEST(RcEngine, AtomicsAreAtomicUnderContention) {
+  Side a, b, c;
+  connect(a, b);
+  Side& target = b;
+  std::memset(target.buf.data(), 0, 8);
+  constexpr int kPerThread = 2000;
+  // Two requesters (a, and the CPU itself) add to the same word.
+  std::thread cpu([&] {
+    auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(target.buf.data()));
+    for (int i = 0; i < kPerThread; ++i) word.fetch_add(1);
+  });
+  for (int i = 0; i < kPerThread; ++i) {
+    Sge s{a.addr(64), 8, a.key};
+    SendWr w;
+    w.opcode = WrOpcode::kAtomicFetchAndAdd;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.remote_addr = target.addr();
+    w.rkey = target.key;
+    w.compare_add = 1;
+    w.send_flags = SEND_SIGNALED;
+    ASSERT_TRUE(post(a, w));
+    ASSERT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kSuccess);
+  }
+  cpu.join();
+  EXPECT_EQ(*reinterpret_cast<std::uint64_t*>(target.buf.data()), 2u * kPerThread);
+  // Compare and swap returns the original value.
+  Sge s{a.addr(64), 8, a.key};
+  SendWr cs;
+  cs.opcode = WrOpcode::kAtomicCmpAndSwp;
+  cs.sg_list = &s;
+  cs.num_sge = 1;
+  cs.remote_addr = target.addr();
+  cs.rkey = target.key;
+  cs.compare_add = 2 * kPerThread;
+  cs.swap = 99;
+  cs.send_flags = SEND_SIGNALED;
+  ASSERT_TRUE(post(a, cs));
+  ASSERT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(*reinterpret_cast<std::uint64_t*>(a.buf.data() + 64), 2u * kPerThread);
+  EXPECT_EQ(*reinterpret_cast<std::uint64_t*>(target.buf.data()), 99u);
+  // Misaligned: remote invalid request.
+  cs.remote_addr = target.addr(4);
+  ASSERT_TRUE(post(a, cs));
+  EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kRemInvReqErr);
+}
+
+TEST(RcEngine, BadRkeyIsRemoteAccessErrorAndFlushesTheRest) {
+  Side a, b;
+  connect(a, b);
+  std::memset(b.buf.data(), 0x11, 64);
+  Sge s{a.addr(), 64, a.key};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.key ^ 1;  // stale key byte
+  SendWr w2 = w, w3 = w;
+  w.wr_id = 1;
+  w2.wr_id = 2;
+  w2.rkey = b.key;
+  w3.wr_id = 3;
+  w3.rkey = b.key;
+  w.next = &w2;
+  w2.next = &w3;
+  RecvWr rw;
+  rw.wr_id = 50;
+  ASSERT_TRUE(a.qp->post_recv(&rw, nullptr));
+  const SendWr* bad = nullptr;
+  ASSERT_TRUE(a.qp->post_send(&w, &bad));
+  auto wcs = poll_n(*a.scq, 3);
+  ASSERT_EQ(wcs.size(), 3u);  // unsignaled, yet every one completes
+  EXPECT_EQ(wcs[0].wr_id, 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(wcs[2].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(a.qp->state(), QpState::kErr);
+  auto rc = poll_n(*a.rcq, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(b.buf[0], 0x11) << "nothing written through a bad key";
+  // A WR posted in ERR flushes too.
+  ASSERT_TRUE(post(a, w3));
+  EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kWrFlushErr);
+}
+
+TEST(RcEngine, LocalProtectionAndLengthErrors) {
+  Side a, b;
+  connect(a, b);
+  Sge s{a.addr(), 64, a.key + 0x100};  // an lkey with no region
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.key;
+  ASSERT_TRUE(post(a, w));
+  EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kLocProtErr);
+
+  Side c, d;
+  connect(c, d);
+  Sge r{d.addr(), 4, d.key};
+  RecvWr rw;
+  rw.sg_list = &r;
+  rw.num_sge = 1;
+  ASSERT_TRUE(d.qp->post_recv(&rw, nullptr));
+  Sge big{c.addr(), 64, c.key};
+  SendWr sw;
+  sw.opcode = WrOpcode::kSend;
+  sw.sg_list = &big;
+  sw.num_sge = 1;
+  ASSERT_TRUE(post(c, sw));
+  EXPECT_EQ(poll_n(*d.rcq, 1)[0].status, WcStatus::kLocLenErr);
+  EXPECT_EQ(poll_n(*c.scq, 1)[0].status, WcStatus::kRemInvReqErr);
+}
+
+TEST(RcEngine, RemoteAccessDeniedByQpAccessFlags) {
+  Side a, b;
+  connect(a, b, ACCESS_REMOTE_READ);  // no remote write on either QP
+  Sge s{a.addr(), 8, a.key};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.key;
+  ASSERT_TRUE(post(a, w));
+  EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(b.qp->state(), QpState::kErr) << "class C error ends the responder too";
+}
+
+TEST(RcEngine, RnrRetryExceeded) {
+  Side a, b;
+  connect(a, b, kAccessAll, /*rnr_retry=*/2, /*min_rnr_timer=*/1);
+  Sge s{a.addr(), 8, a.key};
+  SendWr w;
+  w.opcode = WrOpcode::kSend;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  ASSERT_TRUE(post(a, w));
+  auto wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRnrRetryExcErr);
+}
+
+TEST(RcEngine, RnrRetrySucceedsOnceAReceiveIsPosted) {
+  Side a, b;
+  connect(a, b, kAccessAll, /*rnr_retry=*/7, /*min_rnr_timer=*/3);  // 0.03 ms, for ever
+  Sge s{a.addr(), 8, a.key};
+  SendWr w;
+  w.wr_id = 11;
+  w.opcode = WrOpcode::kSend;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.send_flags = SEND_SIGNALED;
+  ASSERT_TRUE(post(a, w));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(poll_n(*a.scq, 1, 1).empty()) << "still retrying";
+  RecvWr rw;
+  rw.wr_id = 12;
+  Sge r{b.addr(), 64, b.key};
+  rw.sg_list = &r;
+  rw.num_sge = 1;
+  ASSERT_TRUE(b.qp->post_recv(&rw, nullptr));
+  auto wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(poll_n(*b.rcq, 1)[0].wr_id, 12u);
+}
+
+TEST(RcEngine, LostPeerIsRetryExceeded) {
+  Side a, b;
+  connect(a, b);
+  ASSERT_TRUE(b.qp->modify(QpAttr{.qp_state = QpState::kReset}, QP_STATE));  // drops what arrives
+  Sge s{a.addr(), 8, a.key};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.key;
+  ASSERT_TRUE(post(a, w));
+  auto wcs = poll_n(*a.scq, 1, 5000);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+}
+
+TEST(RcEngine, PostListReportsBadWr) {
+  Side a, b;
+  connect(a, b);
+  Sge s{a.addr(), 8, a.key};
+  SendWr w[3];
+  for (int i = 0; i < 3; ++i) {
+    w[i].wr_id = i;
+    w[i].opcode = WrOpcode::kRdmaWrite;
+    w[i].sg_list = &s;
+    w[i].num_sge = 1;
+    w[i].remote_addr = b.addr();
+    w[i].rkey = b.key;
+    w[i].send_flags = SEND_SIGNALED;
+    if (i) w[i - 1].next = &w[i];
+  }
+  w[1].num_sge = 99;  // beyond max_send_sge
+  const SendWr* bad = nullptr;
+  auto r = a.qp->post_send(&w[0], &bad);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  EXPECT_EQ(bad, &w[1]);
+  auto wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 0u);
+  EXPECT_TRUE(poll_n(*a.scq, 1, 50).empty()) << "nothing after bad_wr was posted";
+}
+
+TEST(RcEngine, ModifyQpRules) {
+  Side a, b;
+  QpAttr at;
+  at.qp_state = QpState::kRtr;
+  EXPECT_EQ(a.qp->modify(at, QP_STATE).error().code, EINVAL);  // RESET -> RTR
+  at.qp_state = QpState::kInit;
+  auto missing = a.qp->modify(at, QP_STATE | QP_PORT | QP_ACCESS_FLAGS);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().reason.find("PKEY_INDEX"), std::string::npos);
+  EXPECT_EQ(a.qp->modify(at, QP_STATE | QP_PORT | QP_ACCESS_FLAGS | QP_PKEY_INDEX | QP_SQ_PSN).error().code,
+            EINVAL);  // SQ_PSN not accepted here
+  EXPECT_EQ(a.qp->state(), QpState::kReset) << "unchanged";
+  connect(a, b);
+  EXPECT_EQ(a.qp->state(), QpState::kRts);
+  at.qp_state = QpState::kSqd;
+  EXPECT_TRUE(a.qp->modify(at, QP_STATE));
+  at.qp_state = QpState::kRts;
+  EXPECT_TRUE(a.qp->modify(at, QP_STATE));
+  // Posting before RTS is refused.
+  Side c;
+  Sge s{c.addr(), 8, c.key};
+  SendWr w;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  EXPECT_EQ(post(c, w).error().code, EINVAL);
+}
+
+TEST(RcEngine, CapsBeyondTheDeviceAreEinval) {
+  auto dev = SoftHca::open(test_profile()).value();
+  auto pd = dev->alloc_pd().value();
+  auto cq = dev->create_cq(16, 0, nullptr).value();
+  auto r = dev->create_qp(QpInit{pd, cq, cq, QpCaps{100000, 1, 1, 1, 0}, false, nullptr});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("max_send_wr"), std::string::npos);
+  r = dev->create_qp(QpInit{pd, cq, cq, QpCaps{1, 1, 1, 1, 100000}, false, nullptr});
+  EXPECT_NE(r.error().reason.find("max_inline_data"), std::string::npos);
+  EXPECT_EQ(dev->create_cq(0, 0, nullptr).error().code, EINVAL);
+  EXPECT_EQ(dev->create_cq(16, 5, nullptr).error().code, EINVAL);
+  auto qp = dev->create_qp(QpInit{pd, cq, cq, QpCaps{1, 1, 1, 1, 0}, false, nullptr}).value();
+  EXPECT_EQ(dev->destroy_cq(cq).error().code, EBUSY);
+  ASSERT_TRUE(dev->destroy_qp(qp));
+  EXPECT_TRUE(dev->destroy_cq(cq));
+}
+
+TEST(RcEngine, CqOverrunMovesQpsToError) {
+  Side a(/*cqe=*/2), b;
+  connect(a, b);
+  Sge s{a.addr(), 8, a.key};
+  for (int i = 0; i < 4; ++i) {
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = WrOpcode::kRdmaWrite;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.remote_addr = b.addr();
+    w.rkey = b.key;
+    w.send_flags = SEND_SIGNALED;
+    (void)post(a, w);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (a.qp->state() != QpState::kErr && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(a.qp->state(), QpState::kErr);
+  EXPECT_TRUE(a.scq->in_error());
+  Wc wc[4];
+  EXPECT_EQ(a.scq->poll(wc), 2) << "the two CQEs written were not overwritten";
+  EXPECT_EQ(wc[0].wr_id, 0u);
+  EXPECT_EQ(wc[1].wr_id, 1u);
+  a.dev->async_events().flush();
+  EXPECT_EQ(a.dev->async_events().count(AsyncEventType::kCqErr), 1u);
+}
+
+TEST(RcEngine, LoopbackToItself) {
+  Side a;
+  connect(a, a);
+  std::memset(a.buf.data(), 7, 100);
+  Sge s{a.addr(), 100, a.key};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = a.addr(1000);
+  w.rkey = a.key;
+  w.send_flags = SEND_SIGNALED;
+  ASSERT_TRUE(post(a, w));
+  EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(a.buf[1099], 7);
+}
+
+// Posting from one thread while another polls, both directions at once. The
+// poster keeps at most a send queue's worth unacknowledged by the poller, as
+// a consumer must (more would overrun the CQ, which is the consumer's bug).
+TEST(RcEngine, ConcurrentPostAndPoll) {
+  Side a(/*cqe=*/4096, QpCaps{256, 256, 1, 1, 0}), b(4096, QpCaps{256, 256, 1, 1, 0});
+  connect(a, b);
+  constexpr int kOps = 5000;
+  std::atomic<int> done_a{0}, done_b{0};
+  auto poster = [](Side& s, Side& peer, std::atomic<int>& done) {
+    Sge sge{s.addr(), 64, s.key};
+    for (int i = 0; i < kOps; ++i) {
+      SendWr w;
+      w.wr_id = i;
+      w.opcode = WrOpcode::kRdmaWrite;
+      w.sg_list = &sge;
+      w.num_sge = 1;
+      w.remote_addr = peer.addr(128);
+      w.rkey = peer.key;
+      w.send_flags = SEND_SIGNALED;
+      while (i - done.load() >= 256) std::this_thread::yield();
+      while (true) {
+        auto r = post(s, w);
+        if (r) break;
+        ASSERT_EQ(r.error().code, ENOMEM);  // queue full: wait for the poller
+        std::this_thread::yield();
+      }
+    }
+  };
+  auto poller = [](Side& s, std::atomic<int>& done) {
+    std::uint64_t expect = 0;
+    while (done.load() < kOps) {
+      Wc wc[32];
+      int n = s.scq->poll(wc);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(wc[i].status, WcStatus::kSuccess);
+        ASSERT_EQ(wc[i].wr_id, expect++) << "completions in order";
+      }
+      done += n;
+    }
+  };
+  std::thread t1(poster, std::ref(a), std::ref(b), std::ref(done_a));
+  std::thread t2(poster, std::ref(b), std::ref(a), std::ref(done_b));
+  std::thread t3(poller, std::ref(a), std::ref(done_a));
+  std::thread t4(poller, std::ref(b), std::ref(done_b));
+  t1.join();
+  t2.join();
+  t3.join();
+  t4.join();
+  EXPECT_EQ(done_a.load(), kOps);
+  EXPECT_EQ(done_b.load(), kOps);
+}
+
+}  // namespace
+}  // namespace srdma::hca

@@ -1,0 +1,184 @@
+// The public verbs end to end: device, PD, MR, CQ, QP, a connection between
+// two devices, completion events through a channel and a handler.
+#include <poll.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "srdma/access.h"
+#include "srdma/device.h"
+
+namespace srdma {
+namespace {
+
+Profile profile() {
+  Profile p;
+  p.num_mpt = 1 << 10;
+  p.num_mtt_segs = 1 << 12;
+  p.fmr_reserved_mtt_segs = 1 << 10;
+  p.num_qp = 64;
+  p.num_cq = 64;
+  p.num_comp_vectors = 2;
+  return p;
+}
+
+struct Node {
+  Device dev = Device::open(profile()).value();
+  ProtectionDomain pd = dev.alloc_pd().value();
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
+  MemoryRegion mr = pd.reg_mr(buf.data(), buf.size(), kAccessAll).value();
+  std::unique_ptr<CompletionQueue> cq;
+  std::unique_ptr<QueuePair> qp;
+
+  explicit Node(CqInit cinit = CqInit{.cqe = 256}) {
+    cq = dev.create_cq(cinit).value();
+    qp = pd.create_qp(QpInitAttr{cq.get(), cq.get(), QpCaps{32, 32, 2, 2, 64}, false, nullptr}).value();
+  }
+  std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
+};
+
+void bring_up(QueuePair& qp, const Device& peer_dev, std::uint32_t peer_qpn) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.qp_access_flags = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+  ASSERT_TRUE(qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+  a.qp_state = QpState::kRtr;
+  a.dest_addr = peer_dev.address();
+  a.dest_qp_num = peer_qpn;
+  ASSERT_TRUE(qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                QP_MIN_RNR_TIMER));
+  a.qp_state = QpState::kRts;
+  ASSERT_TRUE(qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+  EXPECT_EQ(qp.state(), QpState::kRts);
+}
+
+void connect(Node& a, Node& b) {
+  bring_up(*a.qp, b.dev, b.qp->qp_num());
+  bring_up(*b.qp, a.dev, a.qp->qp_num());
+}
+
+Wc poll_one(CompletionQueue& cq) {
+  Wc wc;
+  for (int i = 0; i < 2000000; ++i)
+    if (cq.poll(std::span<Wc>(&wc, 1)) == 1) return wc;
+  ADD_FAILURE() << "no completion";
+  return wc;
+}
+
+TEST(Verbs, SendRecvThroughTheRealApi) {
+  Node a, b;
+  connect(a, b);
+  std::memcpy(a.buf.data(), "ping", 4);
+  Sge rs{b.addr(), 64, b.mr.lkey()};
+  RecvWr rw;
+  rw.wr_id = 1;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ASSERT_TRUE(b.qp->post_recv(rw));
+  Sge ss{a.addr(), 4, a.mr.lkey()};
+  SendWr sw;
+  sw.wr_id = 2;
+  sw.opcode = WrOpcode::kSend;
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.send_flags = SEND_SIGNALED;
+  ASSERT_TRUE(a.qp->post_send(sw));
+  Wc s = poll_one(*a.cq), r = poll_one(*b.cq);
+  EXPECT_EQ(s.wr_id, 2u);
+  EXPECT_EQ(r.wr_id, 1u);
+  EXPECT_EQ(r.byte_len, 4u);
+  EXPECT_EQ(std::memcmp(b.buf.data(), "ping", 4), 0);
+  EXPECT_EQ(a.pd.usecnt(), 2);  // the MR and the QP
+  EXPECT_EQ(a.pd.dealloc().error().code, EBUSY);
+  EXPECT_EQ(a.cq->destroy().error().code, EBUSY);
+}
+
+// A WrCqe carries the completion to its owner's callback.
+struct Request {
+  WrCqe cqe{&Request::done};
+  int completions = 0;
+  static void done(CompletionQueue&, const Wc& wc) {
+    auto* r = reinterpret_cast<Request*>(wc.wr_cqe);
+    ++r->completions;
+  }
+};
+
+TEST(Verbs, WrCqeCallbacksAndChannelEvents) {
+  auto dev = Device::open(profile()).value();
+  auto channel = dev.create_comp_channel().value();
+  Node a(CqInit{64, 1, nullptr, channel.get(), {}}), b;
+  connect(a, b);
+  ASSERT_EQ(a.cq->req_notify(CQ_NEXT_COMP).value(), 0);
+  Request req;
+  Sge ss{a.addr(), 8, a.mr.lkey()};
+  SendWr w;
+  w.wr_cqe = &req.cqe;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &ss;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.mr.rkey();
+  w.send_flags = SEND_SIGNALED;
+  ASSERT_TRUE(a.qp->post_send(w));
+  pollfd pfd{channel->fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 2000), 1) << "the channel's fd became readable";
+  auto ev = channel->get_event(false);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(*ev, a.cq.get());
+  channel->ack_events(**ev, 1);
+  Wc wc = poll_one(*a.cq);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  wc.wr_cqe->done(*a.cq, wc);
+  EXPECT_EQ(req.completions, 1);
+  EXPECT_EQ(channel->get_event(false).error().code, EAGAIN);
+}
+
+TEST(Verbs, EventHandlerRunsOnTheVectorThread) {
+  std::atomic<int> events{0};
+  Node a(CqInit{64, 0, nullptr, nullptr, [&](CompletionQueue&) { ++events; }}), b;
+  connect(a, b);
+  ASSERT_TRUE(a.cq->req_notify(CQ_NEXT_COMP));
+  Sge ss{a.addr(), 8, a.mr.lkey()};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &ss;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.mr.rkey();
+  w.send_flags = SEND_SIGNALED;
+  ASSERT_TRUE(a.qp->post_send(w));
+  ASSERT_TRUE(a.qp->post_send(w));
+  for (int i = 0; i < 2000 && events.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(events.load(), 1) << "one event per arming";
+}
+
+TEST(Verbs, CreateErrors) {
+  auto dev = Device::open(profile()).value();
+  EXPECT_EQ(dev.create_cq(CqInit{.cqe = 0}).error().code, EINVAL);
+  EXPECT_EQ(dev.create_cq(CqInit{.cqe = 70000}).error().code, EINVAL);
+  EXPECT_EQ(dev.create_cq(CqInit{.cqe = 8, .comp_vector = 2}).error().code, EINVAL);
+  auto ch = dev.create_comp_channel().value();
+  EXPECT_EQ(dev.create_cq(CqInit{8, 0, nullptr, ch.get(), [](CompletionQueue&) {}}).error().code, EINVAL);
+  auto cq = dev.create_cq(CqInit{.cqe = 8}).value();
+  EXPECT_EQ(cq->cqe(), 8u);
+  auto pd = dev.alloc_pd().value();
+  EXPECT_EQ(pd.create_qp(QpInitAttr{.send_cq = nullptr, .recv_cq = cq.get(), .cap = QpCaps{1, 1, 1, 1, 0}}).error().code, EINVAL);
+  auto r = pd.create_qp(QpInitAttr{.send_cq = cq.get(), .recv_cq = cq.get(), .cap = QpCaps{1, 1, 64, 1, 0}});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("max_send_sge"), std::string::npos);
+  auto other = Device::open(profile()).value();
+  auto foreign = other.create_cq(CqInit{.cqe = 8}).value();
+  EXPECT_EQ(pd.create_qp(QpInitAttr{.send_cq = foreign.get(), .recv_cq = cq.get(), .cap = QpCaps{1, 1, 1, 1, 0}}).error().code, EINVAL);
+  EXPECT_TRUE(cq->resize(16));
+  EXPECT_EQ(cq->cqe(), 16u);
+  EXPECT_EQ(cq->resize(0).error().code, EINVAL);
+  EXPECT_TRUE(cq->destroy());
+}
+
+}  // namespace
+}  // namespace srdma
