@@ -96,7 +96,7 @@ Result<std::unique_ptr<CompletionQueue>> Device::create_cq(const CqInit& init) {
     public_cq->state_->channel = init.channel->state_;
     std::weak_ptr<detail::ChannelState> ch = init.channel->state_;
     (*cq)->set_event_handler([ch](hca::Cq& c) {
-      if (auto s = ch.lock()) s->channel->notify(&c);
+      if (auto chan = ch.lock()) chan->channel->notify(&c);
     });
   } else if (init.handler) {
     CompletionQueue* pub = public_cq.get();
