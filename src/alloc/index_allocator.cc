@@ -18,7 +18,7 @@ Result<IndexAllocator> IndexAllocator::create(std::uint32_t num, std::uint32_t m
 
 IndexAllocator::IndexAllocator(std::uint32_t num, std::uint32_t mask, std::uint32_t reserved)
     : num_(num), mask_(mask), reserved_(reserved), free_(num), issued_(num) {
-  for (std::uint32_t i = reserved; i < num; ++i) free_.set(i);
+  free_.set_from(reserved);
 }
 
 std::unexpected<Error> IndexAllocator::alloc_error() const {

@@ -69,6 +69,24 @@ class SummaryBitmap {
     set_summary(word);
   }
 
+  // Sets every bit in [from, size()): a word at a time, for initialisation.
+  void set_from(std::size_t from) {
+    for (std::size_t i = from; i < nbits_;) {
+      if ((i & 63) == 0 && i + 64 <= nbits_) {
+        std::size_t word = i >> 6;
+        bool was_empty = level_[0][word] == 0;
+        level_[0][word] = ~std::uint64_t{0};
+        if (was_empty) {
+          if (word < first_) first_ = word;
+          set_summary(word);
+        }
+        i += 64;
+      } else {
+        set(i++);
+      }
+    }
+  }
+
   // REQUIRES: i < size().
   void clear(std::size_t i) {
     std::uint64_t* w = &level_[0][i >> 6];
