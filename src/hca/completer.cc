@@ -86,8 +86,8 @@ void Qp::completer_handle(Message& msg) {
     case MsgOp::kAck:
       break;
     case MsgOp::kReadResponse: {
-      std::vector<MemPiece> dst;
-      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst, nullptr)) {
+      PieceList dst;
+      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst)) {
         fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
         return;
       }
@@ -95,8 +95,8 @@ void Qp::completer_handle(Message& msg) {
       break;
     }
     case MsgOp::kAtomicAck: {
-      std::vector<MemPiece> dst;
-      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst, nullptr)) {
+      PieceList dst;
+      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst)) {
         fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
         return;
       }
@@ -107,12 +107,11 @@ void Qp::completer_handle(Message& msg) {
     case MsgOp::kNak:
       switch (msg.nak) {
         case NakCode::kRnr: {
-          QpAttr a = attr();
-          if (a.rnr_retry != 7 && req_.rnr_retries_left == 0) {
+          if (req_.rnr_retry != 7 && req_.rnr_retries_left == 0) {
             fail_wqe(comp_.consumer, WcStatus::kRnrRetryExcErr);
             return;
           }
-          if (a.rnr_retry != 7) --req_.rnr_retries_left;
+          if (req_.rnr_retry != 7) --req_.rnr_retries_left;
           // Resend from this WQE once the responder's timer has run.
           req_.next = comp_.consumer;
           req_.next_psn = cur.psn;
@@ -142,17 +141,18 @@ void Qp::completer_handle(Message& msg) {
       return;  // requests never reach the completer
   }
   // Success: progress resets the retry counters (IBA 9.7.5.2.8).
-  QpAttr a = attr();
-  req_.rnr_retries_left = a.rnr_retry;
-  req_.retries_left = a.retry_cnt;
+  req_.rnr_retries_left = req_.rnr_retry;
+  req_.retries_left = req_.retry_cnt;
   std::uint32_t byte_len = cur.opcode == WrOpcode::kAtomicCmpAndSwp || cur.opcode == WrOpcode::kAtomicFetchAndAdd
                                ? 8
                                : cur.length;
   complete_send(cur, WcStatus::kSuccess, false, byte_len);
   ++comp_.consumer;
   comp_.timeout_at = {};
-  if (comp_.consumer != req_.next && a.timeout != 0)
-    comp_.timeout_at = Clock::now() + std::chrono::nanoseconds(4096LL << std::min<int>(a.timeout, 31));
+  if (comp_.consumer != req_.next) {
+    comp_.timeout_at = transport_deadline();
+    if (comp_.timeout_at != Clock::time_point{}) arm_timer(comp_.timeout_at);
+  }
 }
 
 void Qp::completer_check_timeout() {

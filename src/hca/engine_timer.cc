@@ -17,7 +17,7 @@ void EngineTimer::schedule(std::weak_ptr<Qp> qp, Clock::time_point at) {
   {
     std::lock_guard lock(mu_);
     tasks_.emplace(at, [qp = std::move(qp)] {
-      if (auto q = qp.lock()) q->kick();
+      if (auto q = qp.lock()) q->on_timer();
     });
   }
   cv_.notify_one();

@@ -9,9 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
-#include "srdma/translation.h"
+#include "hca/piece_list.h"
 
 namespace srdma::hca {
 
@@ -51,6 +49,7 @@ struct Message {
   std::uint32_t dst_qpn = 0;
   std::uint32_t psn = 0;
   bool solicited = false;
+  bool ack_req = true;          // BTH A bit: the responder must acknowledge
   std::uint64_t va = 0;         // RETH / AtomicETH
   std::uint32_t rkey = 0;
   std::uint32_t length = 0;     // DMA length
@@ -60,7 +59,7 @@ struct Message {
   std::uint64_t atomic_orig = 0;  // AtomicAckETH
   NakCode nak = NakCode::kPsnSequenceError;
   std::uint8_t rnr_timer = 0;     // with NakCode::kRnr
-  std::vector<MemPiece> payload;  // by reference, see above
+  PieceList payload;              // by reference, see above
 };
 
 }  // namespace srdma::hca

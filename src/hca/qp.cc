@@ -71,6 +71,16 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
     if (mask & QP_MIN_RNR_TIMER) attr_.min_rnr_timer = in.min_rnr_timer;
     if (mask & QP_DEST_QPN) attr_.dest_qp_num = in.dest_qp_num;
   }
+  {
+    std::lock_guard lock(attr_mu_);
+    req_.dest_addr = attr_.dest_addr;
+    req_.dest_qpn = attr_.dest_qp_num;
+    req_.timeout = attr_.timeout;
+    req_.retry_cnt = attr_.retry_cnt;
+    req_.rnr_retry = attr_.rnr_retry;
+    resp_.access = attr_.qp_access_flags;
+    resp_.min_rnr_timer = attr_.min_rnr_timer;
+  }
   if (mask & QP_RQ_PSN) resp_.expected_psn = in.rq_psn & 0xffffff;
   if (mask & QP_SQ_PSN) req_.next_psn = in.sq_psn & 0xffffff;
   if (mask & QP_RETRY_CNT) req_.retries_left = in.retry_cnt;
@@ -219,6 +229,20 @@ void Qp::push_cqe(Cq& cq, const Wc& wc, bool solicited) {
   }
 }
 
-void Qp::arm_timer(Clock::time_point at) { dev_.schedule_timer(weak_from_this(), at); }
+void Qp::arm_timer(Clock::time_point at) {
+  // One pending timer per QP is enough: an earlier one re-arms as needed.
+  if (timer_armed_ != Clock::time_point{} && timer_armed_ <= at) return;
+  timer_armed_ = at;
+  dev_.schedule_timer(weak_from_this(), at);
+}
+
+void Qp::on_timer() {
+  {
+    std::lock_guard lock(sq_mu_);
+    timer_armed_ = {};
+    run_send_side();
+  }
+  if (inbox_ready_.load(std::memory_order_acquire)) kick();
+}
 
 }  // namespace srdma::hca

@@ -71,6 +71,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void set_error();
   // Runs the send side if no thread does (timer expiry, new responses).
   void kick();
+  // The engine timer's callback: runs the send side (waits for the lock).
+  void on_timer();
   Clock::time_point timer_deadline() const;
 
  private:
@@ -95,8 +97,15 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::uint64_t length = 0;
   };
 
-  // Requester (requester.cc): written only by it.
+  // Requester (requester.cc): written only by it (and modify_qp, which
+  // holds every lock); the path attributes are copied here at modify time
+  // so the data path reads no shared attributes.
   struct RequesterState {
+    std::uint64_t dest_addr = 0;
+    std::uint32_t dest_qpn = 0;
+    std::uint8_t timeout = 14;
+    std::uint8_t retry_cnt = 7;
+    std::uint8_t rnr_retry = 7;
     std::uint32_t next_psn = 0;
     std::uint64_t next = 0;                 // next WQE index to send
     Clock::time_point rnr_until{};          // no sends before this
@@ -110,6 +119,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   };
   // Responder (responder.cc): written only by it.
   struct ResponderState {
+    std::uint32_t access = 0;  // qp_access_flags
+    std::uint8_t min_rnr_timer = 1;
     std::uint32_t expected_psn = 0;
     std::uint64_t last_atomic_orig = 0;
   };
@@ -125,8 +136,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);
   void flush_send_queue();
   void fail_wqe(std::uint64_t index, WcStatus status);
-  bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, std::vector<MemPiece>& out,
-                       std::uint64_t* total) const;
+  bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const;
+  Clock::time_point transport_deadline() const;
 
   // Receive side, REQUIRES rq_mu_.
   void responder_execute(Message& msg);
@@ -153,7 +164,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::uint64_t sq_prod_ = 0;
   RequesterState req_;
   CompleterState comp_;
-  std::vector<MemPiece> req_pieces_;  // scratch for translations
+  PieceList req_pieces_;              // scratch for translations
+  std::vector<Message> drain_;        // the inbox's other half, reused
+  Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
 
   std::mutex rq_mu_;  // guards rq_, resp_
   std::deque<RecvWqe> rq_;

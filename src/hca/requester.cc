@@ -16,13 +16,13 @@ void Qp::run_send_side() {
   for (;;) {
     // Completer first: responses retire WQEs and may stop the requester.
     if (inbox_ready_.load(std::memory_order_acquire)) {
-      std::vector<Message> batch;
       {
         std::lock_guard lock(inbox_mu_);
-        batch.swap(inbox_);
+        drain_.swap(inbox_);
         inbox_ready_.store(false, std::memory_order_relaxed);
       }
-      for (auto& m : batch) completer_handle(m);
+      for (auto& m : drain_) completer_handle(m);
+      drain_.clear();
       continue;
     }
     completer_check_timeout();
@@ -52,31 +52,37 @@ Qp::ReqStep Qp::requester_next_step() {
   return ReqStep::kSend;
 }
 
-bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, std::vector<MemPiece>& out,
-                         std::uint64_t* total) const {
+bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const {
   out.clear();
-  std::uint64_t sum = 0;
   for (const Sge& s : sges) {
     auto t = dev_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
     if (!t) return false;
     t->for_each_piece([&](MemPiece p) { out.push_back(p); });
-    sum += s.length;
   }
-  if (total) *total = sum;
   return true;
+}
+
+Clock::time_point Qp::transport_deadline() const {
+  // 4.096 us * 2^timeout (IBA 9.7.6.1.3); timeout 0 means infinite.
+  if (req_.timeout == 0) return {};
+  return Clock::now() + std::chrono::nanoseconds(4096LL << std::min<int>(req_.timeout, 31));
 }
 
 void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
-  QpAttr a = attr();
   Message m;
   m.src_addr = dev_.address();
-  m.dst_addr = a.dest_addr;
+  m.dst_addr = req_.dest_addr;
   m.src_qpn = qpn_;
-  m.dst_qpn = a.dest_qp_num;
+  m.dst_qpn = req_.dest_qpn;
   m.psn = w.psn = req_.next_psn;
   m.solicited = w.flags & SEND_SOLICITED;
   m.length = w.length;
+  // Ask for an acknowledgement when the WQE will need its completion, every
+  // 16 PSNs, and when half the send queue waits for one; the responder
+  // coalesces the rest (an ACK acknowledges every PSN before it).
+  const bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
+  m.ack_req = signaled || (m.psn & 15) == 15 || (req_.next + 1 - comp_.consumer) * 2 >= sq_.size();
 
   // Gather the payload of SENDs and WRITEs: every local byte through
   // translate() (IBA 10.6.3: local read access is implied by the lkey).
@@ -85,7 +91,7 @@ void Qp::requester_send_one() {
       m.payload.push_back(MemPiece{w.inline_data.data(), w.inline_data.size()});
       return true;
     }
-    return translate_local(w.sges, 0, m.payload, nullptr);
+    return translate_local(w.sges, 0, m.payload);
   };
   switch (w.opcode) {
     case WrOpcode::kSend: m.op = MsgOp::kSend; break;
@@ -112,14 +118,13 @@ void Qp::requester_send_one() {
     case WrOpcode::kRdmaRead:
       // The local SGEs are checked for LOCAL_WRITE before the request goes
       // out, so a bad lkey never costs the responder a read.
-      if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_, nullptr))
-        return fail_wqe(req_.next, WcStatus::kLocProtErr);
+      if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_)) return fail_wqe(req_.next, WcStatus::kLocProtErr);
       m.va = w.remote_addr;
       m.rkey = w.rkey;
       break;
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
-      if (w.length != 8 || !translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_, nullptr))
+      if (w.length != 8 || !translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_))
         return fail_wqe(req_.next, w.length != 8 ? WcStatus::kLocLenErr : WcStatus::kLocProtErr);
       m.va = w.remote_addr;
       m.rkey = w.rkey;
@@ -129,15 +134,15 @@ void Qp::requester_send_one() {
   }
   req_.next_psn = (req_.next_psn + 1) & 0xffffff;
   ++req_.next;
-  if (comp_.timeout_at == Clock::time_point{}) {
-    // Transport timer: 4.096 us * 2^timeout (IBA 9.7.6.1.3); 0 = infinite.
-    if (a.timeout != 0)
-      comp_.timeout_at = Clock::now() + std::chrono::nanoseconds(4096LL << std::min<int>(a.timeout, 31));
+  // An unknown destination loses the request; the transport timer retries.
+  (void)dev_.link().send(std::move(m));
+  // Start the transport timer only if the answer is not already here (a
+  // synchronous link usually has delivered it by now).
+  if (comp_.timeout_at == Clock::time_point{} && !inbox_ready_.load(std::memory_order_acquire) &&
+      comp_.consumer != req_.next) {
+    comp_.timeout_at = transport_deadline();
+    if (comp_.timeout_at != Clock::time_point{}) arm_timer(comp_.timeout_at);
   }
-  if (!dev_.link().send(std::move(m))) {
-    // Unknown destination: the request is lost; the transport timer retries.
-  }
-  if (comp_.timeout_at != Clock::time_point{} && comp_.consumer != req_.next) arm_timer(comp_.timeout_at);
 }
 
 void Qp::fail_wqe(std::uint64_t index, WcStatus status) {

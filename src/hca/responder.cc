@@ -76,7 +76,6 @@ void Qp::responder_execute(Message& msg) {
       return;
     }
   }
-  const QpAttr a = attr();
   const std::uint32_t pdn = init_.pdn;
   auto take_recv = [&](RecvWqe* out) {
     if (rq_.empty()) return false;
@@ -90,7 +89,7 @@ void Qp::responder_execute(Message& msg) {
     case MsgOp::kSendWithImm:
     case MsgOp::kSendWithInv: {
       if (rq_.empty()) {
-        nak(msg, NakCode::kRnr, a.min_rnr_timer);  // IBA 9.7.5.2.8
+        nak(msg, NakCode::kRnr, resp_.min_rnr_timer);  // IBA 9.7.5.2.8
         return;
       }
       RecvWqe r;
@@ -102,7 +101,7 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kInvalidRequest);
         return;
       }
-      std::vector<MemPiece> dst;
+      PieceList dst;
       bool ok = true;
       for (const Sge& s : r.sges) {
         auto t = dev_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
@@ -125,12 +124,12 @@ void Qp::responder_execute(Message& msg) {
     }
     case MsgOp::kWrite:
     case MsgOp::kWriteWithImm: {
-      if (!(a.qp_access_flags & ACCESS_REMOTE_WRITE)) {
+      if (!(resp_.access & ACCESS_REMOTE_WRITE)) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
       if (msg.op == MsgOp::kWriteWithImm && rq_.empty()) {
-        nak(msg, NakCode::kRnr, a.min_rnr_timer);
+        nak(msg, NakCode::kRnr, resp_.min_rnr_timer);
         return;
       }
       auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
@@ -138,7 +137,7 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
-      std::vector<MemPiece> dst;
+      PieceList dst;
       t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
       copy_pieces(dst, msg.payload);
       if (msg.op == MsgOp::kWriteWithImm) {
@@ -150,7 +149,7 @@ void Qp::responder_execute(Message& msg) {
       break;
     }
     case MsgOp::kReadRequest: {
-      if (!(a.qp_access_flags & ACCESS_REMOTE_READ)) {
+      if (!(resp_.access & ACCESS_REMOTE_READ)) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
@@ -168,7 +167,7 @@ void Qp::responder_execute(Message& msg) {
     }
     case MsgOp::kCmpSwap:
     case MsgOp::kFetchAdd: {
-      if (!(a.qp_access_flags & ACCESS_REMOTE_ATOMIC)) {
+      if (!(resp_.access & ACCESS_REMOTE_ATOMIC)) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
@@ -204,7 +203,9 @@ void Qp::responder_execute(Message& msg) {
       return;  // responses never reach the responder
   }
   resp_.expected_psn = (msg.psn + 1) & 0xffffff;
-  respond(msg, MsgOp::kAck, Message{});
+  // Coalesced: an ACK only when asked (IBA 9.7.5.1.2); it covers every
+  // earlier PSN too.
+  if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
 }
 
 void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,

@@ -1,0 +1,44 @@
+// A list of memory pieces with room for a few inline: a translation of one
+// SGE of a registered buffer is usually one piece, so the data path builds
+// and passes these without touching the heap.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "srdma/translation.h"
+
+namespace srdma::hca {
+
+class PieceList {
+ public:
+  static constexpr std::size_t kInline = 4;
+
+  void push_back(MemPiece p) {
+    if (size_ < kInline) {
+      inline_[size_++] = p;
+      return;
+    }
+    if (size_ == kInline) spill_.assign(inline_.begin(), inline_.end());
+    spill_.push_back(p);
+    ++size_;
+  }
+  void clear() {
+    size_ = 0;
+    spill_.clear();
+  }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const MemPiece& front() const { return data()[0]; }
+  const MemPiece* data() const { return size_ <= kInline ? inline_.data() : spill_.data(); }
+  operator std::span<const MemPiece>() const { return {data(), size_}; }
+
+ private:
+  std::array<MemPiece, kInline> inline_{};
+  std::vector<MemPiece> spill_;  // all pieces, once there are more than kInline
+  std::size_t size_ = 0;
+};
+
+}  // namespace srdma::hca
