@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -155,6 +156,70 @@ TEST(Verbs, EventHandlerRunsOnTheVectorThread) {
   for (int i = 0; i < 2000 && events.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(events.load(), 1) << "one event per arming";
+}
+
+TEST(Verbs, CompVectorCountersCountEventsAndCqes) {
+  std::atomic<int> events{0};
+  Node a(CqInit{.cqe = 64, .comp_vector = 1, .handler = [&](CompletionQueue& cq) {
+              ++events;
+              (void)cq.req_notify(CQ_NEXT_COMP);
+            }}),
+      b;
+  connect(a, b);
+  ASSERT_TRUE(a.cq->req_notify(CQ_NEXT_COMP));
+  Sge ss{a.addr(), 8, a.mr.lkey()};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &ss;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.mr.rkey();
+  w.send_flags = SEND_SIGNALED;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(a.qp->post_send(w));
+    for (int t = 0; t < 2000 && events.load() <= i; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  Wc wc[8];
+  EXPECT_EQ(a.cq->poll(wc), 3);
+  auto stats = a.dev.comp_vector_stats();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[1].cqes, 3u);
+  EXPECT_EQ(stats[1].events, 3u);
+  EXPECT_GE(stats[1].interrupts, 1u);
+  EXPECT_EQ(stats[1].completions_handled, 3u);
+  EXPECT_EQ(stats[0].cqes, 0u);
+}
+
+TEST(Verbs, CqOverrunRaisesCqErrorAndQpFatal) {
+  Node a(CqInit{.cqe = 1}), b;
+  std::mutex mu;
+  std::vector<AsyncEvent> seen;
+  a.dev.set_async_event_handler([&](const AsyncEvent& e) {
+    std::lock_guard lock(mu);
+    seen.push_back(e);
+  });
+  connect(a, b);
+  Sge ss{a.addr(), 8, a.mr.lkey()};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &ss;
+  w.num_sge = 1;
+  w.remote_addr = b.addr();
+  w.rkey = b.mr.rkey();
+  w.send_flags = SEND_SIGNALED;
+  ASSERT_TRUE(a.qp->post_send(w));
+  ASSERT_TRUE(a.qp->post_send(w));  // the second CQE does not fit
+  for (int t = 0; t < 2000 && a.qp->state() != QpState::kErr; ++t)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  a.dev.flush_async_events();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].type, AsyncEventType::kCqErr);
+  EXPECT_EQ(seen[0].cqn, a.cq->cqn());
+  EXPECT_EQ(seen[0].context, a.cq.get());
+  EXPECT_EQ(seen[1].type, AsyncEventType::kQpFatal);
+  EXPECT_EQ(seen[1].qpn, a.qp->qp_num());
+  EXPECT_EQ(async_event_str(seen[1].type), "QP fatal error");
 }
 
 TEST(Verbs, CreateErrors) {

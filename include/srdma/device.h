@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "srdma/async_event.h"
 #include "srdma/cq.h"
 #include "srdma/pd.h"
 #include "srdma/profile.h"
@@ -35,6 +37,16 @@ struct DeviceAttr {
   std::uint32_t max_inline_data = 0;
   std::uint32_t max_map_per_fmr = 0;  // (1 << (32 - log2(num_mpt))) - 1
   std::uint32_t num_comp_vectors = 0;
+};
+
+// One completion vector's counters.
+struct CompVectorStats {
+  std::uint32_t vector = 0;
+  int cpu = -1;                      // where its thread is pinned, -1 if not
+  std::uint64_t interrupts = 0;      // wake-ups of its thread that delivered events
+  std::uint64_t events = 0;          // completion events delivered
+  std::uint64_t cqes = 0;            // CQEs written to its CQs
+  std::uint64_t completions_handled = 0;  // CQEs polled from its CQs
 };
 
 // Translation-cache counters.
@@ -74,6 +86,16 @@ class Device {
   // EINVAL) on vector init.comp_vector (< num_comp_vectors, else EINVAL).
   Result<std::unique_ptr<CompletionQueue>> create_cq(const CqInit& init);
   Result<std::unique_ptr<CompChannel>> create_comp_channel();
+
+  // Asynchronous events (CQ error, QP fatal, port active ...) go to
+  // `handler` on the device's event thread; it may call verbs. Replaces any
+  // earlier handler; an empty one drops events.
+  void set_async_event_handler(std::function<void(const AsyncEvent&)> handler);
+  // Waits until every event raised so far was handled (tests, shutdown).
+  void flush_async_events();
+
+  // Per completion vector: its "interrupt" thread's counters.
+  std::vector<CompVectorStats> comp_vector_stats() const;
 
   // Introspection: what the device's data path would make of an access.
   std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,

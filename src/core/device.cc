@@ -69,4 +69,19 @@ void Device::sync_tpt() { state_->hca->sync_tpt(); }
 
 std::uint64_t Device::address() const { return state_->hca->address(); }
 
+void Device::set_async_event_handler(std::function<void(const AsyncEvent&)> handler) {
+  state_->hca->async_events().set_handler(std::move(handler));
+}
+
+void Device::flush_async_events() { state_->hca->async_events().flush(); }
+
+std::vector<CompVectorStats> Device::comp_vector_stats() const {
+  std::vector<CompVectorStats> out;
+  for (std::uint32_t v = 0; v < static_cast<std::uint32_t>(profile().num_comp_vectors); ++v) {
+    const auto& eq = state_->hca->event_queue(v);
+    out.push_back(CompVectorStats{v, eq.cpu(), eq.interrupts(), eq.events(), eq.cqes(), eq.completions_handled()});
+  }
+  return out;
+}
+
 }  // namespace srdma

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace srdma::hca {
+namespace srdma {
 
 std::string_view async_event_str(AsyncEventType t) {
   switch (t) {
@@ -14,6 +14,11 @@ std::string_view async_event_str(AsyncEventType t) {
   }
   return "unrecognized event";
 }
+
+}  // namespace srdma
+
+namespace srdma::hca {
+
 
 AsyncEventDispatcher::AsyncEventDispatcher() {
   std::lock_guard lk(mu_);  // the thread starts by taking mu_: it sees thread_id_

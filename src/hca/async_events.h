@@ -29,26 +29,14 @@
 #include <string_view>
 #include <thread>
 
+#include "srdma/async_event.h"
+
 namespace srdma::hca {
 
-enum class AsyncEventType {
-  kCqErr,             // IB_EVENT_CQ_ERR: CQ overrun (or CQ access error)
-  kQpFatal,           // IB_EVENT_QP_FATAL: the QP entered ERR by a local catastrophic error
-  kQpLastWqeReached,  // IB_EVENT_QP_LAST_WQE_REACHED
-  kPortActive,        // IB_EVENT_PORT_ACTIVE
-  kDeviceFatal,       // IB_EVENT_DEVICE_FATAL
-};
-inline constexpr std::size_t kAsyncEventTypes = 5;
-
-// "CQ error", "QP fatal error", ... (the kernel's ib_event_msg strings).
-std::string_view async_event_str(AsyncEventType t);
-
-struct AsyncEvent {
-  AsyncEventType type;
-  std::uint32_t cqn = 0;   // kCqErr
-  std::uint32_t qpn = 0;   // kQpFatal, kQpLastWqeReached
-  void* context = nullptr;  // the CQ's or QP's context
-};
+// AsyncEventType and AsyncEvent are public (srdma/async_event.h).
+using srdma::AsyncEvent;
+using srdma::AsyncEventType;
+using srdma::kAsyncEventTypes;
 
 class AsyncEventDispatcher {
  public:

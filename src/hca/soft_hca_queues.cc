@@ -27,6 +27,7 @@ void SoftHca::start_engine() {
     async_ = std::make_unique<AsyncEventDispatcher>();
     for (std::int64_t v = 0; v < profile_.num_comp_vectors; ++v)
       eqs_.push_back(std::make_unique<EventQueue>(static_cast<std::uint32_t>(v)));
+
   });
 }
 
@@ -93,7 +94,12 @@ void SoftHca::on_cq_overrun(Cq& cq) {
       for (auto& [qpn, qp] : qps_)
         if (qp->send_cq().get() == target || qp->recv_cq().get() == target) victims.push_back(qp);
     }
-    for (auto& qp : victims) qp->set_error();
+    for (auto& qp : victims) {
+      if (qp->state() == QpState::kErr) continue;
+      qp->set_error();
+      // No WQE can report this error: it is an affiliated async event.
+      async_->raise(AsyncEvent{AsyncEventType::kQpFatal, 0, qp->qpn(), qp->context()});
+    }
   });
 }
 
