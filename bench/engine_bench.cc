@@ -74,7 +74,7 @@ void BM_WriteBw(benchmark::State& state) {
       int n = p.a.cq->poll(wc);
       completed += 16 * static_cast<std::uint64_t>(n);
     }
-    w.send_flags = (posted % 16 == 15) ? SEND_SIGNALED : 0;
+    w.send_flags = (posted % 16 == 15) ? std::uint32_t{SEND_SIGNALED} : 0u;
     if (!p.a.qp->post_send(w)) state.SkipWithError("post_send failed");
     ++posted;
   }
