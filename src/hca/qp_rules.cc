@@ -1,5 +1,7 @@
 #include "hca/qp_rules.h"
 
+#include "srdma/wc.h"
+
 #include <array>
 
 #include <fmt/format.h>
@@ -114,6 +116,27 @@ std::uint32_t rnr_timer_usec(std::uint8_t encoded) {
       480,    640,   960,   1280,  1920,  2560,  3840,  5120,  7680,  10240, 15360,
       20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
   return kUsec[encoded & 31];
+}
+
+}  // namespace srdma
+
+namespace srdma {
+
+std::string_view wc_status_str(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess: return "success";
+    case WcStatus::kLocLenErr: return "local length error";
+    case WcStatus::kLocQpOpErr: return "local QP operation error";
+    case WcStatus::kLocProtErr: return "local protection error";
+    case WcStatus::kWrFlushErr: return "WR flushed";
+    case WcStatus::kRemInvReqErr: return "remote invalid request error";
+    case WcStatus::kRemAccessErr: return "remote access error";
+    case WcStatus::kRemOpErr: return "remote operation error";
+    case WcStatus::kRetryExcErr: return "transport retry counter exceeded";
+    case WcStatus::kRnrRetryExcErr: return "RNR retry counter exceeded";
+    case WcStatus::kGeneralErr: return "general error";
+  }
+  return "unknown status";
 }
 
 }  // namespace srdma

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
+#include "tools/perf.h"
 #include "tools/sim.h"
 
 namespace {
@@ -54,6 +55,30 @@ int main(int argc, char** argv) {
   int max_order = 0;
   buddy->add_option("--max-order", max_order, "Order of the whole table (2^K segments)")->required();
 
+  // srdma perf TEST
+  auto* perf = app.add_subcommand("perf", "Bandwidth and latency tests in the style of perftest, between two devices");
+  srdma::tools::PerfOptions popt;
+  std::uint64_t psize = 0, piters = 0;
+  double pdur = 0;
+  std::uint32_t ptx = 0, pinline = 0;
+  std::string pjson;
+  perf->add_option("test", popt.test,
+                   "write_bw, read_bw, send_bw, write_lat, read_lat, send_lat or atomic_lat")->required();
+  auto* o_size = perf->add_option("-s,--size", psize, "Message size in bytes (default 65536 bandwidth, 2 latency)");
+  perf->add_flag("-a,--all", popt.all_sizes, "All sizes 2 .. 8 MiB (powers of two)");
+  auto* o_iters = perf->add_option("-n,--iters", piters, "Iterations per QP (default 5000 bandwidth, 1000 latency)");
+  auto* o_dur = perf->add_option("-D,--duration", pdur, "Run for this many seconds instead of -n");
+  perf->add_option("-q,--qp", popt.num_qps, "Number of QP pairs (bandwidth tests)")->capture_default_str();
+  auto* o_tx = perf->add_option("-t,--tx-depth", ptx, "Outstanding WRs per QP (default 128 bandwidth, 1 latency)");
+  perf->add_option("-Q,--cq-mod", popt.cq_mod, "Signal every Nth WR (CQ moderation)")->capture_default_str();
+  auto* o_inline = perf->add_option("-I,--inline-size", pinline, "Inline messages up to this size (default 0 bandwidth, 236 latency)");
+  perf->add_flag("-e,--events", popt.use_events, "Wait for completions on a completion channel instead of busy polling");
+  perf->add_option("--json", pjson, "Write the results as JSON to FILE");
+  perf->add_flag("--single-thread", popt.single_thread,
+                 "Ping-pong and send_bw: run the server side in the client's thread, alternating");
+  perf->add_option("--copy-ms", popt.copy_budget_ms, "Milliseconds spent measuring each copy routine per size")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   if (*info) {
@@ -75,6 +100,16 @@ int main(int argc, char** argv) {
     if (!r) return fail(r.error());
     if (!m) return fail(m.error());
     if (auto ok = srdma::tools::sim_bitmap(*n, *r, *m, std::cin, std::cout); !ok) return fail(ok.error());
+  } else if (*perf) {
+    if (o_size->count()) popt.size = psize;
+    if (o_iters->count()) popt.iterations = piters;
+    if (o_dur->count()) popt.duration_s = pdur;
+    if (o_tx->count()) popt.tx_depth = ptx;
+    if (o_inline->count()) popt.inline_size = pinline;
+    auto report = srdma::tools::run_perf(popt, &std::cout);
+    if (!report) return fail(report.error());
+    if (!pjson.empty())
+      if (auto r = srdma::tools::write_json(*report, pjson); !r) return fail(r.error());
   } else if (*buddy) {
     if (auto ok = srdma::tools::sim_buddy(max_order, std::cin, std::cout); !ok) return fail(ok.error());
   }

@@ -1,0 +1,882 @@
+// `srdma perf`: the measurement loops. Two devices in this process (the
+// client and the server), connected over the in-process link through the
+// public verbs; everything a loop posts is built once per size and reused.
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include <fmt/format.h>
+
+#include "srdma/access.h"
+#include "srdma/cq.h"
+#include "srdma/device.h"
+#include "srdma/mr.h"
+#include "srdma/pd.h"
+#include "srdma/qp.h"
+#include "srdma/qp_attr.h"
+#include "srdma/wc.h"
+#include "srdma/wr.h"
+#include "tools/perf.h"
+
+namespace srdma::tools {
+
+// ---------------------------------------------------------------------------
+// Names and options
+
+namespace {
+
+constexpr std::string_view kNames[] = {"write_bw", "read_bw", "send_bw", "write_lat",
+                                       "read_lat", "send_lat", "atomic_lat"};
+constexpr std::uint32_t kMaxQps = 256;
+constexpr std::uint32_t kMaxInline = 512;  // the device's default max_inline_data
+constexpr std::uint32_t kMaxQpWr = 16384;  // the device's default max_qp_wr
+constexpr std::uint32_t kMaxCqe = 65535;   // the device's default max_cqe
+
+}  // namespace
+
+std::string_view perf_test_name(PerfTest t) { return kNames[static_cast<int>(t)]; }
+
+Result<PerfTest> parse_perf_test(std::string_view name) {
+  for (int i = 0; i < 7; ++i)
+    if (kNames[i] == name) return static_cast<PerfTest>(i);
+  return make_error(EINVAL, fmt::format("unknown test '{}' (write_bw, read_bw, send_bw, write_lat, read_lat, "
+                                        "send_lat, atomic_lat)",
+                                        name));
+}
+
+bool is_bandwidth(PerfTest t) {
+  return t == PerfTest::kWriteBw || t == PerfTest::kReadBw || t == PerfTest::kSendBw;
+}
+
+Result<PerfSettings> resolve_perf_options(const PerfOptions& o) {
+  auto test = parse_perf_test(o.test);
+  if (!test) return std::unexpected(test.error());
+  PerfSettings s;
+  s.test = *test;
+  const bool bw = is_bandwidth(s.test);
+  const bool atomic = s.test == PerfTest::kAtomicLat;
+
+  if (o.all_sizes && o.size) return make_error(EINVAL, "-a (all sizes) and -s (one size) exclude each other");
+  if (o.all_sizes) {
+    if (atomic) return make_error(EINVAL, "-a: atomic_lat moves 8 bytes only");
+    for (std::uint64_t n = 2; n <= kPerfMaxSize; n *= 2) s.sizes.push_back(n);
+  } else {
+    std::uint64_t size = o.size.value_or(atomic ? 8 : bw ? 65536 : 2);
+    if (size == 0 || size > kPerfMaxSize)
+      return make_error(EINVAL, fmt::format("-s {}: the message size must be 1 .. {} bytes", size, kPerfMaxSize));
+    if (atomic && size != 8) return make_error(EINVAL, fmt::format("-s {}: atomic_lat moves 8 bytes", size));
+    s.sizes.push_back(size);
+  }
+
+  if (o.iterations && o.duration_s) return make_error(EINVAL, "-n (iterations) and -D (seconds) exclude each other");
+  if (o.duration_s) {
+    if (!(*o.duration_s > 0) || *o.duration_s > 3600)
+      return make_error(EINVAL, fmt::format("-D {}: the duration must be > 0 and at most 3600 seconds", *o.duration_s));
+    s.duration_s = *o.duration_s;
+  } else {
+    s.iterations = o.iterations.value_or(bw ? 5000 : 1000);
+    if (s.iterations == 0) return make_error(EINVAL, "-n 0: at least one iteration");
+    if (s.iterations >= (1ull << 47)) return make_error(EINVAL, fmt::format("-n {}: too many iterations", s.iterations));
+  }
+
+  if (o.num_qps == 0 || o.num_qps > kMaxQps)
+    return make_error(EINVAL, fmt::format("-q {}: the number of QPs must be 1 .. {}", o.num_qps, kMaxQps));
+  if (!bw && o.num_qps != 1)
+    return make_error(EINVAL, fmt::format("-q {}: latency tests use one QP (as perftest's do)", o.num_qps));
+  s.num_qps = o.num_qps;
+
+  s.tx_depth = o.tx_depth.value_or(bw ? 128 : 1);
+  if (s.tx_depth == 0 || s.tx_depth > kMaxQpWr)
+    return make_error(EINVAL, fmt::format("-t {}: the TX depth must be 1 .. {}", s.tx_depth, kMaxQpWr));
+  if (static_cast<std::uint64_t>(s.tx_depth) * s.num_qps > kMaxCqe)
+    return make_error(EINVAL, fmt::format("-t {} -q {}: the CQ would need {} entries, more than max_cqe {}",
+                                          s.tx_depth, s.num_qps,
+                                          static_cast<std::uint64_t>(s.tx_depth) * s.num_qps, kMaxCqe));
+
+  if (o.cq_mod == 0) return make_error(EINVAL, "-Q 0: CQ moderation must be at least 1");
+  s.cq_mod = std::min(o.cq_mod, s.tx_depth);  // perftest clamps it to the TX depth
+  if (s.test == PerfTest::kReadLat || atomic) s.cq_mod = 1;  // their latency is the completion's
+
+  s.inline_size = o.inline_size.value_or(bw ? 0 : 236);
+  if (s.inline_size > kMaxInline)
+    return make_error(EINVAL, fmt::format("-I {}: at most {} bytes of inline data", s.inline_size, kMaxInline));
+  if (s.test == PerfTest::kReadBw || s.test == PerfTest::kReadLat || atomic) s.inline_size = 0;
+
+  if (s.test == PerfTest::kSendBw)
+    s.rx_depth = std::min<std::uint32_t>(std::max<std::uint32_t>(s.tx_depth, 512), kMaxCqe / s.num_qps);
+  else if (s.test == PerfTest::kSendLat)
+    s.rx_depth = std::max<std::uint32_t>(s.tx_depth, 16);
+
+  if (!(o.copy_budget_ms >= 0)) return make_error(EINVAL, "the copy budget must be >= 0 ms");
+  s.copy_budget_ms = o.copy_budget_ms;
+  s.use_events = o.use_events;
+  s.single_thread = o.single_thread;
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// The setup: two devices, a buffer, an MR, CQs and QPs on each
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+inline std::uint64_t ticks() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+#endif
+}
+
+struct FreeDeleter {
+  void operator()(std::uint8_t* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::uint8_t[], FreeDeleter>;
+
+std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+Result<Buffer> alloc_buffer(std::size_t n) {
+  n = round_up(std::max<std::size_t>(n, 1), 4096);
+  auto* p = static_cast<std::uint8_t*>(std::aligned_alloc(4096, n));
+  if (p == nullptr) return make_error(ENOMEM, fmt::format("cannot allocate a {}-byte buffer", n));
+  std::memset(p, 0, n);  // fault the pages in before the measurement
+  return Buffer(p);
+}
+
+// wc_status_str() is declared in srdma/wc.h but not defined by the library
+// yet, so the tool names the statuses itself.
+std::string_view status_name(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess: return "success";
+    case WcStatus::kLocLenErr: return "local length error";
+    case WcStatus::kLocQpOpErr: return "local QP operation error";
+    case WcStatus::kLocProtErr: return "local protection error";
+    case WcStatus::kWrFlushErr: return "WR flushed";
+    case WcStatus::kRemInvReqErr: return "remote invalid request";
+    case WcStatus::kRemAccessErr: return "remote access error";
+    case WcStatus::kRemOpErr: return "remote operation error";
+    case WcStatus::kRetryExcErr: return "transport retry counter exceeded";
+    case WcStatus::kRnrRetryExcErr: return "RNR retry counter exceeded";
+    case WcStatus::kGeneralErr: return "general error";
+  }
+  return "unknown status";
+}
+
+Error wc_error(const Wc& wc, const char* side) {
+  return Error{EIO, fmt::format("{}: completion error on QP {:#x}: {} (vendor_err {})", side, wc.qp_num,
+                                status_name(wc.status), wc.vendor_err)};
+}
+
+// A CQ, busy polled, or (-e) waited on through its own completion channel.
+class CqWaiter {
+ public:
+  CqWaiter() = default;
+  CqWaiter(CompletionQueue* cq, CompChannel* ch) : cq_(cq), ch_(ch) {}
+
+  // Busy polling: one poll, possibly returning 0. Events: polls; when empty
+  // arms the CQ (CQ_NEXT_COMP) and polls again, then waits up to timeout_ms
+  // for the channel's fd, takes and acks the event and polls once more.
+  // -1 on an error (error()).
+  int next(std::span<Wc> wc, int timeout_ms = 50) {
+    int n = cq_->poll(wc);
+    if (n != 0 || ch_ == nullptr) return n;
+    if (!armed_) {
+      auto r = cq_->req_notify(CQ_NEXT_COMP);
+      if (!r) return fail(r.error());
+      armed_ = true;
+      if ((n = cq_->poll(wc)) != 0) return n;
+    }
+    pollfd p{ch_->fd(), POLLIN, 0};
+    int pr = ::poll(&p, 1, timeout_ms);
+    if (pr < 0 && errno != EINTR) return fail(Error{errno, "poll on the completion channel's fd failed"});
+    if (pr > 0) {
+      auto ev = ch_->get_event(false);
+      if (ev) {
+        ch_->ack_events(**ev, 1);
+        ++events_;
+        armed_ = false;
+      } else if (ev.error().code != EAGAIN) {
+        return fail(ev.error());
+      }
+    }
+    return cq_->poll(wc);
+  }
+  const Error& error() const { return err_; }
+  std::uint64_t events() const { return events_; }
+
+ private:
+  int fail(Error e) {
+    err_ = std::move(e);
+    return -1;
+  }
+  CompletionQueue* cq_ = nullptr;
+  CompChannel* ch_ = nullptr;
+  bool armed_ = false;
+  std::uint64_t events_ = 0;
+  Error err_;
+};
+
+struct Side {
+  Device dev;
+  ProtectionDomain pd;
+  std::unique_ptr<CompChannel> send_ch, recv_ch;
+  std::unique_ptr<CompletionQueue> send_cq, recv_cq;
+  std::vector<Buffer> bufs;        // one per QP
+  std::vector<MemoryRegion> mrs;   // declared after bufs: deregistered first
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  std::vector<std::uint32_t> psn;  // each QP's starting send PSN
+  CqWaiter send_w, recv_w;
+  std::size_t half = 0;            // latency tests: receive half at this offset
+
+  std::uint8_t* buf(std::size_t i) const { return bufs[i].get(); }
+  std::uint64_t addr(std::size_t i, std::size_t off = 0) const {
+    return reinterpret_cast<std::uint64_t>(bufs[i].get()) + off;
+  }
+};
+
+Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string& name, std::size_t buf_bytes,
+                                        std::mt19937& rng) {
+  auto side = std::make_unique<Side>();
+  Profile p;
+  p.num_qp = 1024;
+  p.num_cq = 64;
+  p.num_mpt = 1024;
+  auto dev = Device::open(p, name);
+  if (!dev) return std::unexpected(dev.error());
+  side->dev = std::move(*dev);
+  auto pd = side->dev.alloc_pd();
+  if (!pd) return std::unexpected(pd.error());
+  side->pd = std::move(*pd);
+
+  if (s.use_events) {
+    for (auto* ch : {&side->send_ch, &side->recv_ch}) {
+      auto c = side->dev.create_comp_channel();
+      if (!c) return std::unexpected(c.error());
+      *ch = std::move(*c);
+    }
+  }
+  const std::uint32_t send_cqe = std::max<std::uint32_t>(1, s.tx_depth * s.num_qps);
+  const std::uint32_t recv_cqe = std::max<std::uint32_t>(1, s.rx_depth * s.num_qps);
+  auto scq = side->dev.create_cq(CqInit{.cqe = send_cqe, .channel = side->send_ch.get()});
+  if (!scq) return std::unexpected(scq.error());
+  side->send_cq = std::move(*scq);
+  auto rcq = side->dev.create_cq(CqInit{.cqe = recv_cqe, .channel = side->recv_ch.get()});
+  if (!rcq) return std::unexpected(rcq.error());
+  side->recv_cq = std::move(*rcq);
+  side->send_w = CqWaiter(side->send_cq.get(), side->send_ch.get());
+  side->recv_w = CqWaiter(side->recv_cq.get(), side->recv_ch.get());
+
+  for (std::uint32_t i = 0; i < s.num_qps; ++i) {
+    auto b = alloc_buffer(buf_bytes);
+    if (!b) return std::unexpected(b.error());
+    auto mr = side->pd.reg_mr(b->get(), round_up(buf_bytes, 4096), kAccessAll);
+    if (!mr) return std::unexpected(mr.error());
+    side->bufs.push_back(std::move(*b));
+    side->mrs.push_back(std::move(*mr));
+    QpCaps caps{.max_send_wr = s.tx_depth,
+                .max_recv_wr = std::max<std::uint32_t>(1, s.rx_depth),
+                .max_send_sge = 1,
+                .max_recv_sge = 1,
+                .max_inline_data = s.inline_size};
+    auto qp = side->pd.create_qp(QpInitAttr{.send_cq = side->send_cq.get(), .recv_cq = side->recv_cq.get(), .cap = caps});
+    if (!qp) return std::unexpected(qp.error());
+    side->qps.push_back(std::move(*qp));
+    side->psn.push_back(rng() & 0xffffff);  // a random 24-bit PSN, as perftest picks
+  }
+  return side;
+}
+
+Result<void> bring_up(QueuePair& qp, std::uint32_t sq_psn, const Device& peer, std::uint32_t peer_qpn,
+                      std::uint32_t peer_psn, std::uint32_t mtu) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.qp_access_flags = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+  if (auto r = qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS); !r) return r;
+  a.qp_state = QpState::kRtr;
+  a.dest_addr = peer.address();
+  a.dest_qp_num = peer_qpn;
+  a.path_mtu = mtu;
+  a.rq_psn = peer_psn;
+  if (auto r = qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                QP_MIN_RNR_TIMER);
+      !r)
+    return r;
+  a.qp_state = QpState::kRts;
+  a.sq_psn = sq_psn;
+  return qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
+}
+
+struct Pair {
+  std::unique_ptr<Side> client, server;
+};
+
+Result<Pair> open_pair(const PerfSettings& s) {
+  const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
+  const bool bw = is_bandwidth(s.test);
+  // Latency tests send from the first half and receive into the second
+  // (perftest's post_buf and poll_buf), bandwidth tests use one message.
+  const std::size_t half = round_up(max_size, 64);
+  const std::size_t bytes = bw ? max_size : 2 * half;
+  std::mt19937 rng(std::random_device{}());
+  Pair p;
+  auto c = open_side(s, "srdma0", bytes, rng);
+  if (!c) return std::unexpected(c.error());
+  auto v = open_side(s, "srdma1", bytes, rng);
+  if (!v) return std::unexpected(v.error());
+  p.client = std::move(*c);
+  p.server = std::move(*v);
+  p.client->half = p.server->half = half;
+  for (std::uint32_t i = 0; i < s.num_qps; ++i) {
+    auto& cq = *p.client->qps[i];
+    auto& sq = *p.server->qps[i];
+    if (auto r = bring_up(cq, p.client->psn[i], p.server->dev, sq.qp_num(), p.server->psn[i], s.mtu); !r)
+      return std::unexpected(r.error());
+    if (auto r = bring_up(sq, p.server->psn[i], p.client->dev, cq.qp_num(), p.client->psn[i], s.mtu); !r)
+      return std::unexpected(r.error());
+  }
+  return p;
+}
+
+// Receives kept posted on every QP of `side`, each covering the whole buffer
+// half from `offset` (so a later, bigger size still fits).
+struct Receives {
+  std::vector<Sge> sge;
+  std::vector<RecvWr> wr;
+
+  void build(const Side& side, std::size_t offset, std::size_t length) {
+    const std::size_t n = side.qps.size();
+    sge.resize(n);
+    wr.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      sge[i] = Sge{side.addr(i, offset), static_cast<std::uint32_t>(length), side.mrs[i].lkey()};
+      wr[i].wr_id = i;
+      wr[i].sg_list = &sge[i];
+      wr[i].num_sge = 1;
+    }
+  }
+  Result<void> post(Side& side, std::size_t i) {
+    auto r = side.qps[i]->post_recv(wr[i]);
+    if (!r) return make_error(r.error().code, "post_recv: " + r.error().reason);
+    return {};
+  }
+};
+
+Result<void> post(QueuePair& qp, const SendWr& wr) {
+  auto r = qp.post_send(wr);
+  if (!r) [[unlikely]]
+    return make_error(r.error().code, "post_send: " + r.error().reason);
+  return {};
+}
+
+// ---------------------------------------------------------------------------
+// Bandwidth
+
+WrOpcode opcode_of(PerfTest t) {
+  switch (t) {
+    case PerfTest::kWriteBw:
+    case PerfTest::kWriteLat:
+      return WrOpcode::kRdmaWrite;
+    case PerfTest::kReadBw:
+    case PerfTest::kReadLat:
+      return WrOpcode::kRdmaRead;
+    case PerfTest::kSendBw:
+    case PerfTest::kSendLat:
+      return WrOpcode::kSend;
+    case PerfTest::kAtomicLat:
+      return WrOpcode::kAtomicFetchAndAdd;
+  }
+  return WrOpcode::kSend;
+}
+
+// The server's half of send_bw: drains the receive CQ and reposts.
+struct RecvSink {
+  Side* side = nullptr;
+  Receives* rx = nullptr;
+  std::uint64_t received = 0;
+  std::optional<Error> error;
+
+  // Returns false on an error (in `error`).
+  bool drain(bool may_block) {
+    Wc wc[32];
+    int n = may_block ? side->recv_w.next(wc) : side->recv_cq->poll(wc);
+    if (n < 0) {
+      error = side->recv_w.error();
+      return false;
+    }
+    for (int j = 0; j < n; ++j) {
+      if (wc[j].status != WcStatus::kSuccess) {
+        error = wc_error(wc[j], "server");
+        return false;
+      }
+      if (auto r = rx->post(*side, wc[j].wr_id); !r) {
+        error = r.error();
+        return false;
+      }
+    }
+    received += static_cast<std::uint64_t>(n);
+    return true;
+  }
+};
+
+struct CopyBuffers {
+  Buffer src, dst;
+};
+
+Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receives& rx, CopyBuffers& copy) {
+  Side& c = *p.client;
+  Side& v = *p.server;
+  const std::uint32_t q = s.num_qps;
+  const WrOpcode op = opcode_of(s.test);
+  const std::uint32_t base_flags = size <= s.inline_size ? SEND_INLINE : 0u;
+
+  std::vector<Sge> sge(q);
+  std::vector<SendWr> wr(q);
+  for (std::uint32_t i = 0; i < q; ++i) {
+    sge[i] = Sge{c.addr(i), static_cast<std::uint32_t>(size), c.mrs[i].lkey()};
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].opcode = op;
+    if (op != WrOpcode::kSend) {
+      wr[i].remote_addr = v.addr(i);
+      wr[i].rkey = v.mrs[i].rkey();
+    }
+  }
+
+  const bool timed = s.duration_s > 0;
+  const std::uint64_t per_qp = timed ? std::numeric_limits<std::uint64_t>::max() : s.iterations;
+  std::vector<std::uint64_t> scnt(q, 0), ccnt(q, 0), limit(q, per_qp);
+
+  // send_bw: the server reposts receives, in its own thread (as perftest's
+  // server process does) or, with --single-thread, between polls here.
+  std::atomic<std::uint64_t> target{timed ? std::numeric_limits<std::uint64_t>::max() : s.iterations * q};
+  std::atomic<bool> abort{false}, server_failed{false};
+  RecvSink sink{&v, &rx, 0, std::nullopt};
+  std::thread server;
+  const bool sends = op == WrOpcode::kSend;
+  if (sends && !s.single_thread) {
+    server = std::thread([&] {
+      while (sink.received < target.load(std::memory_order_acquire) && !abort.load(std::memory_order_relaxed)) {
+        if (!sink.drain(true)) {
+          server_failed.store(true, std::memory_order_release);
+          return;
+        }
+      }
+    });
+  }
+  auto stop_server = [&](bool failed) {
+    if (failed) abort.store(true);
+    if (server.joinable()) server.join();
+  };
+
+  // Checkpoints for the peak: about 100 windows. A window's rate is the WRs
+  // completed between two checkpoints over the time from the posting of the
+  // first of them (as perftest's tcompleted[j] - tposted[i]): completions
+  // come in bursts, so completion times alone would overstate it.
+  struct Checkpoint {
+    Clock::time_point t;
+    std::uint64_t posted;
+    std::uint64_t done;
+  };
+  std::vector<Checkpoint> cps;
+  cps.reserve(256);
+  const std::uint64_t total = timed ? 0 : s.iterations * q;
+  const std::uint64_t cp_step =
+      timed ? std::numeric_limits<std::uint64_t>::max()
+            : std::max<std::uint64_t>({1, total / 100, 2ull * s.tx_depth * q});
+  const auto cp_period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.duration_s / 100));
+  std::uint64_t next_cp = cp_step;
+  std::uint64_t posted = 0;
+
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.duration_s));
+  auto next_cp_time = start + cp_period;
+  cps.push_back({start, 0, 0});
+  std::uint64_t completed = 0;
+  bool stopping = !timed;
+  std::uint32_t loops = 0;
+  Wc wc[16];
+
+  for (;;) {
+    for (std::uint32_t i = 0; i < q; ++i) {
+      SendWr& w = wr[i];
+      while (scnt[i] < limit[i] && scnt[i] - ccnt[i] < s.tx_depth) {
+        const std::uint64_t k = ++scnt[i];
+        w.send_flags = base_flags | ((k % s.cq_mod == 0 || k == limit[i]) ? SEND_SIGNALED : 0u);
+        w.wr_id = (k << 16) | i;
+        ++posted;
+        if (auto r = post(*c.qps[i], w); !r) [[unlikely]] {
+          stop_server(true);
+          return std::unexpected(r.error());
+        }
+      }
+    }
+    if (stopping) {
+      bool all = true;
+      for (std::uint32_t i = 0; i < q; ++i) all = all && ccnt[i] == limit[i];
+      if (all) break;
+    }
+    const int n = c.send_w.next(wc);
+    if (n < 0) [[unlikely]] {
+      stop_server(true);
+      return std::unexpected(c.send_w.error());
+    }
+    for (int j = 0; j < n; ++j) {
+      if (wc[j].status != WcStatus::kSuccess) [[unlikely]] {
+        stop_server(true);
+        return std::unexpected(wc_error(wc[j], "client"));
+      }
+      const std::uint32_t i = static_cast<std::uint32_t>(wc[j].wr_id & 0xffff);
+      const std::uint64_t k = wc[j].wr_id >> 16;
+      completed += k - ccnt[i];
+      ccnt[i] = k;
+    }
+    if (sends && s.single_thread && !sink.drain(false)) [[unlikely]] {
+      stop_server(true);
+      return std::unexpected(*sink.error);
+    }
+    if (server_failed.load(std::memory_order_relaxed)) [[unlikely]] {
+      stop_server(true);
+      return std::unexpected(*sink.error);
+    }
+    if (completed >= next_cp) {
+      if (cps.size() < cps.capacity()) cps.push_back({Clock::now(), posted, completed});
+      next_cp += cp_step;
+    }
+    if (timed && (++loops & 63) == 0) {
+      const auto now = Clock::now();
+      if (now >= next_cp_time) {
+        if (cps.size() < cps.capacity()) cps.push_back({now, posted, completed});
+        next_cp_time += cp_period;
+      }
+      if (!stopping && now >= deadline) {
+        // Stop at the next signaled WR of each QP, so every WR completes.
+        stopping = true;
+        for (std::uint32_t i = 0; i < q; ++i) limit[i] = round_up(scnt[i], s.cq_mod);
+      }
+    }
+  }
+  const auto end = Clock::now();
+  cps.push_back({end, posted, completed});
+
+  if (sends) {
+    target.store(completed, std::memory_order_release);
+    if (s.single_thread) {
+      while (sink.received < completed)
+        if (!sink.drain(false)) return std::unexpected(*sink.error);
+    }
+    stop_server(false);
+    if (sink.error) return std::unexpected(*sink.error);
+  }
+
+  const double secs = std::chrono::duration<double>(end - start).count();
+  const double mib = static_cast<double>(size) / (1 << 20);
+  BwRow row;
+  row.bytes = size;
+  row.iterations = timed ? completed / q : s.iterations;
+  row.bw_avg_mib_s = secs > 0 ? static_cast<double>(completed) * mib / secs : 0;
+  row.msg_rate_mpps = secs > 0 ? static_cast<double>(completed) / secs / 1e6 : 0;
+  for (std::size_t j = 1; j < cps.size(); ++j) {
+    // The window starts at the last checkpoint before the first of its WRs was posted.
+    std::size_t from = j - 1;
+    while (from > 0 && cps[from].posted > cps[j - 1].done) --from;
+    const double dt = std::chrono::duration<double>(cps[j].t - cps[from].t).count();
+    const std::uint64_t dn = cps[j].done - cps[j - 1].done;
+    if (dt > 0 && dn > 0) row.bw_peak_mib_s = std::max(row.bw_peak_mib_s, static_cast<double>(dn) * mib / dt);
+  }
+  row.bw_peak_mib_s = std::max(row.bw_peak_mib_s, row.bw_avg_mib_s);
+
+  // The copy rate for the same size, measured now, on buffers of the same alignment.
+  row.memcpy_mib_s = measure_copy(false, copy.dst.get(), copy.src.get(), size, s.copy_budget_ms);
+  row.loop_mib_s = measure_copy(true, copy.dst.get(), copy.src.get(), size, s.copy_budget_ms);
+  row.copy_bw_mib_s = std::max(row.memcpy_mib_s, row.loop_mib_s);
+  row.bw_over_copy = row.copy_bw_mib_s > 0 ? row.bw_avg_mib_s / row.copy_bw_mib_s : 0;
+  return row;
+}
+
+// ---------------------------------------------------------------------------
+// Latency
+
+// Control shared by the two sides of a ping-pong.
+struct Control {
+  std::atomic<int> state{0};  // 0 running, 1 stop (the client is done), 2 the server failed
+};
+
+// One side's prebuilt work request and its state.
+struct Endpoint {
+  Side* side = nullptr;
+  Sge sge;
+  SendWr wr;
+  std::uint32_t base_flags = 0;
+  std::uint32_t cq_mod = 1;
+  std::uint64_t posted = 0;  // across sizes, so moderation stays every Nth
+  volatile std::uint8_t* post_byte = nullptr;
+  volatile std::uint8_t* poll_byte = nullptr;
+  Receives* rx = nullptr;
+  const char* name = "";
+
+  // Waits for one completion on `w`; false when told to stop.
+  Result<bool> wait_one(CqWaiter& w, const Control& ctl, Wc& out) {
+    for (;;) {
+      const int n = w.next(std::span<Wc>(&out, 1));
+      if (n == 1) {
+        if (out.status != WcStatus::kSuccess) [[unlikely]]
+          return std::unexpected(wc_error(out, name));
+        return true;
+      }
+      if (n < 0) [[unlikely]]
+        return std::unexpected(w.error());
+      if (ctl.state.load(std::memory_order_relaxed) != 0) [[unlikely]]
+        return false;
+    }
+  }
+
+  // Posts the k-th message and, when it is signaled, waits for its completion.
+  Result<bool> send(std::uint64_t k, const Control& ctl) {
+    if (post_byte) *post_byte = static_cast<std::uint8_t>(k);
+    const bool signaled = ++posted % cq_mod == 0;
+    wr.send_flags = base_flags | (signaled ? SEND_SIGNALED : 0u);
+    wr.wr_id = k;
+    if (auto r = post(*side->qps[0], wr); !r) [[unlikely]]
+      return std::unexpected(r.error());
+    if (!signaled) return true;
+    Wc wc;
+    return wait_one(side->send_w, ctl, wc);
+  }
+
+  // Waits for the peer's k-th message: the last byte of the buffer (write)
+  // or a receive completion (send).
+  Result<bool> receive(std::uint64_t k, const Control& ctl) {
+    if (poll_byte) {
+      const auto want = static_cast<std::uint8_t>(k);
+      while (*poll_byte != want)
+        if (ctl.state.load(std::memory_order_relaxed) != 0) [[unlikely]]
+          return false;
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return true;
+    }
+    Wc wc;
+    auto r = wait_one(side->recv_w, ctl, wc);
+    if (!r || !*r) return r;
+    if (auto p = rx->post(*side, 0); !p) [[unlikely]]
+      return std::unexpected(p.error());
+    return true;
+  }
+};
+
+struct LatSamples {
+  std::vector<std::uint64_t> t;  // ticks at each post, and after the last
+  Clock::time_point c0, c1;      // the same instants on the steady clock
+  std::uint64_t k0 = 0, k1 = 0;
+  bool half = false;             // ping-pong: half the round trip
+};
+
+LatRow lat_stats(std::uint64_t size, const LatSamples& ls) {
+  LatRow row;
+  row.bytes = size;
+  const std::size_t n = ls.t.size() > 0 ? ls.t.size() - 1 : 0;
+  row.iterations = n;
+  if (n == 0) return row;
+  const double ns = std::chrono::duration<double, std::nano>(ls.c1 - ls.c0).count();
+  const double us_per_tick = ls.k1 > ls.k0 ? ns / 1000.0 / static_cast<double>(ls.k1 - ls.k0) : 0.001;
+  const double scale = us_per_tick / (ls.half ? 2.0 : 1.0);
+  std::vector<double> d(n);
+  for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<double>(ls.t[i + 1] - ls.t[i]) * scale;
+  std::sort(d.begin(), d.end());
+  double sum = 0;
+  for (double x : d) sum += x;
+  const double avg = sum / static_cast<double>(n);
+  double var = 0;
+  for (double x : d) var += (x - avg) * (x - avg);
+  auto pct = [&](double p) {
+    auto idx = static_cast<std::size_t>(std::ceil(p * static_cast<double>(n)));
+    return d[std::clamp<std::size_t>(idx, 1, n) - 1];
+  };
+  row.t_min_us = d.front();
+  row.t_max_us = d.back();
+  row.t_typical_us = d[n / 2];  // perftest's t_typical: the median
+  row.t_avg_us = avg;
+  row.t_stdev_us = std::sqrt(var / static_cast<double>(n));
+  row.t_p50_us = pct(0.50);
+  row.t_p99_us = pct(0.99);
+  row.t_p999_us = pct(0.999);
+  return row;
+}
+
+Result<LatRow> run_lat(Pair& p, const PerfSettings& s, std::uint64_t size, Endpoint& a, Endpoint& b) {
+  Side& c = *p.client;
+  Side& v = *p.server;
+  const WrOpcode op = opcode_of(s.test);
+  const bool pingpong = s.test == PerfTest::kWriteLat || s.test == PerfTest::kSendLat;
+  const std::uint32_t flags = size <= s.inline_size ? SEND_INLINE : 0u;
+
+  // a: the client; b: the server (only active in the ping-pong tests).
+  for (Endpoint* e : {&a, &b}) {
+    Side& me = e == &a ? c : v;
+    Side& peer = e == &a ? v : c;
+    e->sge = Sge{me.addr(0), static_cast<std::uint32_t>(size), me.mrs[0].lkey()};
+    e->wr.sg_list = &e->sge;
+    e->wr.num_sge = 1;
+    e->wr.opcode = op;
+    e->base_flags = flags;
+    e->wr.remote_addr = peer.addr(0, op == WrOpcode::kRdmaWrite ? me.half : 0);
+    e->wr.rkey = peer.mrs[0].rkey();
+    e->wr.compare_add = 1;
+    e->post_byte = e->poll_byte = nullptr;
+    if (op == WrOpcode::kRdmaWrite) {
+      std::memset(me.buf(0), 0, 2 * me.half);
+      e->post_byte = me.buf(0) + size - 1;
+      e->poll_byte = me.buf(0) + me.half + size - 1;
+    }
+  }
+
+  const bool timed = s.duration_s > 0;
+  LatSamples ls;
+  ls.half = pingpong;
+  if (!timed) ls.t.reserve(s.iterations + 1);
+  else ls.t.reserve(1 << 20);
+  Control ctl;
+  std::optional<Error> server_error;
+
+  std::thread server;
+  if (pingpong && !s.single_thread) {
+    server = std::thread([&] {
+      for (std::uint64_t k = 1; timed || k <= s.iterations; ++k) {
+        auto r = b.receive(k, ctl);
+        if (r && *r) r = b.send(k, ctl);
+        if (!r) {
+          server_error = r.error();
+          ctl.state.store(2, std::memory_order_release);
+          return;
+        }
+        if (!*r) return;  // stopped
+      }
+    });
+  }
+  auto finish = [&](std::optional<Error> e) -> std::optional<Error> {
+    int expected = 0;
+    ctl.state.compare_exchange_strong(expected, 1);
+    if (server.joinable()) server.join();
+    if (server_error) return server_error;
+    return e;
+  };
+
+  const auto deadline_span = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.duration_s));
+  ls.c0 = Clock::now();
+  ls.k0 = ticks();
+  const auto deadline = ls.c0 + deadline_span;
+  for (std::uint64_t k = 1;; ++k) {
+    if (!timed) {
+      if (k > s.iterations) break;
+    } else if ((k & 63) == 0 && Clock::now() >= deadline) {
+      break;
+    }
+    ls.t.push_back(ticks());
+    auto r = a.send(k, ctl);
+    if (r && *r && pingpong) {
+      if (s.single_thread) {
+        r = b.receive(k, ctl);
+        if (r && *r) r = b.send(k, ctl);
+      }
+      if (r && *r) r = a.receive(k, ctl);
+    }
+    if (!r || !*r) [[unlikely]] {
+      auto e = finish(r ? Error{EIO, "the server stopped"} : r.error());
+      return std::unexpected(*e);
+    }
+  }
+  ls.t.push_back(ticks());
+  ls.k1 = ls.t.back();
+  ls.c1 = Clock::now();
+  if (auto e = finish(std::nullopt)) return std::unexpected(*e);
+  return lat_stats(size, ls);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+Result<PerfReport> run_perf(const PerfOptions& options, std::ostream* live) {
+  auto settings = resolve_perf_options(options);
+  if (!settings) return std::unexpected(settings.error());
+  const PerfSettings& s = *settings;
+  auto pair = open_pair(s);
+  if (!pair) return std::unexpected(pair.error());
+  Pair& p = *pair;
+
+  PerfReport report;
+  report.settings = s;
+  report.device = p.client->dev.name();
+  report.loop_name = copy_vector_loop_name();
+  report.local = PerfEndpoint{p.client->qps[0]->qp_num(), p.client->psn[0], p.client->mrs[0].rkey(), p.client->addr(0)};
+  report.remote = PerfEndpoint{p.server->qps[0]->qp_num(), p.server->psn[0], p.server->mrs[0].rkey(), p.server->addr(0)};
+  if (live) print_header(report, *live);
+
+  const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
+  if (is_bandwidth(s.test)) {
+    Receives rx;
+    if (s.test == PerfTest::kSendBw) {
+      rx.build(*p.server, 0, max_size);
+      for (std::uint32_t i = 0; i < s.num_qps; ++i)
+        for (std::uint32_t j = 0; j < s.rx_depth; ++j)
+          if (auto r = rx.post(*p.server, i); !r) return std::unexpected(r.error());
+    }
+    CopyBuffers copy;
+    auto src = alloc_buffer(max_size);
+    auto dst = alloc_buffer(max_size);
+    if (!src) return std::unexpected(src.error());
+    if (!dst) return std::unexpected(dst.error());
+    copy.src = std::move(*src);
+    copy.dst = std::move(*dst);
+    for (auto size : s.sizes) {
+      auto row = run_bw(p, s, size, rx, copy);
+      if (!row) return std::unexpected(row.error());
+      report.bw.push_back(*row);
+      if (live) print_row(report, report.bw.size() - 1, *live);
+    }
+  } else {
+    Receives crx, srx;
+    Endpoint a, b;
+    a.side = p.client.get();
+    b.side = p.server.get();
+    a.name = "client";
+    b.name = "server";
+    a.cq_mod = b.cq_mod = s.cq_mod;
+    if (s.test == PerfTest::kSendLat) {
+      crx.build(*p.client, p.client->half, max_size);
+      srx.build(*p.server, p.server->half, max_size);
+      for (std::uint32_t j = 0; j < s.rx_depth; ++j) {
+        if (auto r = crx.post(*p.client, 0); !r) return std::unexpected(r.error());
+        if (auto r = srx.post(*p.server, 0); !r) return std::unexpected(r.error());
+      }
+      a.rx = &crx;
+      b.rx = &srx;
+    }
+    for (auto size : s.sizes) {
+      auto row = run_lat(p, s, size, a, b);
+      if (!row) return std::unexpected(row.error());
+      report.lat.push_back(*row);
+      if (live) print_row(report, report.lat.size() - 1, *live);
+    }
+  }
+  if (live) print_footer(report, *live);
+  return report;
+}
+
+}  // namespace srdma::tools
