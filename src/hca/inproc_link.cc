@@ -1,5 +1,6 @@
 #include "hca/inproc_link.h"
 
+#include <atomic>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -12,7 +13,20 @@ namespace {
 struct Registry {
   mutable std::shared_mutex mu;  // guards devices
   std::unordered_map<std::uint64_t, std::weak_ptr<SoftHca>> devices;
+  // Bumped (under mu) by every attach and detach; a sender's cached route
+  // is good while the generation it was taken at is current.
+  std::atomic<std::uint64_t> generation{1};
 };
+
+// Each thread remembers the last destination it sent to: a stream of
+// messages to one peer then costs a generation check and a weak_ptr lock
+// instead of the registry's lock and lookup.
+struct Route {
+  std::uint64_t addr = 0;
+  std::uint64_t generation = 0;
+  std::weak_ptr<SoftHca> dev;
+};
+thread_local Route tls_route;
 
 Registry& registry() {
   static Registry r;
@@ -29,11 +43,13 @@ InprocLink& InprocLink::instance() {
 void InprocLink::attach(std::uint64_t addr, std::weak_ptr<SoftHca> dev) {
   std::unique_lock lock(registry().mu);
   registry().devices[addr] = std::move(dev);
+  registry().generation.fetch_add(1, std::memory_order_release);
 }
 
 void InprocLink::detach(std::uint64_t addr) {
   std::unique_lock lock(registry().mu);
   registry().devices.erase(addr);
+  registry().generation.fetch_add(1, std::memory_order_release);
 }
 
 bool InprocLink::knows(std::uint64_t addr) const {
@@ -43,10 +59,17 @@ bool InprocLink::knows(std::uint64_t addr) const {
 
 bool InprocLink::send(Message&& msg) {
   std::shared_ptr<SoftHca> dst;
-  {
+  Route& route = tls_route;
+  if (route.addr == msg.dst_addr &&
+      route.generation == registry().generation.load(std::memory_order_acquire)) {
+    dst = route.dev.lock();
+  } else {
     std::shared_lock lock(registry().mu);
     auto it = registry().devices.find(msg.dst_addr);
-    if (it != registry().devices.end()) dst = it->second.lock();
+    if (it != registry().devices.end()) {
+      route = Route{msg.dst_addr, registry().generation.load(std::memory_order_relaxed), it->second};
+      dst = it->second.lock();
+    }
   }
   if (!dst) return false;
   dst->receive(std::move(msg));  // the shared_ptr keeps the peer open meanwhile

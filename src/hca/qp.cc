@@ -20,6 +20,8 @@ Qp::Qp(SoftHca& dev, std::uint32_t qpn, QpInit init) : dev_(dev), qpn_(qpn), ini
     w.sges.reserve(init_.caps.max_send_sge);
     w.inline_data.reserve(init_.caps.max_inline_data);
   }
+  rq_.resize(std::max<std::uint32_t>(init_.caps.max_recv_wr, 1));
+  for (auto& r : rq_) r.sges.reserve(init_.caps.max_recv_sge);
 }
 
 Qp::~Qp() = default;
@@ -89,7 +91,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   if (next == QpState::kReset) {
     // RESET empties both queues without completions (IBA 10.3.1).
     sq_prod_ = req_.next = comp_.consumer = 0;
-    rq_.clear();
+    rq_head_ = rq_tail_ = 0;
     req_.rnr_until = {};
     comp_.timeout_at = {};
   }
@@ -176,19 +178,20 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
       return make_error(code, std::move(why));
     };
     if (s == QpState::kReset) return refuse(EINVAL, "cannot post receives in state RESET");
-    if (rq_.size() >= init_.caps.max_recv_wr)
+    if (rq_tail_ - rq_head_ >= init_.caps.max_recv_wr)
       return refuse(ENOMEM, fmt::format("receive queue full ({} WRs)", init_.caps.max_recv_wr));
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_recv_sge)
       return refuse(EINVAL, fmt::format("num_sge {} beyond max_recv_sge {}", wr->num_sge, init_.caps.max_recv_sge));
-    RecvWqe r;
+    RecvWqe& r = rq_[rq_tail_ % rq_.size()];
     r.wr_id = wr->wr_id;
     r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
+    r.length = 0;
     for (const Sge& sg : r.sges) r.length += sg.length;
     if (s == QpState::kErr) {
       complete_recv(r, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
       continue;
     }
-    rq_.push_back(std::move(r));
+    ++rq_tail_;
   }
   return {};
 }

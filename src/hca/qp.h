@@ -18,7 +18,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -168,8 +167,13 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::vector<Message> drain_;        // the inbox's other half, reused
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
 
-  std::mutex rq_mu_;  // guards rq_, resp_
-  std::deque<RecvWqe> rq_;
+  std::mutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_
+  std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first
+  std::uint64_t rq_head_ = 0, rq_tail_ = 0;
+  bool rq_empty() const { return rq_head_ == rq_tail_; }
+  // The oldest posted receive, taken off the queue. Valid until the next
+  // post_recv (the caller holds rq_mu_). REQUIRES: !rq_empty().
+  RecvWqe& take_recv() { return rq_[rq_head_++ % rq_.size()]; }
   ResponderState resp_;
 
   std::mutex inbox_mu_;  // guards inbox_

@@ -77,23 +77,16 @@ void Qp::responder_execute(Message& msg) {
     }
   }
   const std::uint32_t pdn = init_.pdn;
-  auto take_recv = [&](RecvWqe* out) {
-    if (rq_.empty()) return false;
-    *out = std::move(rq_.front());
-    rq_.pop_front();
-    return true;
-  };
 
   switch (msg.op) {
     case MsgOp::kSend:
     case MsgOp::kSendWithImm:
     case MsgOp::kSendWithInv: {
-      if (rq_.empty()) {
+      if (rq_empty()) {
         nak(msg, NakCode::kRnr, resp_.min_rnr_timer);  // IBA 9.7.5.2.8
         return;
       }
-      RecvWqe r;
-      take_recv(&r);
+      const RecvWqe& r = take_recv();
       if (msg.length > r.length) {
         // The receive is too small: the receiver sees a local length error,
         // the sender an invalid request (IBA 9.7.5.2.4).
@@ -128,7 +121,7 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
-      if (msg.op == MsgOp::kWriteWithImm && rq_.empty()) {
+      if (msg.op == MsgOp::kWriteWithImm && rq_empty()) {
         nak(msg, NakCode::kRnr, resp_.min_rnr_timer);
         return;
       }
@@ -141,9 +134,7 @@ void Qp::responder_execute(Message& msg) {
       t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
       copy_pieces(dst, msg.payload);
       if (msg.op == MsgOp::kWriteWithImm) {
-        RecvWqe r;
-        take_recv(&r);
-        complete_recv(r, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, msg.length, msg.imm, WC_WITH_IMM,
+        complete_recv(take_recv(), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, msg.length, msg.imm, WC_WITH_IMM,
                       msg.src_qpn, msg.solicited);
       }
       break;
@@ -223,10 +214,8 @@ void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint
 }
 
 void Qp::flush_recv_queue() {
-  while (!rq_.empty()) {
-    RecvWqe r = std::move(rq_.front());
-    rq_.pop_front();
-    complete_recv(r, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+  while (!rq_empty()) {
+    complete_recv(take_recv(), WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
   }
 }
 
