@@ -1,6 +1,7 @@
 #include "hca/copy.h"
 
-#include <immintrin.h>
+#include "common/vector_copy.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -12,30 +13,6 @@
 
 namespace srdma::hca {
 namespace {
-
-__attribute__((target("avx2"))) void copy_avx2(std::byte* d, const std::byte* s, std::size_t n) {
-  // 128 bytes per iteration, unaligned loads and stores (cheap on AVX2 parts).
-  while (n >= 128) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
-    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 64));
-    __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 96));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), a);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32), b);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64), c);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 96), e);
-    s += 128;
-    d += 128;
-    n -= 128;
-  }
-  while (n >= 32) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
-    s += 32;
-    d += 32;
-    n -= 32;
-  }
-  if (n) std::memcpy(d, s, n);
-}
 
 // Size classes by powers of four from 1 KiB: <1K, <4K, <16K, <64K, <256K,
 // <1M, <4M, the rest.
@@ -51,10 +28,9 @@ int size_class(std::size_t n) {
 // `rep movsb` for mid sizes, several times slower than the vector loop on
 // others.
 struct CopyPlan {
-  std::array<bool, kClasses> use_avx2{};
+  std::array<bool, kClasses> use_vector_loop{};  // the vector loop, else memcpy
 
   CopyPlan() {
-    if (!__builtin_cpu_supports("avx2")) return;
     constexpr std::size_t kMax = 8 << 20;
     void* mem = ::mmap(nullptr, 2 * kMax, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return;
@@ -76,8 +52,8 @@ struct CopyPlan {
         return fastest;
       };
       auto t_memcpy = best([](std::byte* d, const std::byte* s, std::size_t k) { std::memcpy(d, s, k); });
-      auto t_avx2 = best(copy_avx2);
-      use_avx2[c] = t_avx2 < t_memcpy;
+      auto t_vector = best([](std::byte* d, const std::byte* s, std::size_t k) { vector_copy(d, s, k); });
+      use_vector_loop[c] = t_vector < t_memcpy;
     }
     ::munmap(mem, 2 * kMax);
   }
@@ -91,14 +67,14 @@ const CopyPlan& plan() {
 }  // namespace
 
 void copy_bytes(void* dst, const void* src, std::size_t n) {
-  if (n >= 256 && plan().use_avx2[size_class(n)])
-    copy_avx2(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+  if (n >= 256 && plan().use_vector_loop[size_class(n)])
+    vector_copy(dst, src, n);
   else
     std::memcpy(dst, src, n);
 }
 
 const char* copy_routine_for(std::size_t n) {
-  return n >= 256 && plan().use_avx2[size_class(n)] ? "avx2-loop" : "memcpy";
+  return n >= 256 && plan().use_vector_loop[size_class(n)] ? vector_copy_name() : "memcpy";
 }
 
 std::size_t copy_pieces(std::span<const MemPiece> dst, std::span<const MemPiece> src) {

@@ -160,28 +160,9 @@ Result<Buffer> alloc_buffer(std::size_t n) {
   return Buffer(p);
 }
 
-// wc_status_str() is declared in srdma/wc.h but not defined by the library
-// yet, so the tool names the statuses itself.
-std::string_view status_name(WcStatus s) {
-  switch (s) {
-    case WcStatus::kSuccess: return "success";
-    case WcStatus::kLocLenErr: return "local length error";
-    case WcStatus::kLocQpOpErr: return "local QP operation error";
-    case WcStatus::kLocProtErr: return "local protection error";
-    case WcStatus::kWrFlushErr: return "WR flushed";
-    case WcStatus::kRemInvReqErr: return "remote invalid request";
-    case WcStatus::kRemAccessErr: return "remote access error";
-    case WcStatus::kRemOpErr: return "remote operation error";
-    case WcStatus::kRetryExcErr: return "transport retry counter exceeded";
-    case WcStatus::kRnrRetryExcErr: return "RNR retry counter exceeded";
-    case WcStatus::kGeneralErr: return "general error";
-  }
-  return "unknown status";
-}
-
 Error wc_error(const Wc& wc, const char* side) {
   return Error{EIO, fmt::format("{}: completion error on QP {:#x}: {} (vendor_err {})", side, wc.qp_num,
-                                status_name(wc.status), wc.vendor_err)};
+                                wc_status_str(wc.status), wc.vendor_err)};
 }
 
 // A CQ, busy polled, or (-e) waited on through its own completion channel.
