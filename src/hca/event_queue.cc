@@ -94,7 +94,7 @@ void EventQueue::run() {
       if (timers_.empty())
         work_.wait(lk);
       else
-        work_.wait_until(lk, timers_.front().when);
+        work_.wait_until(lk, Clock::time_point(timers_.front().when));  // a copy: timers_ may grow
       continue;
     }
     // One "interrupt": drain what is pending, one CQ at a time, so that
