@@ -79,6 +79,14 @@ int main(int argc, char** argv) {
   perf->add_option("--copy-ms", popt.copy_budget_ms, "Milliseconds spent measuring each copy routine per size")
       ->capture_default_str();
 
+  auto* cq_pool = sim->add_subcommand(
+      "cq-pool", "The shared CQ pool: lines 'get NR_CQE HINT CTX', 'put CQ NR_CQE', 'destroy CQ', "
+                 "'resize CQ CQE', 'trim' (CTX: softirq, workqueue, unbound, direct)");
+  std::uint32_t pool_vectors = 0, pool_cpus = 0, pool_max_cqe = static_cast<std::uint32_t>(srdma::Profile{}.max_cqe);
+  cq_pool->add_option("--vectors", pool_vectors, "Completion vectors of the device")->required();
+  auto* cpus_opt = cq_pool->add_option("--cpus", pool_cpus, "Online CPUs (default: --vectors)");
+  cq_pool->add_option("--max-cqe", pool_max_cqe, "The device's max_cqe")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   if (*info) {
@@ -112,6 +120,10 @@ int main(int argc, char** argv) {
       if (auto r = srdma::tools::write_json(*report, pjson); !r) return fail(r.error());
   } else if (*buddy) {
     if (auto ok = srdma::tools::sim_buddy(max_order, std::cin, std::cout); !ok) return fail(ok.error());
+  } else if (*cq_pool) {
+    if (cpus_opt->count() == 0) pool_cpus = pool_vectors;
+    if (auto ok = srdma::tools::sim_cq_pool(pool_vectors, pool_cpus, pool_max_cqe, std::cin, std::cout); !ok)
+      return fail(ok.error());
   }
   return 0;
 }

@@ -24,6 +24,13 @@ Result<void> sim_bitmap(std::uint32_t num, std::uint32_t reserved, std::uint32_t
 // `ok` | `error EINVAL ...`; `reserve SEG ORDER` -> `ok` | `error CODE ...`.
 Result<void> sim_buddy(int max_order, std::istream& in, std::ostream& out);
 
+// cq-pool: `get NR_CQE HINT CTX` / `put CQ NR_CQE` -> `ok cq=C vector=V
+// cqe=E used=U`; `destroy CQ`, `resize CQ CQE` -> what the device answers;
+// `trim` -> `ok freed=K`; failures `error CODE reason`. Runs the library's
+// own pool (core::CqPool) over CQs that are only numbers.
+Result<void> sim_cq_pool(std::uint32_t vectors, std::uint32_t cpus, std::uint32_t max_cqe, std::istream& in,
+                         std::ostream& out);
+
 // Helpers shared by the simulators.
 std::vector<std::string_view> split_words(std::string_view line);
 // Decimal, or hexadecimal with 0x; the whole word must parse and fit.
