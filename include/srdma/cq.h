@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 
+#include "srdma/poll_context.h"
 #include "srdma/status.h"
 #include "srdma/wc.h"
 
@@ -54,7 +55,26 @@ class CompletionQueue {
   // or `usec` microseconds.
   Result<void> modify(std::uint16_t count, std::uint16_t usec);
   // EBUSY while QPs use it; afterwards the object may only be destroyed.
+  // A pool CQ (shared) refuses destroy, resize and modify: EOPNOTSUPP.
   Result<void> destroy();
+
+  // --- CQs from Device::alloc_cq (like ib_alloc_cq) ---
+  // How completions are processed; kDirect also for create_cq CQs, which
+  // their owner polls.
+  PollContext poll_context() const;
+  // DIRECT only: polls up to `budget` completions in batches of 8 and calls
+  // each one's wr_cqe->done; returns how many (like ib_process_cq_direct).
+  // EINVAL on a CQ that is processed by the device.
+  Result<int> process_direct(int budget);
+  // Completions dispatched to wr_cqe->done.
+  std::uint64_t completions_processed() const;
+  // Successful completions that had no wr_cqe (a consumer bug: counted,
+  // never dereferenced).
+  std::uint64_t completions_without_wr_cqe() const;
+  // Completion events on a DIRECT CQ (a consumer bug: counted).
+  std::uint64_t unexpected_events() const;
+  // Owned by the device's CQ pool.
+  bool shared() const;
 
   std::uint32_t cqe() const;
   std::uint32_t cqn() const;

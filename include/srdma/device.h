@@ -87,6 +87,17 @@ class Device {
   Result<std::unique_ptr<CompletionQueue>> create_cq(const CqInit& init);
   Result<std::unique_ptr<CompChannel>> create_comp_channel();
 
+  // A CQ whose completions the device processes in `ctx` (like
+  // ib_alloc_cq): each completion calls its WR's wr_cqe->done. SOFTIRQ runs
+  // on the vector's thread (budget 256, batches of 16, re-armed with
+  // next-completion | report-missed-events and run again if events were
+  // missed); WORKQUEUE on a worker bound to the vector (budget 65536,
+  // requeued while work remains); UNBOUND_WORKQUEUE on a shared worker pool;
+  // DIRECT by the owner through process_direct(). REQUIRES: every WR posted
+  // against it carries a wr_cqe (or a zero wr_id).
+  Result<std::unique_ptr<CompletionQueue>> alloc_cq(void* cq_context, std::uint32_t nr_cqe,
+                                                    std::uint32_t comp_vector, PollContext ctx);
+
   // Asynchronous events (CQ error, QP fatal, port active ...) go to
   // `handler` on the device's event thread; it may call verbs. Replaces any
   // earlier handler; an empty one drops events.

@@ -17,31 +17,41 @@ CompletionQueue::CompletionQueue(std::unique_ptr<detail::CqState> s, void* conte
 
 CompletionQueue::~CompletionQueue() {
   if (!state_ || state_->destroyed) return;
+  state_->shared = false;  // its owner, the pool, is releasing it
   if (!destroy()) {
     // QPs still complete into it: the device keeps it for them, but nothing
     // may call back into this object any more.
     state_->cq->set_event_handler(nullptr);
     state_->cq->eq()->cancel(state_->cq.get());
+    if (state_->worker) state_->worker->cancel(state_.get());
     if (state_->channel) state_->channel->channel->forget(state_->cq.get());
   }
 }
 
 int CompletionQueue::poll(std::span<Wc> wc) { return state_->cq->poll(wc); }
 Result<int> CompletionQueue::req_notify(std::uint32_t flags) { return state_->cq->req_notify(flags); }
+static std::unexpected<Error> shared_refusal(const char* verb) {
+  return make_error(EOPNOTSUPP, fmt::format("{} is refused on a shared (pool) CQ", verb));
+}
+
 Result<void> CompletionQueue::resize(std::uint32_t cqe) {
+  if (state_->shared) return shared_refusal("resize");
   return state_->cq->resize(cqe, static_cast<std::uint32_t>(state_->device->hca->profile().max_cqe));
 }
 Result<void> CompletionQueue::modify(std::uint16_t count, std::uint16_t usec) {
+  if (state_->shared) return shared_refusal("changing moderation");
   return state_->cq->modify(count, usec);
 }
 
 Result<void> CompletionQueue::destroy() {
+  if (state_->shared) return shared_refusal("destroy");
   if (state_->destroyed) return make_error(EINVAL, "the CQ is already destroyed");
   if (state_->channel && state_->channel->channel->unacked(state_->cq.get()) > 0)
     return make_error(EBUSY, "the CQ has unacknowledged channel events (ack_events first)");
   auto r = state_->device->hca->destroy_cq(state_->cq);
   if (!r) return r;
   state_->cq->set_event_handler(nullptr);
+  if (state_->worker) state_->worker->cancel(state_.get());
   if (state_->channel) state_->channel->channel->forget(state_->cq.get());
   state_->destroyed = true;
   return {};

@@ -8,10 +8,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "hca/comp_channel.h"
+#include "core/work_queue.h"
 #include "hca/soft_hca.h"
+#include "srdma/poll_context.h"
 
 namespace srdma::detail {
 
@@ -20,6 +24,13 @@ struct ChannelState;
 struct DeviceState {
   std::string name;
   std::shared_ptr<hca::SoftHca> hca;
+
+  // Workers for the WORKQUEUE (one per vector) and UNBOUND poll contexts,
+  // started on first use.
+  std::once_flag workers_once;
+  std::vector<std::unique_ptr<core::WorkQueue>> vector_workers;
+  std::unique_ptr<core::WorkQueue> unbound_worker;
+  void start_workers();
 };
 
 struct PdState {
@@ -38,6 +49,14 @@ struct CqState {
   std::shared_ptr<hca::Cq> cq;
   std::shared_ptr<ChannelState> channel;  // when bound to one
   bool destroyed = false;
+  // alloc_cq CQs: how they are processed, and counters.
+  PollContext ctx = PollContext::kDirect;
+  bool processed = false;  // SOFTIRQ, WORKQUEUE or UNBOUND (the device polls)
+  bool shared = false;     // owned by the CQ pool
+  core::WorkQueue* worker = nullptr;  // WORKQUEUE / UNBOUND
+  std::atomic<std::uint64_t> completions{0};
+  std::atomic<std::uint64_t> without_wr_cqe{0};
+  std::atomic<std::uint64_t> unexpected_events{0};
 };
 
 struct ChannelState {
