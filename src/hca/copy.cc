@@ -66,8 +66,8 @@ const CopyPlan& plan() {
 
 }  // namespace
 
-void copy_bytes(void* dst, const void* src, std::size_t n) {
-  if (n >= 256 && plan().use_vector_loop[size_class(n)])
+void copy_bytes_large(void* dst, const void* src, std::size_t n) {
+  if (plan().use_vector_loop[size_class(n)])
     vector_copy(dst, src, n);
   else
     std::memcpy(dst, src, n);
@@ -77,7 +77,7 @@ const char* copy_routine_for(std::size_t n) {
   return n >= 256 && plan().use_vector_loop[size_class(n)] ? vector_copy_name() : "memcpy";
 }
 
-std::size_t copy_pieces(std::span<const MemPiece> dst, std::span<const MemPiece> src) {
+std::size_t copy_pieces_general(std::span<const MemPiece> dst, std::span<const MemPiece> src) {
   std::size_t di = 0, si = 0, doff = 0, soff = 0, total = 0;
   while (di < dst.size() && si < src.size()) {
     std::size_t n = std::min(dst[di].length - doff, src[si].length - soff);

@@ -6,19 +6,36 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <span>
 
 #include "srdma/translation.h"
 
 namespace srdma::hca {
 
-void copy_bytes(void* dst, const void* src, std::size_t n);
+// Below 256 bytes always memcpy (inline: the small-message path).
+void copy_bytes_large(void* dst, const void* src, std::size_t n);
+inline void copy_bytes(void* dst, const void* src, std::size_t n) {
+  if (n < 256) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  copy_bytes_large(dst, src, n);
+}
 
 // "memcpy" or the vector loop's name: what copy_bytes uses for n bytes here.
 const char* copy_routine_for(std::size_t n);
 
 // Copies min(total of dst, total of src) bytes from the src pieces into the
 // dst pieces, in order. Returns the bytes copied.
-std::size_t copy_pieces(std::span<const MemPiece> dst, std::span<const MemPiece> src);
+std::size_t copy_pieces_general(std::span<const MemPiece> dst, std::span<const MemPiece> src);
+inline std::size_t copy_pieces(std::span<const MemPiece> dst, std::span<const MemPiece> src) {
+  if (dst.size() == 1 && src.size() == 1) {  // the common case: one run each
+    const std::size_t n = dst[0].length < src[0].length ? dst[0].length : src[0].length;
+    copy_bytes(dst[0].addr, src[0].addr, n);
+    return n;
+  }
+  return copy_pieces_general(dst, src);
+}
 
 }  // namespace srdma::hca

@@ -121,7 +121,8 @@ bool Cq::push(const Wc& wc, bool solicited) {
                                wc.status != WcStatus::kSuccess;
         if (qualifies) sched = on_qualifying_locked(&when);
       }
-      cqes_written_.fetch_add(1, std::memory_order_relaxed);
+      // Written only under mu_: a plain increment, no locked instruction.
+      cqes_written_.store(cqes_written_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       if (eq_ != nullptr) eq_->count_cqes(1);
       written = true;
     }

@@ -25,7 +25,7 @@
 //
 // Invariants / memory ordering: the ring (ring_, head_, count_), the arming
 // state (armed_, event_due_, timer_*), moderation and the handlers are
-// guarded by `mu_`. A CQE becomes visible to poll() by the push's unlock of
+// guarded by `mu_` (a FastMutex, see fast_mutex.h). A CQE becomes visible to poll() by the push's unlock of
 // mu_ (release) and the poll's lock (acquire). `error_` only goes false ->
 // true, under mu_ (so the overrun handler runs once); it is also read
 // without the lock (acquire). `cqe_` mirrors ring_.size() for lock-free
@@ -44,6 +44,7 @@
 #include <span>
 #include <vector>
 
+#include "hca/fast_mutex.h"
 #include "srdma/status.h"
 #include "srdma/wc.h"
 
@@ -143,7 +144,7 @@ class Cq {
   void* const context_;
   EventQueue* const eq_;
 
-  mutable std::mutex mu_;  // guards everything below up to the atomics
+  mutable FastMutex mu_;  // guards everything below up to the atomics
   std::vector<Wc> ring_;
   std::uint32_t head_ = 0, count_ = 0;  // oldest CQE, CQEs waiting
   std::uint32_t armed_ = 0;             // NOTIFY_NEXT_COMP | NOTIFY_SOLICITED bits, 0 = disarmed

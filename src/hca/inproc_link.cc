@@ -1,5 +1,6 @@
 #include "hca/inproc_link.h"
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
@@ -18,15 +19,18 @@ struct Registry {
   std::atomic<std::uint64_t> generation{1};
 };
 
-// Each thread remembers the last destination it sent to: a stream of
-// messages to one peer then costs a generation check and a weak_ptr lock
-// instead of the registry's lock and lookup.
+// Each thread remembers the last destinations it sent to (one per slot of a
+// small direct-mapped table, so that a request/response pair of devices
+// does not evict itself): a stream of messages to one peer then costs a
+// generation check and a weak_ptr lock instead of the registry's lock and
+// lookup.
 struct Route {
   std::uint64_t addr = 0;
   std::uint64_t generation = 0;
   std::weak_ptr<SoftHca> dev;
 };
-thread_local Route tls_route;
+constexpr std::size_t kRoutes = 4;
+thread_local std::array<Route, kRoutes> tls_routes;
 
 Registry& registry() {
   static Registry r;
@@ -59,7 +63,7 @@ bool InprocLink::knows(std::uint64_t addr) const {
 
 bool InprocLink::send(Message&& msg) {
   std::shared_ptr<SoftHca> dst;
-  Route& route = tls_route;
+  Route& route = tls_routes[msg.dst_addr % kRoutes];
   if (route.addr == msg.dst_addr &&
       route.generation == registry().generation.load(std::memory_order_acquire)) {
     dst = route.dev.lock();

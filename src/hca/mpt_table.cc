@@ -13,7 +13,8 @@ Result<MptTable> MptTable::create(std::uint32_t num, std::uint32_t reserved) {
   return MptTable(std::move(*a));
 }
 
-MptTable::MptTable(alloc::IndexAllocator a) : alloc_(std::move(a)), entries_(alloc_.num()) {}
+MptTable::MptTable(alloc::IndexAllocator a)
+    : alloc_(std::move(a)), index_mask_(alloc_.num() - 1), entries_(alloc_.num()) {}
 
 Result<std::uint32_t> MptTable::alloc_key() {
   auto v = alloc_.alloc();
@@ -25,10 +26,6 @@ Result<void> MptTable::free_key(std::uint32_t key) {
   auto r = alloc_.free(key_to_hw_index(key));
   if (!r) return make_error(EINVAL, fmt::format("key {:#x}: {}", key, r.error().reason));
   return {};
-}
-
-std::uint32_t MptTable::index_of(std::uint32_t key) const {
-  return key_to_hw_index(key) & (alloc_.num() - 1);
 }
 
 }  // namespace srdma::hca

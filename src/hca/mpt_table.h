@@ -15,6 +15,7 @@
 
 #include "alloc/index_allocator.h"
 #include "alloc/zeroed_array.h"
+#include "hca/keys.h"
 #include "hca/seqlock.h"
 #include "srdma/status.h"
 
@@ -66,7 +67,7 @@ class MptTable {
   // EINVAL unless `key` is exactly a key alloc_key() handed out and not freed.
   Result<void> free_key(std::uint32_t key);
 
-  std::uint32_t index_of(std::uint32_t key) const;
+  std::uint32_t index_of(std::uint32_t key) const { return key_to_hw_index(key) & index_mask_; }
   MptFields read(std::uint32_t index, std::uint64_t* version = nullptr) const {
     return entries_[index].cell.load(version);
   }
@@ -83,6 +84,7 @@ class MptTable {
   explicit MptTable(alloc::IndexAllocator a);
 
   alloc::IndexAllocator alloc_;
+  std::uint32_t index_mask_;  // num() - 1
   alloc::ZeroedArray<MptEntry> entries_;
 };
 

@@ -16,12 +16,21 @@ class PieceList {
  public:
   static constexpr std::size_t kInline = 4;
 
+  // The inline slots are left uninitialized (only [0, size_) is ever read):
+  // a Message is built per work request, and zeroing four pieces is most
+  // of its construction.
+  PieceList() {}
+  PieceList(const PieceList&) = default;
+  PieceList(PieceList&&) = default;
+  PieceList& operator=(const PieceList&) = default;
+  PieceList& operator=(PieceList&&) = default;
+
   void push_back(MemPiece p) {
     if (size_ < kInline) {
       inline_[size_++] = p;
       return;
     }
-    if (size_ == kInline) spill_.assign(inline_.begin(), inline_.end());
+    if (size_ == kInline) spill_.assign(inline_, inline_ + kInline);
     spill_.push_back(p);
     ++size_;
   }
@@ -32,11 +41,13 @@ class PieceList {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const MemPiece& front() const { return data()[0]; }
-  const MemPiece* data() const { return size_ <= kInline ? inline_.data() : spill_.data(); }
+  const MemPiece* data() const { return size_ <= kInline ? inline_ : spill_.data(); }
   operator std::span<const MemPiece>() const { return {data(), size_}; }
 
  private:
-  std::array<MemPiece, kInline> inline_{};
+  union {
+    MemPiece inline_[kInline];  // [0, min(size_, kInline)) are written
+  };
   std::vector<MemPiece> spill_;  // all pieces, once there are more than kInline
   std::size_t size_ = 0;
 };

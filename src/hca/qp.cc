@@ -243,7 +243,7 @@ void Qp::on_timer() {
   {
     std::lock_guard lock(sq_mu_);
     timer_armed_ = {};
-    run_send_side();
+    run_send_side(/*check_timeout=*/true);
   }
   if (inbox_ready_.load(std::memory_order_acquire)) kick();
 }

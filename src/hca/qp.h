@@ -13,6 +13,8 @@
 // `inbox_` (its own small lock) and are drained by the holder of sq_mu_;
 // kick() makes sure some thread drains them. Lock order: sq_mu_ of one QP,
 // then rq_mu_ of any QP, then inbox/CQ locks. Never rq_mu_ then sq_mu_.
+// The three are FastMutex (fast_mutex.h): same acquire/release ordering as
+// std::mutex, cheaper uncontended.
 #pragma once
 
 #include <atomic>
@@ -22,6 +24,7 @@
 #include <mutex>
 #include <vector>
 
+#include "hca/fast_mutex.h"
 #include "hca/message.h"
 #include "srdma/qp_attr.h"
 #include "srdma/status.h"
@@ -127,7 +130,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   enum class ReqStep { kIdle, kSend, kWaitRnr, kFlush };  // requester.cc state machine
 
   // Send side, REQUIRES sq_mu_.
-  void run_send_side();
+  // check_timeout: the engine timer's run (see requester.cc).
+  void run_send_side(bool check_timeout = false);
   ReqStep requester_next_step();
   void requester_send_one();
   void completer_handle(Message& msg);
@@ -158,7 +162,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   mutable std::mutex attr_mu_;  // guards attr_
   QpAttr attr_;
 
-  std::mutex sq_mu_;  // guards sq_, sq_prod_, req_, comp_
+  FastMutex sq_mu_;  // guards sq_, sq_prod_, req_, comp_
   std::vector<SendWqe> sq_;
   std::uint64_t sq_prod_ = 0;
   RequesterState req_;
@@ -167,7 +171,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::vector<Message> drain_;        // the inbox's other half, reused
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
 
-  std::mutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_
+  FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_
   std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first
   std::uint64_t rq_head_ = 0, rq_tail_ = 0;
   bool rq_empty() const { return rq_head_ == rq_tail_; }
@@ -176,7 +180,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   RecvWqe& take_recv() { return rq_[rq_head_++ % rq_.size()]; }
   ResponderState resp_;
 
-  std::mutex inbox_mu_;  // guards inbox_
+  FastMutex inbox_mu_;  // guards inbox_
   std::vector<Message> inbox_;
   std::atomic<bool> inbox_ready_{false};
 

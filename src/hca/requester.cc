@@ -12,7 +12,11 @@
 
 namespace srdma::hca {
 
-void Qp::run_send_side() {
+void Qp::run_send_side(bool check_timeout) {
+  // The transport timeout is checked only when the engine timer runs us
+  // (once, after draining the responses already here):
+  // whenever comp_.timeout_at is set, a timer at or before it is pending
+  // (arm_timer), so checking on every post would only cost a clock read.
   for (;;) {
     // Completer first: responses retire WQEs and may stop the requester.
     if (inbox_ready_.load(std::memory_order_acquire)) {
@@ -25,7 +29,10 @@ void Qp::run_send_side() {
       drain_.clear();
       continue;
     }
-    completer_check_timeout();
+    if (check_timeout) {  // once, after the responses that are here
+      check_timeout = false;
+      completer_check_timeout();
+    }
     switch (requester_next_step()) {
       case ReqStep::kIdle:
         return;
@@ -48,7 +55,10 @@ Qp::ReqStep Qp::requester_next_step() {
   // SQD drains: what is outstanding completes, nothing new is sent.
   if (s != QpState::kRts) return ReqStep::kIdle;
   if (req_.next == sq_prod_) return ReqStep::kIdle;
-  if (req_.rnr_until != Clock::time_point{} && Clock::now() < req_.rnr_until) return ReqStep::kWaitRnr;
+  if (req_.rnr_until != Clock::time_point{}) [[unlikely]] {
+    if (Clock::now() < req_.rnr_until) return ReqStep::kWaitRnr;
+    req_.rnr_until = {};  // the wait is over: no more clock reads
+  }
   return ReqStep::kSend;
 }
 

@@ -42,6 +42,7 @@ class Seqlock {
         cpu_relax();
         continue;
       }
+#pragma GCC unroll 8
       for (std::size_t i = 0; i < kWords; ++i) {
         std::uint64_t w = std::atomic_ref<const std::uint64_t>(words_[i]).load(std::memory_order_relaxed);
         std::memcpy(dst + 8 * i, &w, 8);

@@ -132,35 +132,13 @@ Result<void> SoftHca::dereg_mr(std::uint32_t key) {
   return {};
 }
 
-MptFields SoftHca::lookup_mpt(std::uint32_t index) const {
-  if (auto hit = tpt_.lookup(index)) return *hit;
+MptFields SoftHca::lookup_mpt_miss(std::uint32_t index) const {
   // The line's version first, then the MPT: see tpt_cache.h for why this
   // order makes a fill that races with dereg_mr harmless.
   const std::uint64_t line_version = tpt_.line_version(index);
   MptFields f = mpt_.read(index);
   if (f.is_region() && f.status == kMptStatusHw) tpt_.fill(index, f, line_version);
   return f;
-}
-
-std::expected<Translation, Refusal> SoftHca::translate(std::uint32_t key, std::uint64_t iova,
-                                                       std::uint64_t length, std::uint32_t access,
-                                                       std::uint32_t pdn) const {
-  if (length == 0) return Translation{};
-  std::uint32_t index = mpt_.index_of(key);
-  if (index < mpt_.reserved()) return std::unexpected(Refusal::kUnknownIndex);
-  MptFields f = lookup_mpt(index);
-  if (!f.is_region()) return std::unexpected(Refusal::kUnknownIndex);
-  if (f.key != key) return std::unexpected(Refusal::kKeyMismatch);
-  if (f.status != kMptStatusHw) return std::unexpected(Refusal::kNotHwOwned);
-  if (f.pd != pdn) return std::unexpected(Refusal::kPdMismatch);
-  if ((access & ~std::uint32_t{f.access}) != 0) return std::unexpected(Refusal::kAccessDenied);
-  // Overflow-safe: iova >= start and iova + length <= start + mr length.
-  if (iova < f.start || iova - f.start > f.length || length > f.length - (iova - f.start))
-    return std::unexpected(Refusal::kOutOfBounds);
-  std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
-  std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
-  const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
-  return Translation(mtt, offset, length, f.page_shift);
 }
 
 std::vector<TableUsage> SoftHca::table_usage() const {

@@ -105,7 +105,12 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
  private:
   SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd,
           alloc::IndexAllocator qp, alloc::IndexAllocator cq);
-  MptFields lookup_mpt(std::uint32_t index) const;
+  MptFields lookup_mpt(std::uint32_t index) const {
+    MptFields f;
+    if (tpt_.lookup_into(index, f)) [[likely]] return f;
+    return lookup_mpt_miss(index);
+  }
+  MptFields lookup_mpt_miss(std::uint32_t index) const;
 
   const Profile profile_;
   mutable std::mutex mu_;  // guards the allocators and MPT/MTT writes
@@ -129,5 +134,27 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   std::unordered_map<std::uint32_t, std::shared_ptr<Qp>> qps_;
   std::unordered_map<std::uint32_t, std::weak_ptr<Cq>> cqs_;
 };
+
+// Inline: every data-path byte goes through here.
+inline std::expected<Translation, Refusal> SoftHca::translate(std::uint32_t key, std::uint64_t iova,
+                                                              std::uint64_t length, std::uint32_t access,
+                                                              std::uint32_t pdn) const {
+  if (length == 0) return Translation{};
+  std::uint32_t index = mpt_.index_of(key);
+  if (index < mpt_.reserved()) [[unlikely]] return std::unexpected(Refusal::kUnknownIndex);
+  MptFields f = lookup_mpt(index);
+  if (!f.is_region()) [[unlikely]] return std::unexpected(Refusal::kUnknownIndex);
+  if (f.key != key) [[unlikely]] return std::unexpected(Refusal::kKeyMismatch);
+  if (f.status != kMptStatusHw) [[unlikely]] return std::unexpected(Refusal::kNotHwOwned);
+  if (f.pd != pdn) [[unlikely]] return std::unexpected(Refusal::kPdMismatch);
+  if ((access & ~std::uint32_t{f.access}) != 0) [[unlikely]] return std::unexpected(Refusal::kAccessDenied);
+  // Overflow-safe: iova >= start and iova + length <= start + mr length.
+  if (iova < f.start || iova - f.start > f.length || length > f.length - (iova - f.start)) [[unlikely]]
+    return std::unexpected(Refusal::kOutOfBounds);
+  std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
+  std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
+  const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
+  return Translation(mtt, offset, length, f.page_shift);
+}
 
 }  // namespace srdma::hca

@@ -1,6 +1,8 @@
 // The software device's queues: CQs on completion vectors, QPs, message
 // dispatch from the link, and the engine's threads (started on first use).
 #include <algorithm>
+#include <array>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -9,6 +11,28 @@
 #include "hca/soft_hca.h"
 
 namespace srdma::hca {
+namespace {
+
+// Bumped (under the device's queues_mu_) by every QP creation and
+// destruction on any device; a cached dispatch entry is good while the
+// generation it was taken at is current.
+std::atomic<std::uint64_t> qp_generation{1};
+
+// Each thread remembers the last QPs it delivered to (a few, for ping-pong
+// and request/response pairs): a stream of messages to one QP then costs a
+// generation check and a weak_ptr lock instead of the device's shared lock
+// and hash lookup. Keyed by the device's address (never reused) and the
+// full QPN.
+struct QpRoute {
+  std::uint64_t generation = 0;
+  std::uint64_t dev_addr = 0;
+  std::uint32_t qpn = 0;
+  std::weak_ptr<Qp> qp;
+};
+constexpr std::size_t kQpRoutes = 4;
+thread_local std::array<QpRoute, kQpRoutes> tls_qp_routes;
+
+}  // namespace
 
 SoftHca::~SoftHca() {
   InprocLink::instance().detach(address_);
@@ -130,6 +154,7 @@ Result<std::shared_ptr<Qp>> SoftHca::create_qp(QpInit init) {
   // Published only once built: a message can find it from now on.
   std::unique_lock lock(queues_mu_);
   qps_[qpn & 0xffffff] = qp;
+  qp_generation.fetch_add(1, std::memory_order_release);
   return qp;
 }
 
@@ -138,6 +163,7 @@ Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
     std::unique_lock lock(queues_mu_);
     if (qps_.erase(qp->qpn() & 0xffffff) == 0)
       return make_error(EINVAL, fmt::format("QP {:#x} is not on this device", qp->qpn()));
+    qp_generation.fetch_add(1, std::memory_order_release);
   }
   qp->send_cq()->usecnt.fetch_sub(1);
   qp->recv_cq()->usecnt.fetch_sub(1);
@@ -148,10 +174,19 @@ Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
 
 void SoftHca::receive(Message&& msg) {
   std::shared_ptr<Qp> qp;
-  {
-    std::shared_lock lock(queues_mu_);
-    auto it = qps_.find(msg.dst_qpn & 0xffffff);
-    if (it != qps_.end()) qp = it->second;
+  QpRoute& route = tls_qp_routes[(msg.dst_qpn ^ address_) % kQpRoutes];
+  // The generation is read before the table: an entry cached below is
+  // tagged no newer than the table it came from.
+  const std::uint64_t generation = qp_generation.load(std::memory_order_acquire);
+  if (route.generation == generation && route.dev_addr == address_ && route.qpn == msg.dst_qpn) {
+    qp = route.qp.lock();
+  } else {
+    {
+      std::shared_lock lock(queues_mu_);
+      auto it = qps_.find(msg.dst_qpn & 0xffffff);
+      if (it != qps_.end()) qp = it->second;
+    }
+    if (qp && qp->qpn() == msg.dst_qpn) route = QpRoute{generation, address_, msg.dst_qpn, qp};
   }
   if (!qp || qp->qpn() != msg.dst_qpn) return;  // no such QP: dropped (IBA 9.6.1.5)
   if (is_request(msg.op))

@@ -23,7 +23,6 @@ SlotPool& pool() {
   return *p;
 }
 
-thread_local unsigned tls_slot = kNoSlot;
 
 struct SlotOwner {
   unsigned id = kNoSlot;
@@ -32,7 +31,7 @@ struct SlotOwner {
     SlotPool& p = pool();
     std::lock_guard lock(p.mu);
     p.free_ids.push_back(id);
-    tls_slot = kNoSlot;
+    tpt_counter_slot = kNoSlot;
   }
 };
 
@@ -50,17 +49,17 @@ struct SlotOwner {
     }
   }
   owner.id = id;
-  tls_slot = id;
+  tpt_counter_slot = id;
   return id;
 }
 
 }  // namespace
 
-void TptCache::count(bool hit) const {
-  unsigned s = tls_slot;
-  if (s == kNoSlot) [[unlikely]] s = acquire_slot();
+void TptCache::count_slow(bool hit) const {
+  unsigned s = tpt_counter_slot;
+  if (s == kNoSlot) s = acquire_slot();
   std::atomic<std::uint64_t>& c = hit ? counters_[s].hits : counters_[s].misses;
-  if (s < kCounterSlots) [[likely]]
+  if (s < kCounterSlots)
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // sole writer
   else
     c.fetch_add(1, std::memory_order_relaxed);
@@ -76,16 +75,6 @@ std::uint64_t TptCache::misses() const {
   std::uint64_t n = 0;
   for (const Counters& c : counters_) n += c.misses.load(std::memory_order_relaxed);
   return n;
-}
-
-std::optional<MptFields> TptCache::lookup(std::uint32_t index) const {
-  Line l = lines_[slot(index)].load();
-  if (l.index == index && l.epoch == epoch_.load(std::memory_order_acquire)) {
-    count(true);
-    return l.fields;
-  }
-  count(false);
-  return std::nullopt;
 }
 
 void TptCache::fill(std::uint32_t index, const MptFields& f, std::uint64_t line_version) {

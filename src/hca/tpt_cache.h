@@ -40,12 +40,27 @@
 
 namespace srdma::hca {
 
+// This thread's counter slot (see Counters below); ~0u until its first count.
+inline thread_local unsigned tpt_counter_slot = ~0u;
+
 class TptCache {
  public:
   static constexpr std::size_t kLines = 256;
   static constexpr unsigned kCounterSlots = 32;
 
-  std::optional<MptFields> lookup(std::uint32_t index) const;
+  std::optional<MptFields> lookup(std::uint32_t index) const {
+    MptFields f;
+    if (lookup_into(index, f)) return f;
+    return std::nullopt;
+  }
+  // The same lookup (and count) for the data path: fills `out` on a hit.
+  bool lookup_into(std::uint32_t index, MptFields& out) const {
+    Line l = lines_[slot(index)].load();
+    const bool hit = l.index == index && l.epoch == epoch_.load(std::memory_order_acquire);
+    count(hit);
+    if (hit) out = l.fields;
+    return hit;
+  }
   // The version to pass to fill(); read it before reading the MPT.
   std::uint64_t line_version(std::uint32_t index) const { return lines_[slot(index)].version(); }
   void fill(std::uint32_t index, const MptFields& f, std::uint64_t line_version);
@@ -68,7 +83,13 @@ class TptCache {
     std::atomic<std::uint64_t> misses{0};
   };
   static std::size_t slot(std::uint32_t index) { return index % kLines; }
-  void count(bool hit) const;
+  void count(bool hit) const {
+    unsigned s = tpt_counter_slot;
+    if (s >= kCounterSlots) [[unlikely]] return count_slow(hit);
+    std::atomic<std::uint64_t>& c = hit ? counters_[s].hits : counters_[s].misses;
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // sole writer
+  }
+  void count_slow(bool hit) const;
 
   alignas(64) std::array<Seqlock<Line>, kLines> lines_{};
   alignas(64) std::atomic<std::uint32_t> epoch_{1};
