@@ -104,7 +104,7 @@ TEST_P(PollContexts, EveryCompletionReachesItsDoneOnce) {
 INSTANTIATE_TEST_SUITE_P(Processed, PollContexts,
                          ::testing::Values(PollContext::kSoftirq, PollContext::kWorkqueue,
                                            PollContext::kUnboundWorkqueue),
-                         [](const auto& info) { return std::string(poll_context_name(info.param)); });
+                         [](const auto& param_info) { return std::string(poll_context_name(param_info.param)); });
 
 TEST(PollContexts, DirectIsPolledByItsOwnerInBatches) {
   Link l(PollContext::kDirect);

@@ -24,6 +24,7 @@ namespace detail {
 struct DeviceState;
 struct CqState;
 struct ChannelState;
+struct CqAccess;
 }  // namespace detail
 
 // req_notify flags (IB_CQ_NEXT_COMP, IB_CQ_SOLICITED, IB_CQ_REPORT_MISSED_EVENTS).
@@ -88,6 +89,7 @@ class CompletionQueue {
   friend class Device;
   friend class ProtectionDomain;
   friend class CompChannel;
+  friend struct detail::CqAccess;
   CompletionQueue(std::unique_ptr<detail::CqState> s, void* context);
   std::unique_ptr<detail::CqState> state_;
   void* context_;
@@ -108,6 +110,7 @@ class CompChannel {
 
  private:
   friend class Device;
+  friend struct detail::CqAccess;
   explicit CompChannel(std::shared_ptr<detail::ChannelState> s);
   std::shared_ptr<detail::ChannelState> state_;  // shared with the CQs bound to it
 };

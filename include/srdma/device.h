@@ -14,6 +14,7 @@
 
 #include "srdma/async_event.h"
 #include "srdma/cq.h"
+#include "srdma/cq_pool.h"
 #include "srdma/pd.h"
 #include "srdma/profile.h"
 #include "srdma/status.h"
@@ -97,6 +98,25 @@ class Device {
   // against it carries a wr_cqe (or a zero wr_id).
   Result<std::unique_ptr<CompletionQueue>> alloc_cq(void* cq_context, std::uint32_t nr_cqe,
                                                     std::uint32_t comp_vector, PollContext ctx);
+
+  // --- The shared CQ pool (like ib_cq_pool_get / ib_cq_pool_put) ---
+  // Reserves nr_cqe entries on a pool CQ of poll context `ctx` on vector
+  // hint mod n, n = min(num_comp_vectors, online CPUs); a negative hint
+  // means round robin (per device). The least used CQ with room is chosen;
+  // a miss grows the pool by one CQ per vector of min(max_cqe, max(nr_cqe,
+  // 4096)) entries. EINVAL for nr_cqe 0 or above max_cqe, for DIRECT, for
+  // n == 0. The CQ has no cq_context: completions find their queue through
+  // the QP's context. The CQ stays the pool's: destroy, resize and modify
+  // answer EOPNOTSUPP.
+  Result<CompletionQueue*> cq_pool_get(std::uint32_t nr_cqe, int comp_vector_hint, PollContext ctx);
+  // EINVAL (nothing changed) for a CQ not from the pool or more than it has
+  // reserved.
+  Result<void> cq_pool_put(CompletionQueue* cq, std::uint32_t nr_cqe);
+  // cq_pool_get as an RAII lease.
+  Result<CqLease> cq_pool_lease(std::uint32_t nr_cqe, int comp_vector_hint, PollContext ctx);
+  // Frees every pool CQ with nothing reserved; how many.
+  std::size_t cq_pool_trim();
+  std::vector<PoolCqStats> cq_pool_stats() const;
 
   // Asynchronous events (CQ error, QP fatal, port active ...) go to
   // `handler` on the device's event thread; it may call verbs. Replaces any

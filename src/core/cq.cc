@@ -36,7 +36,7 @@ static std::unexpected<Error> shared_refusal(const char* verb) {
 
 Result<void> CompletionQueue::resize(std::uint32_t cqe) {
   if (state_->shared) return shared_refusal("resize");
-  return state_->cq->resize(cqe, static_cast<std::uint32_t>(state_->device->hca->profile().max_cqe));
+  return state_->cq->resize(cqe, static_cast<std::uint32_t>(state_->hca->profile().max_cqe));
 }
 Result<void> CompletionQueue::modify(std::uint16_t count, std::uint16_t usec) {
   if (state_->shared) return shared_refusal("changing moderation");
@@ -48,7 +48,7 @@ Result<void> CompletionQueue::destroy() {
   if (state_->destroyed) return make_error(EINVAL, "the CQ is already destroyed");
   if (state_->channel && state_->channel->channel->unacked(state_->cq.get()) > 0)
     return make_error(EBUSY, "the CQ has unacknowledged channel events (ack_events first)");
-  auto r = state_->device->hca->destroy_cq(state_->cq);
+  auto r = state_->hca->destroy_cq(state_->cq);
   if (!r) return r;
   state_->cq->set_event_handler(nullptr);
   if (state_->worker) state_->worker->cancel(state_.get());
@@ -88,14 +88,23 @@ Result<std::unique_ptr<CompChannel>> Device::create_comp_channel() {
 }
 
 Result<std::unique_ptr<CompletionQueue>> Device::create_cq(const CqInit& init) {
+  return detail::CqAccess::create_cq(*state_, state_, init);
+}
+
+Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::create_cq(DeviceState& dev,
+                                                                    std::shared_ptr<DeviceState> keep,
+                                                                    const CqInit& init) {
   if (init.channel && init.handler)
     return make_error(EINVAL, "a CQ's events go to a channel or to a handler, not both");
+  if (dev.removed) return make_error(ENODEV, "the device has been removed");
   auto s = std::make_unique<detail::CqState>();
-  s->device = state_;
+  s->device = std::move(keep);
+  s->owner = &dev;
+  s->hca = dev.hca;
   auto public_cq = std::unique_ptr<CompletionQueue>(new CompletionQueue(std::move(s), init.context));
   // The device CQ's context is the public object, so channel events and
   // handlers can find it.
-  auto cq = state_->hca->create_cq(init.cqe, init.comp_vector, public_cq.get());
+  auto cq = dev.hca->create_cq(init.cqe, init.comp_vector, public_cq.get());
   if (!cq) {
     public_cq->state_->destroyed = true;
     return std::unexpected(cq.error());

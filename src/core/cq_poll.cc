@@ -66,7 +66,14 @@ void detail::DeviceState::start_workers() {
 
 Result<std::unique_ptr<CompletionQueue>> Device::alloc_cq(void* cq_context, std::uint32_t nr_cqe,
                                                           std::uint32_t comp_vector, PollContext ctx) {
-  auto cq = create_cq(CqInit{.cqe = nr_cqe, .comp_vector = comp_vector, .context = cq_context});
+  return detail::CqAccess::alloc_cq(*state_, state_, cq_context, nr_cqe, comp_vector, ctx);
+}
+
+Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::alloc_cq(DeviceState& dev,
+                                                                   std::shared_ptr<DeviceState> keep,
+                                                                   void* cq_context, std::uint32_t nr_cqe,
+                                                                   std::uint32_t comp_vector, PollContext ctx) {
+  auto cq = create_cq(dev, std::move(keep), CqInit{.cqe = nr_cqe, .comp_vector = comp_vector, .context = cq_context});
   if (!cq) return cq;
   detail::CqState& s = *(*cq)->state_;
   s.ctx = ctx;
@@ -87,9 +94,9 @@ Result<std::unique_ptr<CompletionQueue>> Device::alloc_cq(void* cq_context, std:
       break;
     case PollContext::kWorkqueue:
     case PollContext::kUnboundWorkqueue: {
-      state_->start_workers();
-      s.worker = ctx == PollContext::kWorkqueue ? state_->vector_workers.at(comp_vector).get()
-                                                : state_->unbound_worker.get();
+      dev.start_workers();
+      s.worker = ctx == PollContext::kWorkqueue ? dev.vector_workers.at(comp_vector).get()
+                                                : dev.unbound_worker.get();
       // The event queues work; the work requeues itself while work remains.
       auto work = std::make_shared<std::function<void()>>();
       *work = [pub, &s, weak = std::weak_ptr<std::function<void()>>(work)] {

@@ -14,6 +14,7 @@ Result<Device> Device::open(const Profile& profile, std::string name) {
   auto s = std::make_shared<detail::DeviceState>();
   s->name = std::move(name);
   s->hca = std::move(*hca);
+  detail::init_cq_pool(*s);
   return Device(std::move(s));
 }
 

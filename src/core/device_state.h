@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "hca/comp_channel.h"
+#include "core/cq_pool.h"
 #include "core/work_queue.h"
 #include "hca/soft_hca.h"
+#include "srdma/cq.h"
 #include "srdma/poll_context.h"
 
 namespace srdma::detail {
@@ -31,6 +33,12 @@ struct DeviceState {
   std::vector<std::unique_ptr<core::WorkQueue>> vector_workers;
   std::unique_ptr<core::WorkQueue> unbound_worker;
   void start_workers();
+
+  // The shared CQ pool, created with the device, freed before the workers
+  // its CQs may use (members are destroyed in reverse order).
+  std::unique_ptr<core::CqPool::Backend> pool_backend;
+  std::unique_ptr<core::CqPool> cq_pool;
+  std::atomic<bool> removed{false};
 };
 
 struct PdState {
@@ -45,7 +53,11 @@ struct PdState {
 };
 
 struct CqState {
+  // The owner's CQs keep the device open; the pool's CQs must not (the
+  // device owns the pool), so for them `device` is null.
   std::shared_ptr<DeviceState> device;
+  DeviceState* owner = nullptr;
+  std::shared_ptr<hca::SoftHca> hca;
   std::shared_ptr<hca::Cq> cq;
   std::shared_ptr<ChannelState> channel;  // when bound to one
   bool destroyed = false;
@@ -67,6 +79,20 @@ struct QpState {
   std::shared_ptr<PdState> pd;
   std::shared_ptr<hca::Qp> qp;
   bool destroyed = false;
+};
+
+// Creates the device's CQ pool (device_cq_pool.cc).
+void init_cq_pool(DeviceState& dev);
+
+// CQ creation, shared by Device and the pool. `keep` is the device's
+// shared state for the owner's CQs, null for the pool's.
+struct CqAccess {
+  static Result<std::unique_ptr<CompletionQueue>> create_cq(DeviceState& dev, std::shared_ptr<DeviceState> keep,
+                                                            const CqInit& init);
+  static Result<std::unique_ptr<CompletionQueue>> alloc_cq(DeviceState& dev, std::shared_ptr<DeviceState> keep,
+                                                           void* cq_context, std::uint32_t nr_cqe,
+                                                           std::uint32_t comp_vector, PollContext ctx);
+  static CqState& state(CompletionQueue& cq) { return *cq.state_; }
 };
 
 }  // namespace srdma::detail

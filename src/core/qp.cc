@@ -35,7 +35,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
   auto* dev = state_->device.get();
   for (CompletionQueue* cq : {init.send_cq, init.recv_cq})
-    if (cq->state_->destroyed || cq->state_->device.get() != dev)
+    if (cq->state_->destroyed || cq->state_->owner != dev)
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
   hca::QpInit hi{state_->pdn, init.send_cq->state_->cq, init.recv_cq->state_->cq, init.cap, init.sq_sig_all,
                  init.qp_context};

@@ -1,0 +1,146 @@
+// The device's shared CQ pool: real processed CQs, leases, refusals, QPs
+// sharing a CQ within their reservations, and concurrent get/put.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "srdma/access.h"
+#include "srdma/device.h"
+
+namespace srdma {
+namespace {
+
+Profile profile() {
+  Profile p;
+  p.num_mpt = 1 << 10;
+  p.num_mtt_segs = 1 << 12;
+  p.fmr_reserved_mtt_segs = 1 << 10;
+  p.num_qp = 256;
+  p.num_cq = 256;
+  p.num_comp_vectors = 2;
+  return p;
+}
+
+TEST(DeviceCqPool, PoolCqsAreSharedAndProcessed) {
+  auto dev = Device::open(profile()).value();
+  CompletionQueue* cq = dev.cq_pool_get(100, 1, PollContext::kSoftirq).value();
+  EXPECT_TRUE(cq->shared());
+  EXPECT_EQ(cq->poll_context(), PollContext::kSoftirq);
+  EXPECT_EQ(cq->comp_vector(), 1u % std::min(2u, std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_EQ(cq->cqe(), 4096u);
+  EXPECT_EQ(cq->context(), nullptr) << "a pool CQ has no cq_context";
+  EXPECT_EQ(cq->destroy().error().code, EOPNOTSUPP);
+  EXPECT_EQ(cq->resize(8192).error().code, EOPNOTSUPP);
+  EXPECT_EQ(cq->modify(4, 10).error().code, EOPNOTSUPP);
+  EXPECT_EQ(dev.cq_pool_put(cq, 101).error().code, EINVAL);
+  auto own = dev.create_cq(CqInit{.cqe = 8}).value();
+  EXPECT_EQ(dev.cq_pool_put(own.get(), 1).error().code, EINVAL);
+  ASSERT_TRUE(dev.cq_pool_put(cq, 100));
+  EXPECT_EQ(dev.cq_pool_get(1, 0, PollContext::kDirect).error().code, EINVAL);
+  EXPECT_EQ(dev.cq_pool_get(0, 0, PollContext::kSoftirq).error().code, EINVAL);
+  EXPECT_EQ(dev.cq_pool_trim(), dev.cq_pool_stats().size());
+  EXPECT_TRUE(dev.cq_pool_stats().empty());
+}
+
+TEST(DeviceCqPool, LeasesReturnTheirEntries) {
+  auto dev = Device::open(profile()).value();
+  {
+    auto lease = dev.cq_pool_lease(300, 0, PollContext::kWorkqueue).value();
+    EXPECT_EQ(dev.cq_pool_stats()[0].cqe_used, 300u);
+    CqLease moved = std::move(lease);
+    EXPECT_EQ(lease.cq(), nullptr);
+    EXPECT_EQ(dev.cq_pool_stats()[0].cqe_used, 300u);
+  }
+  EXPECT_EQ(dev.cq_pool_stats()[0].cqe_used, 0u);
+}
+
+// Many QP pairs share pool CQs; each reserves what its caps can produce and
+// keeps within them, so no pool CQ overruns.
+TEST(DeviceCqPool, SharedCqNeverOverrunsWithinReservations) {
+  auto da = Device::open(profile()).value(), db = Device::open(profile()).value();
+  auto pa = da.alloc_pd().value(), pb = db.alloc_pd().value();
+  std::vector<std::uint8_t> ba(1 << 16), bb(1 << 16);
+  auto ma = pa.reg_mr(ba.data(), ba.size(), kAccessAll).value();
+  auto mb = pb.reg_mr(bb.data(), bb.size(), kAccessAll).value();
+  struct Done {
+    WrCqe cqe{&Done::done};
+    std::atomic<int> n{0};
+    static void done(CompletionQueue&, const Wc& wc) {
+      ASSERT_EQ(wc.status, WcStatus::kSuccess);
+      ++reinterpret_cast<Done*>(wc.wr_cqe)->n;
+    }
+  } done;
+  constexpr int kPairs = 16, kDepth = 32;
+  std::vector<CqLease> leases;
+  std::vector<std::unique_ptr<QueuePair>> qa, qb;
+  auto peer_cq = db.create_cq(CqInit{.cqe = 4096}).value();
+  for (int i = 0; i < kPairs; ++i) {
+    auto lease = da.cq_pool_lease(kDepth, -1, PollContext::kSoftirq).value();
+    qa.push_back(pa.create_qp(QpInitAttr{lease.cq(), lease.cq(), QpCaps{kDepth, 1, 1, 1, 0}}).value());
+    qb.push_back(pb.create_qp(QpInitAttr{peer_cq.get(), peer_cq.get(), QpCaps{1, 1, 1, 1, 0}}).value());
+    leases.push_back(std::move(lease));
+  }
+  EXPECT_EQ(da.cq_pool_stats().size(), 2u) << "16 x 32 entries fit in one 4096-entry CQ per vector";
+  for (int i = 0; i < kPairs; ++i) {
+    auto up = [](QueuePair& qp, const Device& peer, std::uint32_t qpn) {
+      QpAttr a;
+      a.qp_state = QpState::kInit;
+      a.qp_access_flags = ACCESS_REMOTE_WRITE;
+      ASSERT_TRUE(qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+      a.qp_state = QpState::kRtr;
+      a.dest_addr = peer.address();
+      a.dest_qp_num = qpn;
+      ASSERT_TRUE(qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                   QP_MIN_RNR_TIMER));
+      a.qp_state = QpState::kRts;
+      ASSERT_TRUE(qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+    };
+    up(*qa[i], db, qb[i]->qp_num());
+    up(*qb[i], da, qa[i]->qp_num());
+  }
+  Sge s{reinterpret_cast<std::uint64_t>(ba.data()), 64, ma.lkey()};
+  SendWr w;
+  w.wr_cqe = &done.cqe;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = reinterpret_cast<std::uint64_t>(bb.data());
+  w.rkey = mb.rkey();
+  w.send_flags = SEND_SIGNALED;
+  int posted = 0;
+  for (int round = 0; round < 20; ++round) {
+    for (auto& q : qa)
+      for (int k = 0; k < kDepth; ++k) {
+        auto r = q->post_send(w);
+        if (r) ++posted;
+        else ASSERT_EQ(r.error().code, ENOMEM);  // the send queue is full until completions are processed
+      }
+    for (int t = 0; t < 2000 && done.n.load() < posted; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(done.n.load(), posted);
+  for (const auto& st : da.cq_pool_stats()) {
+    EXPECT_EQ(st.qps, 2 * (st.cqe_used / kDepth)) << "each QP uses it as send and receive CQ";
+    EXPECT_LE(st.cqe_used, st.cqe);
+  }
+  for (auto& q : qa) EXPECT_EQ(q->state(), QpState::kRts) << "no overrun moved a QP to ERR";
+}
+
+TEST(DeviceCqPool, ConcurrentGetPut) {
+  auto dev = Device::open(profile()).value();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        auto lease = dev.cq_pool_lease(1 + (i % 50), t - 2, t % 2 ? PollContext::kSoftirq : PollContext::kUnboundWorkqueue);
+        ASSERT_TRUE(lease);
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& st : dev.cq_pool_stats()) EXPECT_EQ(st.cqe_used, 0u);
+  EXPECT_EQ(dev.cq_pool_stats().size(), 4u) << "one growth per poll context: 2 vectors each";
+}
+
+}  // namespace
+}  // namespace srdma
