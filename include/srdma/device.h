@@ -23,6 +23,11 @@
 
 namespace srdma {
 
+namespace detail {
+struct DeviceState;
+struct ClientAccess;
+}  // namespace detail
+
 // What query_device reports (the fields of ib_device_attr that apply).
 struct DeviceAttr {
   std::string name;
@@ -70,6 +75,16 @@ class Device {
   ~Device() = default;
 
   bool valid() const { return state_ != nullptr; }
+  // Another owning handle on the same device.
+  Device share() const { return Device(state_); }
+
+  // Removes the device (like ib_unregister_device): every client's remove()
+  // runs (there ULPs destroy their QPs and return their pool CQs), then the
+  // CQ pool is freed. Afterwards nothing new can be created (ENODEV); the
+  // memory goes with the last handle. EBUSY if pool CQs were still reserved
+  // (they are freed once their QPs are gone); EINVAL if already removed.
+  Result<void> remove();
+  bool removed() const;
   const std::string& name() const;
   const Profile& profile() const;  // after validation
   DeviceAttr query() const;
@@ -136,6 +151,7 @@ class Device {
   void sync_tpt();
 
  private:
+  friend struct detail::ClientAccess;
   explicit Device(std::shared_ptr<detail::DeviceState> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::DeviceState> state_;
 };

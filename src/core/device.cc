@@ -15,6 +15,7 @@ Result<Device> Device::open(const Profile& profile, std::string name) {
   s->name = std::move(name);
   s->hca = std::move(*hca);
   detail::init_cq_pool(*s);
+  detail::announce_device(s);  // clients' add()
   return Device(std::move(s));
 }
 
@@ -52,6 +53,7 @@ TptStats Device::tpt_stats() const {
 }
 
 Result<ProtectionDomain> Device::alloc_pd() {
+  if (state_->removed) return make_error(ENODEV, "the device has been removed");
   auto pdn = state_->hca->alloc_pd();
   if (!pdn) return std::unexpected(pdn.error());
   auto s = std::make_shared<detail::PdState>();

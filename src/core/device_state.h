@@ -39,6 +39,8 @@ struct DeviceState {
   std::unique_ptr<core::CqPool::Backend> pool_backend;
   std::unique_ptr<core::CqPool> cq_pool;
   std::atomic<bool> removed{false};
+
+  ~DeviceState();  // leaves the client registry
 };
 
 struct PdState {
@@ -83,6 +85,9 @@ struct QpState {
 
 // Creates the device's CQ pool (device_cq_pool.cc).
 void init_cq_pool(DeviceState& dev);
+// Tells the registered clients about a new device (client.cc).
+void announce_device(const std::shared_ptr<DeviceState>& dev);
+void forget_device(const DeviceState* dev);
 
 // CQ creation, shared by Device and the pool. `keep` is the device's
 // shared state for the owner's CQs, null for the pool's.
