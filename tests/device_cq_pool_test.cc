@@ -144,3 +144,45 @@ TEST(DeviceCqPool, ConcurrentGetPut) {
 
 }  // namespace
 }  // namespace srdma
+
+namespace srdma {
+namespace {
+
+TEST(AssignCqs, CreateQpTakesExactlyItsCapsFromThePoolAndGivesThemBack) {
+  auto dev = Device::open(profile()).value();
+  auto pd = dev.alloc_pd().value();
+  QpInitAttr init;
+  init.cap = QpCaps{40, 24, 1, 1, 0};
+  init.create_flags = QP_CREATE_ASSIGN_CQS;
+  init.affinity_hint = 1;  // the CPU vector 1's thread serves (or 1 mod n)
+  {
+    auto qp = pd.create_qp(init).value();
+    ASSERT_NE(qp->send_cq(), nullptr);
+    EXPECT_TRUE(qp->send_cq()->shared());
+    EXPECT_EQ(qp->send_cq()->comp_vector(), qp->recv_cq()->comp_vector());
+    std::uint32_t used = 0;
+    for (const auto& st : dev.cq_pool_stats()) used += st.cqe_used;
+    EXPECT_EQ(used, 40u + 24u);
+    if (qp->send_cq() == qp->recv_cq()) {
+      EXPECT_EQ(dev.cq_pool_stats()[qp->send_cq()->comp_vector()].cqe_used, 64u);
+    }
+  }
+  for (const auto& st : dev.cq_pool_stats()) EXPECT_EQ(st.cqe_used, 0u) << "returned on destroy";
+  // Round robin without a hint.
+  init.affinity_hint = -1;
+  auto a = pd.create_qp(init).value();
+  auto b = pd.create_qp(init).value();
+  if (dev.cq_pool_stats().size() >= 2 && std::thread::hardware_concurrency() >= 2) {
+    EXPECT_NE(a->send_cq()->comp_vector(), b->send_cq()->comp_vector());
+  }
+  // The flag takes no CQs from the caller; unknown flags are refused.
+  auto own = dev.create_cq(CqInit{.cqe = 8}).value();
+  init.send_cq = own.get();
+  EXPECT_EQ(pd.create_qp(init).error().code, EINVAL);
+  init.send_cq = nullptr;
+  init.create_flags = 1u << 7;
+  EXPECT_EQ(pd.create_qp(init).error().code, EINVAL);
+}
+
+}  // namespace
+}  // namespace srdma

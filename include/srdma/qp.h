@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "srdma/poll_context.h"
 #include "srdma/qp_attr.h"
 #include "srdma/status.h"
 #include "srdma/wr.h"
@@ -21,12 +22,25 @@ namespace detail {
 struct QpState;
 }
 
+enum QpCreateFlags : std::uint32_t {
+  // The core takes the send and receive CQs from the device's CQ pool
+  // (the earlier design of the shared CQ pool, seed 000): send_cq and
+  // recv_cq must be null; the CQs come from the vector serving
+  // `affinity_hint` (a CPU; round robin when negative), with exactly the
+  // entries the QP's caps can produce reserved (max_send_wr on the send CQ,
+  // max_recv_wr on the receive CQ), and go back when the QP is destroyed.
+  QP_CREATE_ASSIGN_CQS = 1u << 0,
+};
+
 struct QpInitAttr {
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;
   QpCaps cap;
   bool sq_sig_all = false;  // every send WR completes with a CQE
   void* qp_context = nullptr;
+  std::uint32_t create_flags = 0;  // QpCreateFlags
+  int affinity_hint = -1;          // with QP_CREATE_ASSIGN_CQS: a CPU number
+  PollContext assign_poll_ctx = PollContext::kSoftirq;
 };
 
 class QueuePair {
@@ -51,6 +65,9 @@ class QueuePair {
 
   std::uint32_t qp_num() const;
   void* context() const;
+  // The CQs it completes into (assigned ones included).
+  CompletionQueue* send_cq() const;
+  CompletionQueue* recv_cq() const;
 
  private:
   friend class ProtectionDomain;

@@ -34,10 +34,6 @@ Registry& registry() {
   return *r;
 }
 
-struct ClientAccess {
-  static Device handle(std::shared_ptr<DeviceState> s) { return Device(std::move(s)); }
-};
-
 void announce_device(const std::shared_ptr<DeviceState>& dev) {
   Registry& r = registry();
   std::lock_guard serial(r.serial);

@@ -17,6 +17,7 @@
 #include "core/work_queue.h"
 #include "hca/soft_hca.h"
 #include "srdma/cq.h"
+#include "srdma/device.h"
 #include "srdma/poll_context.h"
 
 namespace srdma::detail {
@@ -80,7 +81,15 @@ struct ChannelState {
 struct QpState {
   std::shared_ptr<PdState> pd;
   std::shared_ptr<hca::Qp> qp;
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* recv_cq = nullptr;
+  CqLease send_lease, recv_lease;  // QP_CREATE_ASSIGN_CQS: returned with the QP
   bool destroyed = false;
+};
+
+// Makes Device handles inside the core (client callbacks, assigned CQs).
+struct ClientAccess {
+  static Device handle(std::shared_ptr<DeviceState> s) { return Device(std::move(s)); }
 };
 
 // Creates the device's CQ pool (device_cq_pool.cc).

@@ -14,7 +14,11 @@ QueuePair::~QueuePair() {
   if (!state_ || state_->destroyed) return;
   (void)state_->pd->device->hca->destroy_qp(state_->qp);
   state_->pd->usecnt.fetch_sub(1);
+  // The assigned CQs' entries go back to the pool with the QP (the leases).
 }
+
+CompletionQueue* QueuePair::send_cq() const { return state_->send_cq; }
+CompletionQueue* QueuePair::recv_cq() const { return state_->recv_cq; }
 
 Result<void> QueuePair::modify(const QpAttr& attr, std::uint32_t mask) { return state_->qp->modify(attr, mask); }
 QpAttr QueuePair::query() const { return state_->qp->attr(); }
@@ -30,18 +34,51 @@ Result<void> QueuePair::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
   return state_->qp->post_recv(&wr, bad_wr);
 }
 
+namespace {
+
+// The vector whose interrupt thread runs on `cpu`, else cpu mod n.
+int vector_for_cpu(detail::DeviceState& dev, int cpu) {
+  if (cpu < 0) return -1;  // round robin
+  const auto n = static_cast<std::uint32_t>(dev.hca->profile().num_comp_vectors);
+  for (std::uint32_t v = 0; v < n; ++v)
+    if (dev.hca->event_queue(v).cpu() == cpu) return static_cast<int>(v);
+  return cpu;  // the pool takes it mod n
+}
+
+}  // namespace
+
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr& init) {
   if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
-  if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
   auto* dev = state_->device.get();
-  for (CompletionQueue* cq : {init.send_cq, init.recv_cq})
+  if (dev->removed) return make_error(ENODEV, "the device has been removed");
+  if (init.create_flags & ~std::uint32_t{QP_CREATE_ASSIGN_CQS}) return make_error(EINVAL, "unknown create_flags");
+  auto s = std::make_unique<detail::QpState>();
+  if (init.create_flags & QP_CREATE_ASSIGN_CQS) {
+    if (init.send_cq || init.recv_cq) return make_error(EINVAL, "QP_CREATE_ASSIGN_CQS takes no CQs from the caller");
+    Device handle = detail::ClientAccess::handle(state_->device);
+    const int hint = vector_for_cpu(*dev, init.affinity_hint);
+    // Exactly what the caps can produce: a CQE per send WR, one per receive.
+    auto send = handle.cq_pool_lease(std::max(init.cap.max_send_wr, 1u), hint, init.assign_poll_ctx);
+    if (!send) return std::unexpected(send.error());
+    auto recv = handle.cq_pool_lease(std::max(init.cap.max_recv_wr, 1u), send->cq()->comp_vector(),
+                                     init.assign_poll_ctx);
+    if (!recv) return std::unexpected(recv.error());
+    s->send_cq = send->cq();
+    s->recv_cq = recv->cq();
+    s->send_lease = std::move(*send);
+    s->recv_lease = std::move(*recv);
+  } else {
+    if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
+    s->send_cq = init.send_cq;
+    s->recv_cq = init.recv_cq;
+  }
+  for (CompletionQueue* cq : {s->send_cq, s->recv_cq})
     if (cq->state_->destroyed || cq->state_->owner != dev)
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
-  hca::QpInit hi{state_->pdn, init.send_cq->state_->cq, init.recv_cq->state_->cq, init.cap, init.sq_sig_all,
+  hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq->state_->cq, init.cap, init.sq_sig_all,
                  init.qp_context};
   auto qp = dev->hca->create_qp(std::move(hi));
   if (!qp) return std::unexpected(qp.error());
-  auto s = std::make_unique<detail::QpState>();
   s->pd = state_;
   s->qp = std::move(*qp);
   state_->usecnt.fetch_add(1);
