@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
+#include "tools/cq_pool_bench.h"
 #include "tools/perf.h"
 #include "tools/sim.h"
 
@@ -40,6 +41,16 @@ int main(int argc, char** argv) {
 
   // srdma demo
   auto* demo = app.add_subcommand("demo", "Register memory and show translations and refusals");
+
+  // srdma cq-pool-bench
+  auto* poolbench = app.add_subcommand(
+      "cq-pool-bench", "Private CQs against pool CQs: completions per interrupt, interrupts/s, operations/s");
+  srdma::tools::CqPoolBenchOptions pbo;
+  poolbench->add_option("--pairs", pbo.pairs, "RC QP pairs")->capture_default_str();
+  poolbench->add_option("--depth", pbo.depth, "Messages in flight per pair")->capture_default_str();
+  poolbench->add_option("--vectors", pbo.vectors, "Completion vectors per device")->capture_default_str();
+  poolbench->add_option("-D,--duration", pbo.seconds, "Seconds per mode")->capture_default_str();
+  poolbench->add_option("-s,--size", pbo.size, "Message size in bytes")->capture_default_str();
 
   // srdma sim bitmap | buddy
   auto* sim = app.add_subcommand("sim", "Replay allocator operations from stdin (one per line)");
@@ -98,6 +109,8 @@ int main(int argc, char** argv) {
       if (auto r = profile.set(s.substr(0, eq), *value); !r) return fail(r.error());
     }
     if (auto r = srdma::tools::info(profile, std::cout); !r) return fail(r.error());
+  } else if (*poolbench) {
+    if (auto r = srdma::tools::cq_pool_bench(pbo, std::cout); !r) return fail(r.error());
   } else if (*demo) {
     if (auto r = srdma::tools::demo(std::cout); !r) return fail(r.error());
   } else if (*bitmap) {

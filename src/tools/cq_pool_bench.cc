@@ -1,0 +1,291 @@
+#include "tools/cq_pool_bench.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "srdma/access.h"
+#include "srdma/device.h"
+
+namespace srdma::tools {
+namespace {
+
+// One side of one QP pair: its QP, buffers, and the callbacks that keep
+// the ping-pong going.
+struct Endpoint {
+  struct Completion {
+    WrCqe cqe;
+    Endpoint* ep = nullptr;
+  };
+  std::unique_ptr<QueuePair> qp;
+  Endpoint* peer = nullptr;
+  bool requester = false;  // the side that counts round trips
+  std::uint32_t lkey = 0;
+  std::uint64_t buf = 0;
+  std::uint32_t size = 0;
+  Completion recv_done{{&Endpoint::on_recv}, this};
+  Completion send_done{{&Endpoint::on_send}, this};
+  std::atomic<bool>* running = nullptr;
+  std::atomic<std::uint64_t>* round_trips = nullptr;
+  struct Target* target = nullptr;  // the responder side answers through it
+  std::atomic<int> errors{0};
+
+  void post_recv() {
+    Sge s{buf, size, lkey};
+    RecvWr r;
+    r.wr_cqe = &recv_done.cqe;
+    r.sg_list = &s;
+    r.num_sge = 1;
+    if (!qp->post_recv(r)) ++errors;
+  }
+  void send() {
+    Sge s{buf, size, lkey};
+    SendWr w;
+    w.wr_cqe = &send_done.cqe;
+    w.opcode = WrOpcode::kSend;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.send_flags = SEND_SIGNALED;
+    if (!qp->post_send(w)) ++errors;
+  }
+  static Endpoint* of(const Wc& wc) { return reinterpret_cast<Completion*>(wc.wr_cqe)->ep; }
+  static void on_send(CompletionQueue&, const Wc& wc) {
+    if (wc.status != WcStatus::kSuccess) ++of(wc)->errors;
+  }
+  static void on_recv(CompletionQueue&, const Wc& wc) {
+    Endpoint* ep = of(wc);
+    if (wc.status != WcStatus::kSuccess) {
+      ++ep->errors;
+      return;
+    }
+    ep->post_recv();
+    if (!ep->requester) return defer_reply(ep);
+    ep->round_trips->fetch_add(1, std::memory_order_relaxed);
+    if (ep->running->load(std::memory_order_relaxed)) ep->send();
+  }
+  static void defer_reply(Endpoint* ep);
+};
+
+// The target's "media": requests are answered in batches after a short
+// service time, as a storage target would, so that completions reach the
+// host in bursts across many QPs -- the case shared CQs are for.
+struct Target {
+  std::mutex mu;  // guards pending, stop
+  std::condition_variable cv;
+  std::vector<Endpoint*> pending;
+  bool stop = false;
+  std::chrono::microseconds service{20};
+  std::thread thread{[this] { run(); }};
+
+  ~Target() {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+    }
+    cv.notify_one();
+    thread.join();
+  }
+  void add(Endpoint* ep) {
+    {
+      std::lock_guard lock(mu);
+      pending.push_back(ep);
+    }
+    cv.notify_one();
+  }
+  void run() {
+    std::vector<Endpoint*> batch;
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stop || !pending.empty(); });
+      if (stop) return;
+      lock.unlock();
+      std::this_thread::sleep_for(service);
+      lock.lock();
+      batch.swap(pending);
+      lock.unlock();
+      for (Endpoint* ep : batch) ep->send();
+      batch.clear();
+      lock.lock();
+    }
+  }
+};
+
+void Endpoint::defer_reply(Endpoint* ep) { ep->target->add(ep); }
+
+struct Node {
+  Device dev;
+  ProtectionDomain pd;
+  std::vector<std::uint8_t> mem;
+  MemoryRegion mr;
+};
+
+Result<Node> make_node(const CqPoolBenchOptions& o) {
+  Profile p;
+  p.num_comp_vectors = o.vectors;
+  p.num_qp = 1024;
+  p.num_cq = 1024;
+  auto dev = Device::open(p);
+  if (!dev) return std::unexpected(dev.error());
+  auto pd = dev->alloc_pd();
+  if (!pd) return std::unexpected(pd.error());
+  Node n{std::move(*dev), std::move(*pd), std::vector<std::uint8_t>(std::size_t(o.pairs) * o.size * 2), {}};
+  auto mr = n.pd.reg_mr(n.mem.data(), n.mem.size(), ACCESS_LOCAL_WRITE);
+  if (!mr) return std::unexpected(mr.error());
+  n.mr = std::move(*mr);
+  return n;
+}
+
+Result<void> connect(QueuePair& qp, const Device& peer, std::uint32_t peer_qpn) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  if (auto r = qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS); !r) return r;
+  a.qp_state = QpState::kRtr;
+  a.dest_addr = peer.address();
+  a.dest_qp_num = peer_qpn;
+  if (auto r = qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                QP_MIN_RNR_TIMER);
+      !r)
+    return r;
+  a.qp_state = QpState::kRts;
+  return qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
+}
+
+std::uint64_t total(const Device& d, std::uint64_t CompVectorStats::*field) {
+  std::uint64_t n = 0;
+  for (const auto& v : d.comp_vector_stats()) n += v.*field;
+  return n;
+}
+
+Result<CqPoolBenchRow> run_mode(const CqPoolBenchOptions& o, bool pooled) {
+  auto a = make_node(o), b = make_node(o);
+  if (!a) return std::unexpected(a.error());
+  if (!b) return std::unexpected(b.error());
+  // Each QP's CQ takes both its send and its receive completions.
+  const auto nr_cqe = static_cast<std::uint32_t>(2 * o.depth + 1);
+  std::vector<std::unique_ptr<CompletionQueue>> private_cqs;
+  std::vector<CqLease> leases;
+  auto cq_for = [&](Node& n, int i) -> Result<CompletionQueue*> {
+    if (pooled) {
+      auto l = n.dev.cq_pool_lease(nr_cqe, -1, PollContext::kSoftirq);
+      if (!l) return std::unexpected(l.error());
+      leases.push_back(std::move(*l));
+      return leases.back().cq();
+    }
+    auto cq = n.dev.alloc_cq(nullptr, nr_cqe, static_cast<std::uint32_t>(i % o.vectors), PollContext::kSoftirq);
+    if (!cq) return std::unexpected(cq.error());
+    private_cqs.push_back(std::move(*cq));
+    return private_cqs.back().get();
+  };
+
+  std::atomic<bool> running{true};
+  std::atomic<std::uint64_t> round_trips{0};
+  Target target;
+  std::vector<std::unique_ptr<Endpoint>> eps;
+  const QpCaps caps{static_cast<std::uint32_t>(o.depth), static_cast<std::uint32_t>(o.depth), 1, 1, 0};
+  for (int i = 0; i < o.pairs; ++i) {
+    auto ca = cq_for(*a, i), cb = cq_for(*b, i);
+    if (!ca) return std::unexpected(ca.error());
+    if (!cb) return std::unexpected(cb.error());
+    auto ea = std::make_unique<Endpoint>(), eb = std::make_unique<Endpoint>();
+    auto qa = a->pd.create_qp(QpInitAttr{*ca, *ca, caps});
+    auto qb = b->pd.create_qp(QpInitAttr{*cb, *cb, caps});
+    if (!qa) return std::unexpected(qa.error());
+    if (!qb) return std::unexpected(qb.error());
+    ea->qp = std::move(*qa);
+    eb->qp = std::move(*qb);
+    for (auto [ep, node, req] : {std::tuple{ea.get(), &*a, true}, std::tuple{eb.get(), &*b, false}}) {
+      ep->requester = req;
+      ep->lkey = node->mr.lkey();
+      ep->buf = reinterpret_cast<std::uint64_t>(node->mem.data()) + std::uint64_t(i) * o.size * 2;
+      ep->size = o.size;
+      ep->running = &running;
+      ep->round_trips = &round_trips;
+      ep->target = &target;
+    }
+    ea->peer = eb.get();
+    eb->peer = ea.get();
+    if (auto r = connect(*ea->qp, b->dev, eb->qp->qp_num()); !r) return std::unexpected(r.error());
+    if (auto r = connect(*eb->qp, a->dev, ea->qp->qp_num()); !r) return std::unexpected(r.error());
+    for (int k = 0; k < o.depth; ++k) {
+      ea->post_recv();
+      eb->post_recv();
+    }
+    eps.push_back(std::move(ea));
+    eps.push_back(std::move(eb));
+  }
+  const auto irq0 = total(a->dev, &CompVectorStats::events) + total(b->dev, &CompVectorStats::events);
+  const auto wake0 = total(a->dev, &CompVectorStats::interrupts) + total(b->dev, &CompVectorStats::interrupts);
+  const auto cqe0 = total(a->dev, &CompVectorStats::cqes) + total(b->dev, &CompVectorStats::cqes);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& ep : eps)
+    if (ep->requester)
+      for (int k = 0; k < o.depth; ++k) ep->send();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  const auto ops = round_trips.load();
+  const auto t1 = std::chrono::steady_clock::now();
+  const auto irq = total(a->dev, &CompVectorStats::events) + total(b->dev, &CompVectorStats::events) - irq0;
+  const auto wakeups =
+      total(a->dev, &CompVectorStats::interrupts) + total(b->dev, &CompVectorStats::interrupts) - wake0;
+  const auto cqes = total(a->dev, &CompVectorStats::cqes) + total(b->dev, &CompVectorStats::cqes) - cqe0;
+  running = false;
+  // Drain: let every message in flight complete before the QPs go (the
+  // count stops moving once nothing is in flight; at most a second).
+  for (int i = 0, still = 0; i < 200 && still < 4; ++i) {
+    const auto before = round_trips.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    still = round_trips.load() == before ? still + 1 : 0;
+  }
+  int errors = 0;
+  for (auto& ep : eps) errors += ep->errors.load();
+  if (errors) return make_error(EIO, fmt::format("{} work requests failed in {} mode", errors, pooled ? "pool" : "private"));
+
+  const double secs = std::chrono::duration<double>(t1 - t0).count();
+  CqPoolBenchRow row;
+  row.mode = pooled ? "pool" : "private";
+  row.cqs = pooled ? static_cast<int>(a->dev.cq_pool_stats().size() + b->dev.cq_pool_stats().size())
+                   : static_cast<int>(private_cqs.size());
+  row.ops_per_s = static_cast<double>(ops) / secs;
+  row.completions_per_s = static_cast<double>(cqes) / secs;
+  row.interrupts_per_s = static_cast<double>(irq) / secs;
+  row.wakeups_per_s = static_cast<double>(wakeups) / secs;
+  row.completions_per_interrupt = irq ? static_cast<double>(cqes) / static_cast<double>(irq) : 0;
+  eps.clear();  // QPs before their CQs and leases
+  return row;
+}
+
+}  // namespace
+
+Result<std::vector<CqPoolBenchRow>> cq_pool_bench(const CqPoolBenchOptions& o, std::ostream& out) {
+  if (o.pairs < 1 || o.pairs > 256) return make_error(EINVAL, "--pairs must be 1..256");
+  if (o.depth < 1 || o.depth > 1024) return make_error(EINVAL, "--depth must be 1..1024");
+  if (o.vectors < 1 || o.vectors > 64) return make_error(EINVAL, "--vectors must be 1..64");
+  if (!(o.seconds > 0 && o.seconds <= 600)) return make_error(EINVAL, "-D must be in (0, 600] seconds");
+  if (o.size < 1 || o.size > 65536) return make_error(EINVAL, "--size must be 1..65536");
+  fmt::print(out, "{} RC QP pairs, depth {}, {}-byte SEND/RECV ping-pong, SOFTIRQ poll context, {} vectors, {} s "
+                  "per mode\n",
+             o.pairs, o.depth, o.size, o.vectors, o.seconds);
+  fmt::print(out, " {:<8} {:>5} {:>12} {:>15} {:>14} {:>16} {:>12}\n", "mode", "CQs", "ops/s", "completions/s",
+             "interrupts/s", "compl/interrupt", "wakeups/s");
+  std::vector<CqPoolBenchRow> rows;
+  for (bool pooled : {false, true}) {
+    auto row = run_mode(o, pooled);
+    if (!row) return std::unexpected(row.error());
+    fmt::print(out, " {:<8} {:>5} {:>12.0f} {:>15.0f} {:>14.0f} {:>16.2f} {:>12.0f}\n", row->mode, row->cqs,
+               row->ops_per_s, row->completions_per_s, row->interrupts_per_s, row->completions_per_interrupt,
+               row->wakeups_per_s);
+    rows.push_back(*row);
+  }
+  if (rows[0].completions_per_interrupt > 0)
+    fmt::print(out, " pool / private: {:.2f}x completions per interrupt, {:.2f}x operations per second\n",
+               rows[1].completions_per_interrupt / rows[0].completions_per_interrupt,
+               rows[0].ops_per_s > 0 ? rows[1].ops_per_s / rows[0].ops_per_s : 0);
+  return rows;
+}
+
+}  // namespace srdma::tools

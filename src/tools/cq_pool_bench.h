@@ -1,0 +1,39 @@
+// `srdma cq-pool-bench`: the headline measurement of the shared CQ pool.
+// QP pairs between two devices run an event-driven SEND/RECV ping-pong: the
+// host side handles each completion in its CQ's SOFTIRQ poll context and
+// posts the next request; the target side answers in batches after a short
+// service time (as storage would), so completions reach the host in bursts
+// across many QPs. It runs once with a private CQ per QP and once with CQs
+// from the pool, in one run, and reports completions per interrupt,
+// interrupts per second and operations per second for both.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include "srdma/status.h"
+
+namespace srdma::tools {
+
+struct CqPoolBenchOptions {
+  int pairs = 64;
+  int depth = 32;        // messages in flight per QP pair
+  int vectors = 2;
+  double seconds = 2.0;  // per mode
+  std::uint32_t size = 64;
+};
+
+struct CqPoolBenchRow {
+  const char* mode = "";
+  int cqs = 0;                  // CQs the two devices used
+  double ops_per_s = 0;         // round trips per second
+  double completions_per_s = 0;
+  double interrupts_per_s = 0;  // completion events (EQEs): one per armed CQ that fired
+  double wakeups_per_s = 0;     // vector-thread wake-ups that delivered them
+  double completions_per_interrupt = 0;
+};
+
+Result<std::vector<CqPoolBenchRow>> cq_pool_bench(const CqPoolBenchOptions& opts, std::ostream& out);
+
+}  // namespace srdma::tools

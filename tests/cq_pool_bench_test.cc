@@ -1,0 +1,44 @@
+// srdma cq-pool-bench: it runs both modes and refuses bad options.
+#include "tools/cq_pool_bench.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace srdma::tools {
+namespace {
+
+TEST(CqPoolBench, RunsBothModesAndCountsWhatItSees) {
+  CqPoolBenchOptions o;
+  o.pairs = 4;
+  o.depth = 4;
+  o.seconds = 0.1;
+  std::ostringstream out;
+  auto rows = cq_pool_bench(o, out);
+  ASSERT_TRUE(rows) << rows.error().to_string();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_STREQ((*rows)[0].mode, "private");
+  EXPECT_EQ((*rows)[0].cqs, 8);  // one per QP on each side
+  EXPECT_STREQ((*rows)[1].mode, "pool");
+  EXPECT_LE((*rows)[1].cqs, 4);  // one per vector on each side
+  for (const auto& r : *rows) {
+    EXPECT_GT(r.ops_per_s, 0);
+    EXPECT_GT(r.interrupts_per_s, 0);
+    EXPECT_GE(r.completions_per_interrupt, 1.0);
+  }
+  EXPECT_NE(out.str().find("compl/interrupt"), std::string::npos);
+}
+
+TEST(CqPoolBench, RefusesBadOptions) {
+  std::ostringstream out;
+  for (auto bad : {CqPoolBenchOptions{.pairs = 0}, CqPoolBenchOptions{.depth = 0},
+                   CqPoolBenchOptions{.vectors = 0}, CqPoolBenchOptions{.seconds = -1},
+                   CqPoolBenchOptions{.size = 0}}) {
+    auto r = cq_pool_bench(bad, out);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, EINVAL);
+  }
+}
+
+}  // namespace
+}  // namespace srdma::tools
