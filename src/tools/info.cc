@@ -57,6 +57,21 @@ Result<void> info(const Profile& requested, std::ostream& out) {
     for (int o = 0; o <= b.max_order; ++o) fmt::print(out, " {}:{}", o, b.free_per_order[o]);
     fmt::print(out, "\n");
   }
+  fmt::print(out, "completion vectors\n  {:<7} {:>4} {:>12} {:>12} {:>12} {:>12}\n", "vector", "cpu", "interrupts",
+             "events", "cqes", "handled");
+  for (const auto& v : dev->comp_vector_stats())
+    fmt::print(out, "  {:<7} {:>4} {:>12} {:>12} {:>12} {:>12}\n", v.vector, v.cpu, v.interrupts, v.events, v.cqes,
+               v.completions_handled);
+  auto pool = dev->cq_pool_stats();
+  fmt::print(out, "CQ pool{}\n", pool.empty() ? ": empty (CQs are created on the first cq_pool_get)" : "");
+  if (!pool.empty()) {
+    fmt::print(out, "  {:<4} {:>6} {:<10} {:>6} {:>8} {:>4} {:>12} {:>11} {:>12}\n", "cq", "vector", "context", "cqe",
+               "cqe_used", "qps", "completions", "interrupts", "compl/intr");
+    for (const auto& c : pool)
+      fmt::print(out, "  {:<4} {:>6} {:<10} {:>6} {:>8} {:>4} {:>12} {:>11} {:>12.2f}\n", c.id, c.vector,
+                 poll_context_name(c.ctx), c.cqe, c.cqe_used, c.qps, c.completions, c.interrupts,
+                 c.completions_per_interrupt);
+  }
   fmt::print(out, "footprint\n  {:<22} {}\n  {:<22} {}\n", "table address space", dev->table_bytes(),
              "resident after open", rss_after > rss_before ? rss_after - rss_before : 0);
   return {};
