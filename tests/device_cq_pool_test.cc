@@ -69,6 +69,7 @@ TEST(DeviceCqPool, SharedCqNeverOverrunsWithinReservations) {
     std::atomic<int> n{0};
     static void done(CompletionQueue&, const Wc& wc) {
       ASSERT_EQ(wc.status, WcStatus::kSuccess);
+      ASSERT_NE(wc.qp_context, nullptr) << "the queue is found through the QP's context";
       ++reinterpret_cast<Done*>(wc.wr_cqe)->n;
     }
   } done;
@@ -78,7 +79,7 @@ TEST(DeviceCqPool, SharedCqNeverOverrunsWithinReservations) {
   auto peer_cq = db.create_cq(CqInit{.cqe = 4096}).value();
   for (int i = 0; i < kPairs; ++i) {
     auto lease = da.cq_pool_lease(kDepth, -1, PollContext::kSoftirq).value();
-    qa.push_back(pa.create_qp(QpInitAttr{lease.cq(), lease.cq(), QpCaps{kDepth, 1, 1, 1, 0}}).value());
+    qa.push_back(pa.create_qp(QpInitAttr{lease.cq(), lease.cq(), QpCaps{kDepth, 1, 1, 1, 0}, false, &leases}).value());
     qb.push_back(pb.create_qp(QpInitAttr{peer_cq.get(), peer_cq.get(), QpCaps{1, 1, 1, 1, 0}}).value());
     leases.push_back(std::move(lease));
   }

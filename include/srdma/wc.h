@@ -61,6 +61,7 @@ struct Wc {
   std::uint32_t imm_data = 0;          // host order; valid with WC_WITH_IMM
   std::uint32_t invalidated_rkey = 0;  // valid with WC_WITH_INVALIDATE
   std::uint32_t qp_num = 0;
+  void* qp_context = nullptr;  // the QP's qp_context: how a pool CQ's user finds its queue
   std::uint32_t src_qp = 0;
   std::uint32_t wc_flags = 0;
   bool is_send_cqe = false;  // on the send queue (wr_cqe/wr_id belong to a send WR)

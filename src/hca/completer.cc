@@ -53,6 +53,7 @@ void Qp::complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t by
   wc.opcode = wc_opcode(w.opcode);
   wc.byte_len = byte_len;
   wc.qp_num = qpn_;
+  wc.qp_context = init_.qp_context;
   wc.is_send_cqe = true;
   push_cqe(*init_.send_cq, wc, false);
 }

@@ -209,6 +209,7 @@ void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint
   wc.imm_data = imm;
   wc.wc_flags = flags;
   wc.qp_num = qpn_;
+  wc.qp_context = init_.qp_context;
   wc.src_qp = src_qp;
   push_cqe(*init_.recv_cq, wc, solicited);
 }
