@@ -37,17 +37,7 @@ struct Pair {
     return n;
   }
   static void up(QueuePair& qp, const Device& peer, std::uint32_t qpn) {
-    QpAttr at;
-    at.qp_state = QpState::kInit;
-    at.qp_access_flags = kAccessAll & ~ACCESS_LOCAL_WRITE;
-    (void)qp.modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS);
-    at.qp_state = QpState::kRtr;
-    at.dest_addr = peer.address();
-    at.dest_qp_num = qpn;
-    (void)qp.modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
-                            QP_MIN_RNR_TIMER);
-    at.qp_state = QpState::kRts;
-    (void)qp.modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
+    (void)qp.connect(RcConnection{.peer_addr = peer.address(), .peer_qpn = qpn, .access = kAccessAll & ~ACCESS_LOCAL_WRITE});
   }
   explicit Pair(std::size_t bytes) : a(make(bytes)), b(make(bytes)) {
     up(*a.qp, b.dev, b.qp->qp_num());

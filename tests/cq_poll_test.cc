@@ -52,17 +52,7 @@ struct Link {
     up(*qb, da, qa->qp_num());
   }
   static void up(QueuePair& qp, const Device& peer, std::uint32_t qpn) {
-    QpAttr a;
-    a.qp_state = QpState::kInit;
-    a.qp_access_flags = ACCESS_REMOTE_WRITE;
-    ASSERT_TRUE(qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
-    a.qp_state = QpState::kRtr;
-    a.dest_addr = peer.address();
-    a.dest_qp_num = qpn;
-    ASSERT_TRUE(qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
-                                 QP_MIN_RNR_TIMER));
-    a.qp_state = QpState::kRts;
-    ASSERT_TRUE(qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+    ASSERT_TRUE(qp.connect(RcConnection{.peer_addr = peer.address(), .peer_qpn = qpn, .access = ACCESS_REMOTE_WRITE}));
   }
   void write(WrCqe* cqe) {
     Sge s{reinterpret_cast<std::uint64_t>(ba.data()), 8, ma.lkey()};

@@ -43,17 +43,9 @@ struct Node {
 };
 
 void bring_up(QueuePair& qp, const Device& peer_dev, std::uint32_t peer_qpn) {
-  QpAttr a;
-  a.qp_state = QpState::kInit;
-  a.qp_access_flags = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
-  ASSERT_TRUE(qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
-  a.qp_state = QpState::kRtr;
-  a.dest_addr = peer_dev.address();
-  a.dest_qp_num = peer_qpn;
-  ASSERT_TRUE(qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
-                                QP_MIN_RNR_TIMER));
-  a.qp_state = QpState::kRts;
-  ASSERT_TRUE(qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+  ASSERT_TRUE(qp.connect(RcConnection{.peer_addr = peer_dev.address(),
+                                      .peer_qpn = peer_qpn,
+                                      .access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC}));
   EXPECT_EQ(qp.state(), QpState::kRts);
 }
 
@@ -94,6 +86,9 @@ TEST(Verbs, SendRecvThroughTheRealApi) {
   EXPECT_EQ(r.byte_len, 4u);
   EXPECT_EQ(std::memcmp(b.buf.data(), "ping", 4), 0);
   EXPECT_EQ(a.pd.usecnt(), 2);  // the MR and the QP
+  EXPECT_EQ(a.qp->connect(RcConnection{.peer_addr = b.dev.address(), .peer_qpn = b.qp->qp_num()}).error().code,
+            EINVAL)
+      << "connect starts from RESET";
   EXPECT_EQ(a.pd.dealloc().error().code, EBUSY);
   EXPECT_EQ(a.cq->destroy().error().code, EBUSY);
 }

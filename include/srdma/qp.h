@@ -43,6 +43,21 @@ struct QpInitAttr {
   PollContext assign_poll_ctx = PollContext::kSoftirq;
 };
 
+// What QueuePair::connect needs to know about the other end, and the
+// attributes an RC connection gets (those rdma_cm would pick).
+struct RcConnection {
+  std::uint64_t peer_addr = 0;  // Device::address() of the peer
+  std::uint32_t peer_qpn = 0;
+  std::uint32_t access = 0;     // qp_access_flags: what the peer may do to us
+  std::uint32_t sq_psn = 0;     // our first PSN
+  std::uint32_t rq_psn = 0;     // the peer's first PSN
+  std::uint32_t path_mtu = 4096;
+  std::uint8_t min_rnr_timer = 1;
+  std::uint8_t rnr_retry = 7;
+  std::uint8_t retry_cnt = 7;
+  std::uint8_t timeout = 14;
+};
+
 class QueuePair {
  public:
   ~QueuePair();  // destroys the QP; its outstanding WRs are dropped with it
@@ -55,6 +70,9 @@ class QueuePair {
   Result<void> modify(const QpAttr& attr, std::uint32_t attr_mask);
   QpAttr query() const;
   QpState state() const;
+  // RESET -> INIT -> RTR -> RTS in one call, with the attributes of `c`.
+  // Stops at the first refusal and returns it (the QP is left where it got).
+  Result<void> connect(const RcConnection& c);
 
   // Posts a list linked by `next`. On error, *bad_wr names the first WR not
   // posted: all before it are posted, none after it. ENOMEM when the queue

@@ -22,6 +22,29 @@ CompletionQueue* QueuePair::recv_cq() const { return state_->recv_cq; }
 
 Result<void> QueuePair::modify(const QpAttr& attr, std::uint32_t mask) { return state_->qp->modify(attr, mask); }
 QpAttr QueuePair::query() const { return state_->qp->attr(); }
+
+Result<void> QueuePair::connect(const RcConnection& c) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.qp_access_flags = c.access;
+  if (auto r = modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS); !r) return r;
+  a.qp_state = QpState::kRtr;
+  a.dest_addr = c.peer_addr;
+  a.dest_qp_num = c.peer_qpn;
+  a.path_mtu = c.path_mtu;
+  a.rq_psn = c.rq_psn;
+  a.min_rnr_timer = c.min_rnr_timer;
+  if (auto r = modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                             QP_MIN_RNR_TIMER);
+      !r)
+    return r;
+  a.qp_state = QpState::kRts;
+  a.sq_psn = c.sq_psn;
+  a.timeout = c.timeout;
+  a.retry_cnt = c.retry_cnt;
+  a.rnr_retry = c.rnr_retry;
+  return modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
+}
 QpState QueuePair::state() const { return state_->qp->state(); }
 std::uint32_t QueuePair::qp_num() const { return state_->qp->qpn(); }
 void* QueuePair::context() const { return state_->qp->context(); }

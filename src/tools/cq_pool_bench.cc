@@ -142,18 +142,7 @@ Result<Node> make_node(const CqPoolBenchOptions& o) {
 }
 
 Result<void> connect(QueuePair& qp, const Device& peer, std::uint32_t peer_qpn) {
-  QpAttr a;
-  a.qp_state = QpState::kInit;
-  if (auto r = qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS); !r) return r;
-  a.qp_state = QpState::kRtr;
-  a.dest_addr = peer.address();
-  a.dest_qp_num = peer_qpn;
-  if (auto r = qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
-                                QP_MIN_RNR_TIMER);
-      !r)
-    return r;
-  a.qp_state = QpState::kRts;
-  return qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
+  return qp.connect(RcConnection{.peer_addr = peer.address(), .peer_qpn = peer_qpn});
 }
 
 std::uint64_t total(const Device& d, std::uint64_t CompVectorStats::*field) {

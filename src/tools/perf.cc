@@ -286,22 +286,12 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
 
 Result<void> bring_up(QueuePair& qp, std::uint32_t sq_psn, const Device& peer, std::uint32_t peer_qpn,
                       std::uint32_t peer_psn, std::uint32_t mtu) {
-  QpAttr a;
-  a.qp_state = QpState::kInit;
-  a.qp_access_flags = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
-  if (auto r = qp.modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS); !r) return r;
-  a.qp_state = QpState::kRtr;
-  a.dest_addr = peer.address();
-  a.dest_qp_num = peer_qpn;
-  a.path_mtu = mtu;
-  a.rq_psn = peer_psn;
-  if (auto r = qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
-                                QP_MIN_RNR_TIMER);
-      !r)
-    return r;
-  a.qp_state = QpState::kRts;
-  a.sq_psn = sq_psn;
-  return qp.modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
+  return qp.connect(RcConnection{.peer_addr = peer.address(),
+                                 .peer_qpn = peer_qpn,
+                                 .access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC,
+                                 .sq_psn = sq_psn,
+                                 .rq_psn = peer_psn,
+                                 .path_mtu = mtu});
 }
 
 struct Pair {
