@@ -66,7 +66,9 @@ struct Endpoint {
     }
     ep->post_recv();
     if (!ep->requester) return defer_reply(ep);
-    ep->round_trips->fetch_add(1, std::memory_order_relaxed);
+    // Release: the drain's acquire load orders everything this handler did
+    // before the QPs are torn down.
+    ep->round_trips->fetch_add(1, std::memory_order_release);
     if (ep->running->load(std::memory_order_relaxed)) ep->send();
   }
   static void defer_reply(Endpoint* ep);
