@@ -27,17 +27,18 @@ struct Endpoint {
   Endpoint* peer = nullptr;
   bool requester = false;  // the side that counts round trips
   std::uint32_t lkey = 0;
-  std::uint64_t buf = 0;
+  std::uint64_t buf = 0;  // [buf, +size) is sent from, [buf + size, +size) received into
   std::uint32_t size = 0;
   Completion recv_done{{&Endpoint::on_recv}, this};
   Completion send_done{{&Endpoint::on_send}, this};
   std::atomic<bool>* running = nullptr;
   std::atomic<std::uint64_t>* round_trips = nullptr;
+  std::atomic<int>* in_handlers = nullptr;  // handlers running and replies queued (teardown waits for 0)
   struct Target* target = nullptr;  // the responder side answers through it
   std::atomic<int> errors{0};
 
   void post_recv() {
-    Sge s{buf, size, lkey};
+    Sge s{buf + size, size, lkey};
     RecvWr r;
     r.wr_cqe = &recv_done.cqe;
     r.sg_list = &s;
@@ -55,20 +56,27 @@ struct Endpoint {
     if (!qp->post_send(w)) ++errors;
   }
   static Endpoint* of(const Wc& wc) { return reinterpret_cast<Completion*>(wc.wr_cqe)->ep; }
+  // Brackets a handler: the release at its end orders all it did before
+  // the teardown that waits for the count to reach 0.
+  struct Busy {
+    std::atomic<int>* n;
+    explicit Busy(std::atomic<int>* c) : n(c) { n->fetch_add(1, std::memory_order_acq_rel); }
+    ~Busy() { n->fetch_sub(1, std::memory_order_release); }
+  };
   static void on_send(CompletionQueue&, const Wc& wc) {
+    Busy busy(of(wc)->in_handlers);
     if (wc.status != WcStatus::kSuccess) ++of(wc)->errors;
   }
   static void on_recv(CompletionQueue&, const Wc& wc) {
     Endpoint* ep = of(wc);
+    Busy busy(ep->in_handlers);
     if (wc.status != WcStatus::kSuccess) {
       ++ep->errors;
       return;
     }
     ep->post_recv();
     if (!ep->requester) return defer_reply(ep);
-    // Release: the drain's acquire load orders everything this handler did
-    // before the QPs are torn down.
-    ep->round_trips->fetch_add(1, std::memory_order_release);
+    ep->round_trips->fetch_add(1, std::memory_order_relaxed);
     if (ep->running->load(std::memory_order_relaxed)) ep->send();
   }
   static void defer_reply(Endpoint* ep);
@@ -93,7 +101,9 @@ struct Target {
     cv.notify_one();
     thread.join();
   }
+  // A queued reply counts as work in flight until it is sent.
   void add(Endpoint* ep) {
+    ep->in_handlers->fetch_add(1, std::memory_order_acq_rel);
     {
       std::lock_guard lock(mu);
       pending.push_back(ep);
@@ -111,7 +121,10 @@ struct Target {
       lock.lock();
       batch.swap(pending);
       lock.unlock();
-      for (Endpoint* ep : batch) ep->send();
+      for (Endpoint* ep : batch) {
+        ep->send();
+        ep->in_handlers->fetch_sub(1, std::memory_order_release);
+      }
       batch.clear();
       lock.lock();
     }
@@ -176,6 +189,7 @@ Result<CqPoolBenchRow> run_mode(const CqPoolBenchOptions& o, bool pooled) {
 
   std::atomic<bool> running{true};
   std::atomic<std::uint64_t> round_trips{0};
+  std::atomic<int> in_handlers{0};
   Target target;
   std::vector<std::unique_ptr<Endpoint>> eps;
   const QpCaps caps{static_cast<std::uint32_t>(o.depth), static_cast<std::uint32_t>(o.depth), 1, 1, 0};
@@ -197,6 +211,7 @@ Result<CqPoolBenchRow> run_mode(const CqPoolBenchOptions& o, bool pooled) {
       ep->size = o.size;
       ep->running = &running;
       ep->round_trips = &round_trips;
+      ep->in_handlers = &in_handlers;
       ep->target = &target;
     }
     ea->peer = eb.get();
@@ -230,7 +245,7 @@ Result<CqPoolBenchRow> run_mode(const CqPoolBenchOptions& o, bool pooled) {
   for (int i = 0, still = 0; i < 200 && still < 4; ++i) {
     const auto before = round_trips.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    still = round_trips.load() == before ? still + 1 : 0;
+    still = round_trips.load() == before && in_handlers.load(std::memory_order_acquire) == 0 ? still + 1 : 0;
   }
   int errors = 0;
   for (auto& ep : eps) errors += ep->errors.load();
