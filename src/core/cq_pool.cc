@@ -80,8 +80,20 @@ Result<PoolCq> CqPool::put(std::uint32_t id, std::uint32_t nr_cqe) {
   std::lock_guard lock(mu_);
   PoolCq* cq = find_locked(id);
   if (!cq) return make_error(EINVAL, fmt::format("CQ {} is not a pool CQ", id));
+  return put_locked(cq, nr_cqe);
+}
+
+Result<PoolCq> CqPool::put_handle(const void* handle, std::uint32_t nr_cqe) {
+  std::lock_guard lock(mu_);
+  for (auto& cq : cqs_)
+    if (cq->handle == handle) return put_locked(cq.get(), nr_cqe);
+  return make_error(EINVAL, "the CQ is not one of this device's pool CQs");
+}
+
+Result<PoolCq> CqPool::put_locked(PoolCq* cq, std::uint32_t nr_cqe) {
   if (nr_cqe > cq->cqe_used)
-    return make_error(EINVAL, fmt::format("put of {} entries, but CQ {} has {} reserved", nr_cqe, id, cq->cqe_used));
+    return make_error(EINVAL,
+                      fmt::format("put of {} entries, but CQ {} has {} reserved", nr_cqe, cq->id, cq->cqe_used));
   cq->cqe_used -= nr_cqe;
   return *cq;
 }
@@ -115,13 +127,6 @@ std::vector<PoolCq> CqPool::snapshot() const {
   std::vector<PoolCq> out;
   for (const auto& cq : cqs_) out.push_back(*cq);
   return out;
-}
-
-bool CqPool::is_pool_cq(const void* handle) const {
-  std::lock_guard lock(mu_);
-  for (const auto& cq : cqs_)
-    if (cq->handle == handle) return true;
-  return false;
 }
 
 }  // namespace srdma::core

@@ -67,6 +67,8 @@ class CqPool {
   Result<PoolCq> get(std::uint32_t nr_cqe, int comp_vector_hint, PollContext ctx);
   // Returns nr_cqe entries of CQ `id`; a snapshot after the put.
   Result<PoolCq> put(std::uint32_t id, std::uint32_t nr_cqe);
+  // The same, naming the CQ by its backend handle.
+  Result<PoolCq> put_handle(const void* handle, std::uint32_t nr_cqe);
   // Frees every pool CQ with cqe_used == 0; how many.
   std::size_t trim();
 
@@ -77,14 +79,13 @@ class CqPool {
 
   // Every pool CQ, in creation order.
   std::vector<PoolCq> snapshot() const;
-  // The pool CQ behind a backend handle, if it is one.
-  bool is_pool_cq(const void* handle) const;
 
  private:
   // REQUIRES mu_. The least-used CQ with room, or null.
   PoolCq* select_locked(std::uint32_t vector, PollContext ctx, std::uint32_t nr_cqe);
   PoolCq* find_locked(std::uint32_t id);
   const PoolCq* find_locked(std::uint32_t id) const;
+  Result<PoolCq> put_locked(PoolCq* cq, std::uint32_t nr_cqe);
 
   Backend& backend_;
   const std::uint32_t n_;  // min(num_vectors, cpus)

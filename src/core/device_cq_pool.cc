@@ -80,13 +80,9 @@ Result<CompletionQueue*> Device::cq_pool_get(std::uint32_t nr_cqe, int comp_vect
 }
 
 Result<void> Device::cq_pool_put(CompletionQueue* cq, std::uint32_t nr_cqe) {
-  for (const auto& p : state_->cq_pool->snapshot())
-    if (p.handle == cq) {
-      auto r = state_->cq_pool->put(p.id, nr_cqe);
-      if (!r) return std::unexpected(r.error());
-      return {};
-    }
-  return make_error(EINVAL, "the CQ is not one of this device's pool CQs");
+  auto r = state_->cq_pool->put_handle(cq, nr_cqe);
+  if (!r) return std::unexpected(r.error());
+  return {};
 }
 
 Result<CqLease> Device::cq_pool_lease(std::uint32_t nr_cqe, int comp_vector_hint, PollContext ctx) {
@@ -121,8 +117,7 @@ CqLease& CqLease::operator=(CqLease&& o) noexcept {
 
 void CqLease::release() {
   if (!dev_) return;
-  for (const auto& p : dev_->cq_pool->snapshot())
-    if (p.handle == cq_) (void)dev_->cq_pool->put(p.id, nr_cqe_);
+  (void)dev_->cq_pool->put_handle(cq_, nr_cqe_);
   dev_ = nullptr;
   cq_ = nullptr;
 }
