@@ -9,20 +9,12 @@
 
 #include "srdma/access.h"
 #include "srdma/device.h"
+#include "test_profile.h"
 
 namespace srdma {
 namespace {
 
-Profile profile() {
-  Profile p;
-  p.num_mpt = 1 << 10;
-  p.num_mtt_segs = 1 << 12;
-  p.fmr_reserved_mtt_segs = 1 << 10;
-  p.num_qp = 64;
-  p.num_cq = 64;
-  p.num_comp_vectors = 2;
-  return p;
-}
+Profile profile() { return test::small_profile(); }
 
 struct Counter {
   WrCqe cqe{&Counter::done};

@@ -8,20 +8,12 @@
 
 #include "srdma/access.h"
 #include "srdma/device.h"
+#include "test_profile.h"
 
 namespace srdma {
 namespace {
 
-Profile profile() {
-  Profile p;
-  p.num_mpt = 1 << 10;
-  p.num_mtt_segs = 1 << 12;
-  p.fmr_reserved_mtt_segs = 1 << 10;
-  p.num_qp = 256;
-  p.num_cq = 256;
-  p.num_comp_vectors = 2;
-  return p;
-}
+Profile profile() { return test::small_profile(256); }
 
 TEST(DeviceCqPool, PoolCqsAreSharedAndProcessed) {
   auto dev = Device::open(profile()).value();
