@@ -196,9 +196,15 @@ TEST(Verbs, CqOverrunRaisesCqErrorAndQpFatal) {
   w.send_flags = SEND_SIGNALED;
   ASSERT_TRUE(a.qp->post_send(w));
   ASSERT_TRUE(a.qp->post_send(w));  // the second CQE does not fit
-  for (int t = 0; t < 2000 && a.qp->state() != QpState::kErr; ++t)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Events are asynchronous: the QP fatal event follows the move to ERR.
+  auto events = [&] {
+    std::lock_guard lock(mu);
+    return seen.size();
+  };
+  for (int t = 0; t < 5000 && events() < 2; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   a.dev.flush_async_events();
+  EXPECT_EQ(a.qp->state(), QpState::kErr);
+  a.dev.set_async_event_handler({});  // `seen` dies before the device
   std::lock_guard lock(mu);
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].type, AsyncEventType::kCqErr);
