@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/blk_bench.h"
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
 #include "tools/perf.h"
@@ -98,6 +99,32 @@ int main(int argc, char** argv) {
   auto* cpus_opt = cq_pool->add_option("--cpus", pool_cpus, "Online CPUs (default: --vectors)");
   cq_pool->add_option("--max-cqe", pool_max_cqe, "The device's max_cqe")->capture_default_str();
 
+  // srdma blk bench
+  auto* blk = app.add_subcommand("blk", "NVMe-oF-style block storage over softrdma");
+  blk->require_subcommand(1);
+  auto* blkbench = blk->add_subcommand(
+      "bench", "fio-like load on an NVMe-oF target and host in this process: private CQs against the shared CQ pool");
+  srdma::tools::BlkBenchOptions bo;
+  blkbench->add_option("--controllers", bo.controllers, "Host controllers (one subsystem and namespace each)")
+      ->capture_default_str();
+  blkbench->add_option("--queues", bo.queues, "I/O queues per controller (0: one per CPU)")->capture_default_str();
+  blkbench->add_option("--qd", bo.qd, "I/Os in flight per queue")->capture_default_str();
+  blkbench->add_option("--bs", bo.bs, "Bytes per I/O (a multiple of 4096)")->capture_default_str();
+  blkbench->add_option("--rw", bo.rw, "randread, randwrite or randrw")->capture_default_str();
+  blkbench->add_option("--rwmix", bo.rwmix, "randrw: percent reads")->capture_default_str();
+  blkbench->add_option("--size", bo.size, "Bytes per namespace")->capture_default_str();
+  blkbench->add_option("--runtime", bo.runtime, "Seconds per mode")->capture_default_str();
+  blkbench->add_option("--ios", bo.ios, "I/Os per mode (instead of --runtime)");
+  blkbench->add_flag("--verify", bo.verify, "Check every read against the LBA and generation last written");
+  blkbench->add_option("--cq", bo.cq, "private, pool or both")->capture_default_str();
+  blkbench->add_option("--reg", bo.reg, "Data registration: frwr or fmr")->capture_default_str();
+  blkbench->add_option("--backend", bo.backend, "Namespaces in ram or in file:PATH (io_uring)")->capture_default_str();
+  blkbench->add_option("--json", bo.json, "Write the results as JSON to FILE");
+  blkbench->add_option("--plot", bo.plot, "Write an SVG chart of IOPS and interrupts/s to FILE");
+  blkbench->add_flag("!--no-progress", bo.progress, "No progress line");
+  blkbench->add_option("--inject-corruption", bo.inject_corruption_after,
+                       "Testing --verify: corrupt one written block after N I/Os");
+
   CLI11_PARSE(app, argc, argv);
 
   if (*info) {
@@ -109,6 +136,8 @@ int main(int argc, char** argv) {
       if (auto r = profile.set(s.substr(0, eq), *value); !r) return fail(r.error());
     }
     if (auto r = srdma::tools::info(profile, std::cout); !r) return fail(r.error());
+  } else if (*blkbench) {
+    if (auto r = srdma::tools::blk_bench(bo, std::cout); !r) return fail(r.error());
   } else if (*poolbench) {
     if (auto r = srdma::tools::cq_pool_bench(pbo, std::cout); !r) return fail(r.error());
   } else if (*demo) {

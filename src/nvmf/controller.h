@@ -1,0 +1,78 @@
+// A target-side NVMe controller (the dynamic controller model of NVMe-oF):
+// created by an admin queue's Connect, found by I/O queues' Connects through
+// its cntlid, holding the controller properties and the keep-alive state.
+//
+// The admin commands that need nothing but the controller (Property Get /
+// Set, Identify, Keep Alive) are answered here; the queues move the data.
+// Thread safety: every member may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "nvmf/capsule_parser.h"
+#include "nvmf/status.h"
+#include "nvmf/subsystem.h"
+
+namespace srdma::nvmf {
+
+struct ControllerLimits {
+  std::uint32_t max_queue_size = 128;       // CAP.MQES + 1
+  std::uint32_t max_io_size = 128 * 1024;   // bytes per command (MDTS)
+  std::uint32_t in_capsule_data_size = 0;   // I/O queues' in-capsule data (IOCCSZ * 16 - 64)
+  std::uint16_t max_io_queues = 64;
+};
+
+class Controller {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Controller(std::uint16_t cntlid, std::shared_ptr<Subsystem> subsys, std::string hostnqn,
+             std::uint32_t kato_ms, const ControllerLimits& limits);
+
+  std::uint16_t cntlid() const { return cntlid_; }
+  const std::shared_ptr<Subsystem>& subsystem() const { return subsys_; }
+  const std::string& hostnqn() const { return hostnqn_; }
+  const ControllerLimits& limits() const { return limits_; }
+
+  // CC.EN and CSTS.RDY: I/O is served only while ready.
+  bool ready() const { return csts_.load(std::memory_order_acquire) & kCstsReady; }
+
+  // Property Get: the value, or Invalid Field for an unknown property or size.
+  NvmeStatus property_get(const PropertyFields& p, std::uint64_t* value) const;
+  // Property Set of CC: enable -> ready, disable -> not ready, shutdown
+  // notification -> shutdown complete.
+  NvmeStatus property_set(const PropertyFields& p);
+
+  // Identify into `out` (4096 bytes). Invalid Namespace for an nsid the
+  // subsystem does not have (CNS 00h), Invalid Field for an unknown CNS.
+  NvmeStatus identify(const Command& cmd, std::span<std::byte> out) const;
+
+  // Keep Alive: any command counts as traffic (NVMe-oF 1.1 3.10: TBKAS off,
+  // the Keep Alive command itself restarts the timer).
+  void keep_alive() { last_keep_alive_ns_.store(now_ns(), std::memory_order_relaxed); }
+  // True when KATO is set and no Keep Alive came within it.
+  bool keep_alive_expired() const;
+
+ private:
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
+
+  const std::uint16_t cntlid_;
+  const std::shared_ptr<Subsystem> subsys_;
+  const std::string hostnqn_;
+  const std::uint32_t kato_ms_;
+  const ControllerLimits limits_;
+  mutable std::mutex mu_;  // serialises property writes
+  std::atomic<std::uint32_t> cc_{0};
+  std::atomic<std::uint32_t> csts_{0};
+  std::atomic<std::int64_t> last_keep_alive_ns_;
+};
+
+}  // namespace srdma::nvmf

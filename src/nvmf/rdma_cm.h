@@ -1,0 +1,97 @@
+// An in-process connection manager for RC queue pairs: what rdma_cm's
+// connect / accept / reject / disconnect give a ULP, for devices on the
+// in-process link.
+//
+// A passive side listens on (device address, port). The active side creates
+// its QP in RESET and calls connect() with its QPN and private data; the
+// listener creates its own QP, connects it to the requester and replies with
+// its QPN and private data (or refuses: the error is the reject). The active
+// side then connects its QP to the reply's QPN. Both sides share the
+// returned CmConnection: either may disconnect(), which runs the other
+// side's handler once (RDMA_CM_EVENT_DISCONNECTED).
+//
+// A later shared-memory or RoCEv2 link carries the same request and reply
+// as CM MADs; only this class changes.
+// Thread safety: all calls may be made from any thread. Handlers run on the
+// disconnecting thread with no CM lock held.
+#pragma once
+
+#include <cstddef>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "srdma/status.h"
+
+namespace srdma::nvmf {
+
+// One connection, shared by its two ends.
+class CmConnection {
+ public:
+  enum Side : int { kActive = 0, kPassive = 1 };
+  using Handler = std::function<void()>;
+
+  // The handler `side` wants run when the other side disconnects. Setting an
+  // empty one (at teardown) waits until a running handler of `side` returns.
+  void set_disconnect_handler(Side side, Handler h);
+  // Idempotent: the first call from either side runs the other's handler.
+  void disconnect(Side from);
+  bool disconnected() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
+  Handler handlers_[2];
+  int running_[2] = {0, 0};
+  bool disconnected_ = false;
+};
+
+struct CmRequest {
+  std::uint64_t peer_addr = 0;  // the active side's device
+  std::uint32_t peer_qpn = 0;
+  std::vector<std::byte> private_data;
+};
+
+struct CmReply {
+  std::uint32_t qpn = 0;  // the passive side's QP, connected to the requester
+  std::vector<std::byte> private_data;
+};
+
+class CmListener {
+ public:
+  virtual ~CmListener() = default;
+  // Accept: create a QP, connect it to the requester, return its QPN. An
+  // error is the reject the active side receives. `conn` is the connection
+  // the reply belongs to.
+  virtual Result<CmReply> on_connect_request(const CmRequest& req, const std::shared_ptr<CmConnection>& conn) = 0;
+};
+
+class ConnectionManager {
+ public:
+  static ConnectionManager& instance();
+
+  // EADDRINUSE when (addr, port) already has a listener.
+  Result<void> listen(std::uint64_t addr, std::uint16_t port, CmListener* listener);
+  // Afterwards no on_connect_request of this listener runs or will run.
+  void stop_listening(std::uint64_t addr, std::uint16_t port);
+
+  // ECONNREFUSED when nothing listens there; the listener's error otherwise.
+  Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> connect(std::uint64_t addr, std::uint16_t port,
+                                                                    const CmRequest& req);
+
+ private:
+  struct Entry {
+    CmListener* listener = nullptr;
+    int running = 0;  // on_connect_request calls in progress
+  };
+  std::mutex mu_;
+  std::condition_variable idle_;
+  std::map<std::pair<std::uint64_t, std::uint16_t>, Entry> listeners_;
+};
+
+}  // namespace srdma::nvmf

@@ -1,0 +1,269 @@
+#include "nvmf/rdma_host.h"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+#include <fmt/format.h>
+
+#include "nvmf/capsule.h"
+
+namespace srdma::nvmf {
+namespace {
+
+constexpr auto kKeeperTick = std::chrono::milliseconds(20);
+
+// Waits for one command (admin commands during bring-up).
+struct SyncIo {
+  BlockIo io;
+  std::uint64_t result = 0;
+  std::promise<void> done;
+  static void on_done(BlockIo& io) { static_cast<SyncIo*>(io.context)->done.set_value(); }
+};
+
+// A buffer the device may map page by page (FRWR needs no alignment, but
+// the Connect and Identify data are page-sized anyway).
+struct PageBuffer {
+  explicit PageBuffer(std::size_t n) : p(static_cast<std::byte*>(std::aligned_alloc(4096, n))), size(n) {
+    std::memset(p, 0, n);
+  }
+  ~PageBuffer() { std::free(p); }
+  std::byte* p;
+  std::size_t size;
+};
+
+}  // namespace
+
+HostController::HostController(Device& dev, ProtectionDomain pd, const HostOptions& opts)
+    : dev_(dev), pd_(std::move(pd)), opts_(opts) {}
+
+Result<std::unique_ptr<HostController>> HostController::connect(Device& dev, std::uint64_t target_addr,
+                                                                std::uint16_t port, const HostOptions& opts) {
+  if (opts.subnqn.empty()) return make_error(EINVAL, "no subsystem NQN to connect to");
+  if (opts.queue_size < 2 || opts.queue_size > 1024)
+    return make_error(EINVAL, fmt::format("queue_size {} outside 2..1024", opts.queue_size));
+  auto pd = dev.alloc_pd();
+  if (!pd) return std::unexpected(pd.error());
+  std::unique_ptr<HostController> c(new HostController(dev, std::move(*pd), opts));
+  if (auto r = c->bring_up(target_addr, port); !r) return std::unexpected(r.error());
+  c->keeper_ = std::thread([p = c.get()] { p->keeper_loop(); });
+  return c;
+}
+
+HostController::~HostController() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+  // I/O queues first (their Connects named the controller), then admin.
+  io_.clear();
+  admin_.reset();
+}
+
+Result<std::uint64_t> HostController::admin(const HostCommand& cmd) {
+  SyncIo s;
+  s.io.context = &s;
+  s.io.done = &SyncIo::on_done;
+  auto fut = s.done.get_future();
+  if (auto r = admin_->submit(cmd, &s.io, &s.result); !r) return std::unexpected(r.error());
+  fut.wait();
+  if (s.io.transport_error)
+    return make_error(s.io.transport_error, fmt::format("admin command {:#x} got no response", cmd.sqe.opcode));
+  if (!s.io.status.ok())
+    return make_error(EIO, fmt::format("admin command {:#x}: {}", cmd.sqe.opcode, s.io.status.to_string()));
+  return s.result;
+}
+
+Result<void> HostController::fabrics_connect(HostQueue& q, std::uint16_t cntlid) {
+  PageBuffer data(sizeof(ConnectData));
+  std::array<std::uint8_t, 16> hostid{};
+  std::memcpy(hostid.data(), opts_.hostnqn.data() + opts_.hostnqn.size() - std::min<std::size_t>(16, opts_.hostnqn.size()),
+              std::min<std::size_t>(16, opts_.hostnqn.size()));
+  auto cd = build_connect_data(hostid, cntlid, opts_.subnqn, opts_.hostnqn);
+  if (!cd) return std::unexpected(cd.error());
+  std::memcpy(data.p, &*cd, sizeof(ConnectData));
+  ConnectParams p;
+  p.qid = q.qid();
+  p.queue_size = q.size();
+  p.kato_ms = q.qid() == 0 ? opts_.kato_ms : 0;
+  HostCommand cmd;
+  auto sqe = build_connect(0, p, null_sgl());
+  if (!sqe) return std::unexpected(sqe.error());
+  cmd.sqe = *sqe;
+  cmd.data = data.p;
+  cmd.length = sizeof(ConnectData);
+  cmd.to_controller = true;
+  SyncIo s;
+  s.io.context = &s;
+  s.io.done = &SyncIo::on_done;
+  auto fut = s.done.get_future();
+  if (auto r = q.submit(cmd, &s.io, &s.result); !r) return std::unexpected(r.error());
+  fut.wait();
+  if (s.io.transport_error) return make_error(s.io.transport_error, fmt::format("Connect of queue {} got no response", q.qid()));
+  if (!s.io.status.ok()) return make_error(ECONNREFUSED, fmt::format("Connect of queue {}: {}", q.qid(), s.io.status.to_string()));
+  if (q.qid() == 0) cntlid_ = static_cast<std::uint16_t>(s.result);
+  return {};
+}
+
+Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t port) {
+  HostQueueConfig ac;
+  ac.qid = 0;
+  ac.size = opts_.admin_queue_size;
+  ac.max_io_size = std::max<std::uint32_t>(opts_.max_io_size, kIdentifyDataSize);
+  ac.pool_cqs = opts_.pool_cqs;
+  ac.timeout = opts_.io_timeout;
+  admin_ = std::make_unique<HostQueue>(dev_, pd_, ac);
+  if (auto r = admin_->connect(target_addr, port); !r) return r;
+  if (auto r = fabrics_connect(*admin_, kDynamicCntlid); !r) return r;
+
+  // CAP, then enable and wait for ready (CAP.TO bounds the wait).
+  auto cap = admin(HostCommand{build_property_get(0, Property::kCap)});
+  if (!cap) return std::unexpected(cap.error());
+  const std::uint32_t mqes = static_cast<std::uint32_t>(*cap & 0xFFFF) + 1;
+  if (opts_.queue_size > mqes)
+    return make_error(EINVAL, fmt::format("queue_size {} above the controller's maximum {}", opts_.queue_size, mqes));
+  auto cc = build_property_set(0, Property::kCc, kCcEnable | (6u << 16) | (4u << 20));  // IOSQES 64 B, IOCQES 16 B
+  if (!cc) return std::unexpected(cc.error());
+  if (auto r = admin(HostCommand{*cc}); !r) return std::unexpected(r.error());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500) * ((*cap >> kCapToShift) & 0xFF);
+  for (;;) {
+    auto csts = admin(HostCommand{build_property_get(0, Property::kCsts)});
+    if (!csts) return std::unexpected(csts.error());
+    if (*csts & kCstsReady) break;
+    if (std::chrono::steady_clock::now() > deadline) return make_error(ETIMEDOUT, "the controller did not become ready");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  PageBuffer buf(kIdentifyDataSize);
+  HostCommand id{build_identify(0, Cns::kController, 0, null_sgl()), buf.p, kIdentifyDataSize, false};
+  if (auto r = admin(id); !r) return std::unexpected(r.error());
+  std::memcpy(&id_, buf.p, sizeof(id_));
+  std::memset(buf.p, 0, buf.size);
+  HostCommand list{build_identify(0, Cns::kActiveNamespaceList, 0, null_sgl()), buf.p, kIdentifyDataSize, false};
+  if (auto r = admin(list); !r) return std::unexpected(r.error());
+  std::vector<std::uint32_t> nsids;
+  for (std::size_t i = 0; i < kMaxActiveNamespaceList; ++i) {
+    std::uint32_t nsid;
+    std::memcpy(&nsid, buf.p + 4 * i, 4);
+    if (nsid == 0) break;
+    nsids.push_back(nsid);
+  }
+  for (std::uint32_t nsid : nsids) {
+    HostCommand ns{build_identify(0, Cns::kNamespace, nsid, null_sgl()), buf.p, kIdentifyDataSize, false};
+    if (auto r = admin(ns); !r) return std::unexpected(r.error());
+    IdentifyNamespace idns;
+    std::memcpy(&idns, buf.p, sizeof(idns));
+    const unsigned lbads = idns.lbaf[idns.flbas & 0xF].lbads;
+    if (lbads < 9 || lbads > 16) return make_error(EPROTO, fmt::format("namespace {}: block size 2^{}", nsid, lbads));
+    namespaces_.push_back({nsid, 1u << lbads, idns.nsze});
+  }
+
+  std::uint32_t n = opts_.nr_io_queues;
+  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  for (std::uint32_t i = 0; i < n; ++i) {
+    HostQueueConfig qc;
+    qc.qid = static_cast<std::uint16_t>(i + 1);
+    qc.size = opts_.queue_size;
+    qc.max_io_size = opts_.max_io_size;
+    qc.pool_cqs = opts_.pool_cqs;
+    qc.timeout = opts_.io_timeout;
+    auto q = std::make_unique<HostQueue>(dev_, pd_, qc);
+    if (auto r = q->connect(target_addr, port); !r) return r;
+    if (auto r = fabrics_connect(*q, cntlid_); !r) return r;
+    io_.push_back(std::move(q));
+  }
+  return {};
+}
+
+const NamespaceInfo* HostController::find_namespace(std::uint32_t nsid) const {
+  for (const auto& ns : namespaces_)
+    if (ns.nsid == nsid) return &ns;
+  return nullptr;
+}
+
+Result<void> HostController::submit(BlockIo& io, std::uint32_t queue) {
+  if (queue >= io_.size()) return make_error(EINVAL, fmt::format("no I/O queue {} (the controller has {})", queue, io_.size()));
+  if (!io.done) return make_error(EINVAL, "an I/O without a completion callback");
+  if (failed()) return make_error(ENOTCONN, "the controller has failed");
+  HostCommand cmd;
+  if (io.op == BlockIo::Op::kFlush) {
+    auto f = build_flush(0, io.nsid);
+    if (!f) return std::unexpected(f.error());
+    cmd.sqe = *f;
+    return io_[queue]->submit(cmd, &io);
+  }
+  const NamespaceInfo* ns = find_namespace(io.nsid);
+  if (!ns) return make_error(EINVAL, fmt::format("no namespace {}", io.nsid));
+  if (io.nblocks == 0 || !io.buf) return make_error(EINVAL, "a read or write needs blocks and a buffer");
+  if (io.lba >= ns->num_blocks || io.nblocks > ns->num_blocks - io.lba)
+    return make_error(EINVAL, fmt::format("blocks {}+{} beyond namespace {} of {}", io.lba, io.nblocks, io.nsid, ns->num_blocks));
+  const std::uint64_t bytes = std::uint64_t{io.nblocks} * ns->block_size;
+  if (bytes > opts_.max_io_size) return make_error(EINVAL, fmt::format("{} bytes exceed max_io_size {}", bytes, opts_.max_io_size));
+  const bool write = io.op == BlockIo::Op::kWrite;
+  auto sqe = write ? build_write(0, io.nsid, io.lba, io.nblocks, null_sgl()) : build_read(0, io.nsid, io.lba, io.nblocks, null_sgl());
+  if (!sqe) return std::unexpected(sqe.error());
+  cmd.sqe = *sqe;
+  cmd.data = io.buf;
+  cmd.length = static_cast<std::uint32_t>(bytes);
+  cmd.to_controller = write;
+  return io_[queue]->submit(cmd, &io);
+}
+
+void HostController::fail(int err) {
+  failed_.store(true, std::memory_order_release);
+  for (auto& q : io_) q->close(err);
+  if (admin_) admin_->close(err);
+}
+
+std::vector<CompletionQueue*> HostController::cqs() const {
+  std::vector<CompletionQueue*> out;
+  auto add = [&](const HostQueue& q) {
+    if (std::find(out.begin(), out.end(), q.cq()) == out.end()) out.push_back(q.cq());
+  };
+  if (admin_) add(*admin_);
+  for (const auto& q : io_) add(*q);
+  return out;
+}
+
+void HostController::keeper_loop() {
+  using Clock = std::chrono::steady_clock;
+  auto next_ka = Clock::now() + std::chrono::milliseconds(opts_.kato_ms / 2);
+  struct KeepAlive {
+    BlockIo io;
+    std::atomic<bool> busy{false};
+    static void on_done(BlockIo& io) {
+      auto* k = static_cast<KeepAlive*>(io.context);
+      k->busy.store(false, std::memory_order_release);
+    }
+  } ka;
+  ka.io.context = &ka;
+  ka.io.done = &KeepAlive::on_done;
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, kKeeperTick);
+    if (stop_) break;
+    lock.unlock();
+    const auto now = Clock::now();
+    bool timed_out = admin_->check_timeouts(now);
+    for (auto& q : io_) timed_out |= q->check_timeouts(now);
+    if (timed_out || admin_->closed()) {
+      if (!failed()) fail(timed_out ? ETIMEDOUT : ECONNRESET);
+    } else if (opts_.kato_ms && now >= next_ka) {
+      next_ka = now + std::chrono::milliseconds(opts_.kato_ms / 2);
+      if (!ka.busy.exchange(true)) {
+        if (!admin_->submit(HostCommand{build_keep_alive(0)}, &ka.io)) ka.busy.store(false);
+      }
+    }
+    lock.lock();
+  }
+  lock.unlock();
+  // The keep-alive's BlockIo lives here: wait for it to come back.
+  if (ka.busy.load(std::memory_order_acquire)) {
+    admin_->close(ENOTCONN);
+    while (ka.busy.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace srdma::nvmf

@@ -1,0 +1,103 @@
+// The NVMe-oF RDMA host (like nvme-rdma): one controller = an admin queue
+// plus I/O queues on one subsystem of one target, and an asynchronous block
+// API on top.
+//
+// connect() brings a controller up as the Linux host does: admin queue
+// (Fabrics Connect, dynamic controller), CAP, CC.EN = 1, wait for
+// CSTS.RDY, Identify Controller, the active namespace list and each
+// namespace, then the I/O queues (Connect with the cntlid).
+// A keeper thread sends Keep Alive every KATO / 2 and fails a controller
+// whose command outlived the I/O timeout: every queue closes and every
+// outstanding I/O completes with ETIMEDOUT. A controller that failed stays
+// failed (no reconnect): later submits get ENOTCONN.
+// Thread safety: submit from any thread; callbacks run on completion threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nvmf/block_io.h"
+#include "nvmf/host_queue.h"
+#include "nvmf/wire.h"
+#include "srdma/device.h"
+
+namespace srdma::nvmf {
+
+struct HostOptions {
+  std::string subnqn;
+  std::string hostnqn = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
+  std::uint32_t nr_io_queues = 0;  // 0: one per online CPU
+  std::uint32_t queue_size = 128;  // I/O queues
+  std::uint32_t admin_queue_size = 32;
+  bool pool_cqs = true;            // false: one private CQ per queue
+  std::uint32_t max_io_size = 128 * 1024;
+  std::chrono::milliseconds io_timeout{10000};
+  std::uint32_t kato_ms = 5000;    // 0: no keep alive
+};
+
+struct NamespaceInfo {
+  std::uint32_t nsid = 0;
+  std::uint32_t block_size = 0;
+  std::uint64_t num_blocks = 0;
+};
+
+class HostController {
+ public:
+  // `dev` must outlive the controller.
+  static Result<std::unique_ptr<HostController>> connect(Device& dev, std::uint64_t target_addr,
+                                                         std::uint16_t port, const HostOptions& opts);
+  // Disconnects: every outstanding I/O completes (ENOTCONN) first.
+  ~HostController();
+
+  // Submits on I/O queue `queue` (0-based, < io_queues()). EINVAL for an
+  // unknown namespace, a range beyond it, a zero or too long transfer, a
+  // missing buffer or callback; EAGAIN when the queue is full; ENOTCONN
+  // once the controller failed. On success io.done runs exactly once.
+  Result<void> submit(BlockIo& io, std::uint32_t queue);
+
+  std::uint32_t io_queues() const { return static_cast<std::uint32_t>(io_.size()); }
+  std::uint32_t queue_size() const { return opts_.queue_size; }
+  std::uint16_t cntlid() const { return cntlid_; }
+  const std::vector<NamespaceInfo>& namespaces() const { return namespaces_; }
+  const NamespaceInfo* find_namespace(std::uint32_t nsid) const;
+  const IdentifyController& identify() const { return id_; }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Closes every queue with `err` (every outstanding I/O completes with it).
+  void fail(int err);
+  // The CQs this controller's queues use (distinct ones; pool CQs are shared
+  // with other controllers).
+  std::vector<CompletionQueue*> cqs() const;
+
+ private:
+  HostController(Device& dev, ProtectionDomain pd, const HostOptions& opts);
+  // A synchronous admin command; the NVMe status or a transport error.
+  Result<std::uint64_t> admin(const HostCommand& cmd);
+  Result<void> fabrics_connect(HostQueue& q, std::uint16_t cntlid);
+  Result<void> bring_up(std::uint64_t target_addr, std::uint16_t port);
+  void keeper_loop();
+
+  Device& dev_;
+  ProtectionDomain pd_;
+  const HostOptions opts_;
+  std::unique_ptr<HostQueue> admin_;
+  std::vector<std::unique_ptr<HostQueue>> io_;
+  std::uint16_t cntlid_ = 0;
+  IdentifyController id_;
+  std::vector<NamespaceInfo> namespaces_;
+  std::atomic<bool> failed_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread keeper_;
+};
+
+}  // namespace srdma::nvmf

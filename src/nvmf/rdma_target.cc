@@ -1,0 +1,161 @@
+#include "nvmf/rdma_target.h"
+
+#include <fmt/format.h>
+
+#include "nvmf/nvme_rdma_cm.h"
+#include "nvmf/target_queue.h"
+
+namespace srdma::nvmf {
+namespace {
+constexpr auto kReaperPeriod = std::chrono::milliseconds(50);  // keep-alive checks
+}
+
+Result<std::unique_ptr<RdmaTarget>> RdmaTarget::create(Device& dev, const TargetOptions& opts) {
+  if (opts.limits.max_queue_size < 2 || opts.limits.max_queue_size > 1024)
+    return make_error(EINVAL, fmt::format("max_queue_size {} outside 2..1024", opts.limits.max_queue_size));
+  if (opts.limits.max_io_size < 4096 || (opts.limits.max_io_size & (opts.limits.max_io_size - 1)))
+    return make_error(EINVAL, fmt::format("max_io_size {} is not a power of two >= 4096", opts.limits.max_io_size));
+  if (opts.poll_ctx == PollContext::kDirect) return make_error(EINVAL, "the target needs a processed poll context");
+  auto pd = dev.alloc_pd();
+  if (!pd) return std::unexpected(pd.error());
+  return std::unique_ptr<RdmaTarget>(new RdmaTarget(dev, std::move(*pd), opts));
+}
+
+RdmaTarget::RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& opts)
+    : dev_(dev), pd_(std::move(pd)), opts_(opts), reaper_([this] { reaper_loop(); }) {}
+
+RdmaTarget::~RdmaTarget() {
+  for (std::uint16_t port : ports_) ConnectionManager::instance().stop_listening(dev_.address(), port);
+  disconnect_all();
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return queues_.empty(); });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  reaper_.join();
+}
+
+Result<void> RdmaTarget::add_subsystem(std::shared_ptr<Subsystem> s) {
+  if (!s) return make_error(EINVAL, "no subsystem");
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = subsystems_.try_emplace(std::string(s->nqn()), s);
+  if (!inserted) return make_error(EEXIST, fmt::format("subsystem {} already exists", s->nqn()));
+  return {};
+}
+
+Result<void> RdmaTarget::listen(std::uint16_t port) {
+  if (auto r = ConnectionManager::instance().listen(dev_.address(), port, this); !r) return r;
+  std::lock_guard lock(mu_);
+  ports_.push_back(port);
+  return {};
+}
+
+void RdmaTarget::disconnect_all() {
+  std::vector<TargetQueue*> qs;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [q, owned] : queues_) qs.push_back(q);
+  }
+  for (TargetQueue* q : qs) q->close();
+}
+
+TargetStats RdmaTarget::stats() const {
+  std::lock_guard lock(mu_);
+  TargetStats s;
+  s.commands = commands_.load(std::memory_order_relaxed);
+  s.errors = errors_.load(std::memory_order_relaxed);
+  s.queues = queues_.size();
+  for (auto& [id, c] : controllers_)
+    if (!c.expired()) ++s.controllers;
+  return s;
+}
+
+Result<CmReply> RdmaTarget::on_connect_request(const CmRequest& req, const std::shared_ptr<CmConnection>& conn) {
+  auto pd = parse_cm_private_data<NvmeRdmaCmRequest>(req.private_data);
+  if (!pd) return make_error(EPROTO, "the connect request carries no NVMe/RDMA private data");
+  if (pd->recfmt != 0) return make_error(EPROTO, fmt::format("record format {} is not 0", pd->recfmt));
+  const std::uint32_t size = std::uint32_t{pd->hsqsize} + 1;
+  if (size < 2 || size > opts_.limits.max_queue_size || pd->hrqsize < size)
+    return make_error(EINVAL, fmt::format("queue size {} outside 2..{} (host receive queue {})", size,
+                                          opts_.limits.max_queue_size, pd->hrqsize));
+  if (pd->qid > opts_.limits.max_io_queues) return make_error(EINVAL, fmt::format("queue id {} too large", pd->qid));
+  auto q = std::make_unique<TargetQueue>(*this, pd->qid, size, conn);
+  // On failure nothing ran on the queue yet: destroying it drops the
+  // receives with the QP.
+  if (auto r = q->init(req.peer_addr, req.peer_qpn); !r) return std::unexpected(r.error());
+  TargetQueue* raw = q.get();
+  conn->set_disconnect_handler(CmConnection::kPassive, [raw] { raw->close(); });
+  CmReply reply;
+  reply.qpn = raw->qpn();
+  NvmeRdmaCmReply rep;
+  rep.crqsize = static_cast<std::uint16_t>(size);
+  reply.private_data = cm_private_data(rep);
+  std::lock_guard lock(mu_);
+  queues_.emplace(raw, std::move(q));
+  return reply;
+}
+
+NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f, const ConnectInfo& info,
+                                          std::shared_ptr<Controller>* out, std::uint32_t* dw0) {
+  std::lock_guard lock(mu_);
+  auto sub = subsystems_.find(std::string(info.subnqn));
+  if (sub == subsystems_.end()) {
+    *dw0 = connect_ipo(true, 256);  // SUBNQN
+    return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
+  }
+  if (q.qid() == 0) {
+    if (info.cntlid != kDynamicCntlid) {
+      *dw0 = connect_ipo(true, 16);
+      return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
+    }
+    // cntlid 1..0xFFEF; skip ones still in use after a wrap.
+    for (int tries = 0; tries < 0xFFEF; ++tries) {
+      std::uint16_t id = next_cntlid_;
+      next_cntlid_ = next_cntlid_ >= 0xFFEF ? 1 : next_cntlid_ + 1;
+      auto it = controllers_.find(id);
+      if (it != controllers_.end() && !it->second.expired()) continue;
+      auto ctrl = std::make_shared<Controller>(id, sub->second, std::string(info.hostnqn), f.kato_ms, opts_.limits);
+      controllers_[id] = ctrl;
+      *out = std::move(ctrl);
+      return NvmeStatus::success();
+    }
+    return NvmeStatus::of(StatusCode::kConnectControllerBusy);
+  }
+  auto it = controllers_.find(info.cntlid);
+  std::shared_ptr<Controller> ctrl = it == controllers_.end() ? nullptr : it->second.lock();
+  if (!ctrl || ctrl->subsystem() != sub->second || ctrl->hostnqn() != info.hostnqn) {
+    *dw0 = connect_ipo(true, 16);  // CNTLID
+    return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
+  }
+  *out = std::move(ctrl);
+  return NvmeStatus::success();
+}
+
+void RdmaTarget::queue_closed(TargetQueue* q) {
+  std::lock_guard lock(mu_);
+  closing_.push_back(q);
+  cv_.notify_all();
+}
+
+void RdmaTarget::reaper_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait_for(lock, kReaperPeriod, [&] { return stop_ || !closing_.empty(); });
+    if (stop_) return;
+    // Keep-alive: a controller whose host went silent loses its queues.
+    std::vector<TargetQueue*> expired;
+    for (auto& [q, owned] : queues_)
+      if (const Controller* c = q->controller_if_connected(); c && c->keep_alive_expired()) expired.push_back(q);
+    auto closing = std::move(closing_);
+    closing_.clear();
+    lock.unlock();
+    for (TargetQueue* q : expired) q->close();  // comes back through closing_
+    for (TargetQueue* q : closing) q->drain_and_destroy();
+    lock.lock();
+    for (TargetQueue* q : closing) queues_.erase(q);
+    cv_.notify_all();
+  }
+}
+
+}  // namespace srdma::nvmf

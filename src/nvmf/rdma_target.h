@@ -1,0 +1,110 @@
+// The NVMe-oF RDMA target (like nvmet-rdma): subsystems of namespaces
+// behind a listener; one queue pair per host queue.
+//
+// Per queue (target_queue.cc): a ring of posted receives, one command slot
+// each (capsule, response and data buffer); write data is fetched with
+// RDMA READ, read data is returned with RDMA WRITE, then the response goes
+// out with SEND (SEND_WITH_INV when the host's SGL asked for remote
+// invalidation). CQs come from the device's shared pool, nr_cqe = recv +
+// 2 x send + 1 on vector qid mod vectors, WORKQUEUE context, or are private
+// per queue (TargetOptions::pool_cqs = false) for the comparison.
+//
+// Connections arrive through the in-process connection manager
+// (rdma_cm.h) with the NVMe/RDMA private data (nvme_rdma_cm.h); the Fabrics
+// Connect command then binds a queue to a controller (controller.h).
+// Thread safety: every member may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nvmf/controller.h"
+#include "nvmf/rdma_cm.h"
+#include "nvmf/subsystem.h"
+#include "srdma/device.h"
+#include "srdma/poll_context.h"
+
+namespace srdma::nvmf {
+
+class TargetQueue;
+
+struct TargetOptions {
+  bool pool_cqs = true;  // false: one private CQ per queue
+  PollContext poll_ctx = PollContext::kWorkqueue;
+  ControllerLimits limits;
+};
+
+struct TargetStats {
+  std::uint64_t commands = 0;
+  std::uint64_t errors = 0;       // commands answered with a non-success status
+  std::uint64_t queues = 0;       // live
+  std::uint64_t controllers = 0;  // live
+};
+
+class RdmaTarget final : public CmListener {
+ public:
+  // `dev` must outlive the target.
+  static Result<std::unique_ptr<RdmaTarget>> create(Device& dev, const TargetOptions& opts);
+  // Disconnects every queue and stops listening.
+  ~RdmaTarget() override;
+
+  // EEXIST for a second subsystem with the same NQN.
+  Result<void> add_subsystem(std::shared_ptr<Subsystem> s);
+  // Listens on (this device, port). EADDRINUSE if taken.
+  Result<void> listen(std::uint16_t port);
+  // Disconnects every queue of every controller (the host sees its queues
+  // go away); controllers are freed with their admin queue.
+  void disconnect_all();
+
+  TargetStats stats() const;
+  Device& device() { return dev_; }
+  const TargetOptions& options() const { return opts_; }
+
+  // CmListener.
+  Result<CmReply> on_connect_request(const CmRequest& req, const std::shared_ptr<CmConnection>& conn) override;
+
+  // --- For TargetQueue ---
+  // Fabrics Connect: the admin queue's creates a controller, an I/O queue's
+  // finds it. On failure, the status (and IPO/IATTR in *dw0).
+  NvmeStatus connect_controller(TargetQueue& q, const ConnectFields& f, const ConnectInfo& info,
+                                std::shared_ptr<Controller>* out, std::uint32_t* dw0);
+  // The queue closed (host disconnect, error, keep-alive expiry): tear it
+  // down on the reaper thread.
+  void queue_closed(TargetQueue* q);
+  void count_command(bool error) {
+    commands_.fetch_add(1, std::memory_order_relaxed);
+    if (error) errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ProtectionDomain& pd() { return pd_; }
+
+ private:
+  RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& opts);
+  void reaper_loop();
+
+  Device& dev_;
+  ProtectionDomain pd_;
+  const TargetOptions opts_;
+  std::vector<std::uint16_t> ports_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::shared_ptr<Subsystem>> subsystems_;
+  std::map<std::uint16_t, std::weak_ptr<Controller>> controllers_;
+  std::uint16_t next_cntlid_ = 1;
+  std::map<TargetQueue*, std::unique_ptr<TargetQueue>> queues_;
+  std::vector<TargetQueue*> closing_;
+  bool stop_ = false;
+  std::thread reaper_;
+
+  std::atomic<std::uint64_t> commands_{0};
+  std::atomic<std::uint64_t> errors_{0};
+};
+
+}  // namespace srdma::nvmf

@@ -1,0 +1,382 @@
+#include "nvmf/target_queue.h"
+
+#include <cstring>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "nvmf/capsule.h"
+#include "nvmf/rdma_target.h"
+#include "srdma/access.h"
+
+namespace srdma::nvmf {
+namespace {
+constexpr std::size_t kRspStride = 64;  // responses a cache line apart
+}
+
+TargetQueue::TargetQueue(RdmaTarget& target, std::uint16_t qid, std::uint32_t size,
+                         std::shared_ptr<CmConnection> conn)
+    : target_(target), qid_(qid), size_(size), conn_(std::move(conn)) {}
+
+TargetQueue::~TargetQueue() = default;
+
+std::uint32_t TargetQueue::qpn() const { return qp_ ? qp_->qp_num() : 0; }
+
+Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn) {
+  const TargetOptions& o = target_.options();
+  Device& dev = target_.device();
+  // The admin queue takes no in-capsule data (its IOCCSZ is the bare SQE).
+  in_capsule_size_ = qid_ == 0 ? 0 : o.limits.in_capsule_data_size;
+  capsule_stride_ = static_cast<std::uint32_t>((sizeof(NvmeCommand) + in_capsule_size_ + 63) / 64 * 64);
+  const std::uint32_t data_size = std::max<std::uint32_t>(o.limits.max_io_size, kIdentifyDataSize);
+
+  // Receives: one per slot plus the drain; sends: a data transfer and a
+  // response per slot plus the drain.
+  const std::uint32_t recv_wr = size_ + 1, send_wr = 2 * size_ + 1;
+  const std::uint32_t nr_cqe = recv_wr + send_wr;  // nvmet: recv + 2 x send + 1
+  const auto vectors = std::max<std::uint32_t>(1, dev.query().num_comp_vectors);
+  if (o.pool_cqs) {
+    auto lease = dev.cq_pool_lease(nr_cqe, qid_ == 0 ? 0 : qid_ % static_cast<int>(vectors), o.poll_ctx);
+    if (!lease) return std::unexpected(lease.error());
+    lease_ = std::move(*lease);
+    cq_ = lease_.cq();
+  } else {
+    auto cq = dev.alloc_cq(this, nr_cqe, qid_ % vectors, o.poll_ctx);
+    if (!cq) return std::unexpected(cq.error());
+    private_cq_ = std::move(*cq);
+    cq_ = private_cq_.get();
+  }
+
+  QpInitAttr qa;
+  qa.send_cq = cq_;
+  qa.recv_cq = cq_;
+  qa.cap.max_send_wr = send_wr;
+  qa.cap.max_recv_wr = recv_wr;
+  qa.cap.max_send_sge = 1;
+  qa.cap.max_recv_sge = 1;
+  qa.qp_context = this;
+  auto qp = target_.pd().create_qp(qa);
+  if (!qp) return std::unexpected(qp.error());
+  qp_ = std::move(*qp);
+
+  const std::size_t per_slot = capsule_stride_ + kRspStride + data_size;
+  buf_.resize(per_slot * size_);
+  auto mr = target_.pd().reg_mr(buf_.data(), buf_.size(), ACCESS_LOCAL_WRITE);
+  if (!mr) return std::unexpected(mr.error());
+  mr_ = std::move(*mr);
+
+  slots_.resize(size_);
+  for (std::uint32_t i = 0; i < size_; ++i) {
+    Slot& s = slots_[i];
+    std::byte* base = buf_.data() + per_slot * i;
+    s.q = this;
+    s.capsule = base;
+    s.rsp = reinterpret_cast<NvmeCompletion*>(base + capsule_stride_);
+    s.data = base + capsule_stride_ + kRspStride;
+    s.recv_cqe = {{&TargetQueue::on_recv}, &s};
+    s.read_cqe = {{&TargetQueue::on_read}, &s};
+    s.send_cqe = {{&TargetQueue::on_send}, &s};
+  }
+  RcConnection c;
+  c.peer_addr = host_addr;
+  c.peer_qpn = host_qpn;
+  c.access = ACCESS_LOCAL_WRITE;  // the host never reads or writes target memory
+  if (auto r = qp_->connect(c); !r) return r;
+  for (Slot& s : slots_)
+    if (!post_recv(s)) return make_error(EIO, "cannot post the receive ring");
+  return {};
+}
+
+bool TargetQueue::post_recv(Slot& s) {
+  Sge sge{reinterpret_cast<std::uint64_t>(s.capsule), capsule_stride_, mr_.lkey()};
+  RecvWr wr;
+  wr.wr_cqe = &s.recv_cqe.cqe;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  std::lock_guard lock(post_mu_);
+  if (closing_) return false;
+  return qp_->post_recv(wr).has_value();
+}
+
+bool TargetQueue::post_send(const SendWr& wr) {
+  std::lock_guard lock(post_mu_);
+  if (closing_) return false;
+  if (auto r = qp_->post_send(wr); !r) return false;
+  return true;
+}
+
+void TargetQueue::close() {
+  {
+    std::lock_guard lock(post_mu_);
+    if (closing_) return;
+    closing_ = true;
+  }
+  QpAttr a;
+  a.qp_state = QpState::kErr;
+  (void)qp_->modify(a, QP_STATE);
+  target_.queue_closed(this);
+}
+
+void TargetQueue::io_end() {
+  if (ns_ops_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard lock(drain_mu_);
+    drain_cv_.notify_all();
+  }
+}
+
+void TargetQueue::drain_and_destroy() {
+  if (qp_) {
+    // The drain WRs go in after close() stopped every other post.
+    Sge none{};
+    RecvWr rwr;
+    rwr.wr_cqe = &drain_cqe_;
+    rwr.sg_list = &none;
+    rwr.num_sge = 0;
+    SendWr swr;
+    swr.wr_cqe = &drain_cqe_;
+    swr.opcode = WrOpcode::kSend;
+    swr.send_flags = SEND_SIGNALED;
+    int posted = 0;
+    if (qp_->post_recv(rwr)) ++posted;
+    if (qp_->post_send(swr)) ++posted;
+    std::unique_lock lock(drain_mu_);
+    drains_left_ += posted;
+    drain_cv_.wait(lock, [&] { return drains_left_ == 0 && ns_ops_.load(std::memory_order_acquire) == 0; });
+  }
+  conn_->set_disconnect_handler(CmConnection::kPassive, {});
+  conn_->disconnect(CmConnection::kPassive);
+  qp_.reset();
+  lease_.release();
+  private_cq_.reset();
+  (void)mr_.dereg();
+}
+
+void TargetQueue::on_drain(CompletionQueue&, const Wc& wc) {
+  auto* q = static_cast<TargetQueue*>(wc.qp_context);
+  std::lock_guard lock(q->drain_mu_);
+  // A drain WR may complete before the reaper counted it: count down past 0
+  // and let the wait see 0 again.
+  --q->drains_left_;
+  q->drain_cv_.notify_all();
+}
+
+void TargetQueue::fail(const Wc& wc) {
+  if (wc.status != WcStatus::kWrFlushErr) target_.count_command(true);
+  close();
+}
+
+void TargetQueue::on_recv(CompletionQueue&, const Wc& wc) {
+  Slot& s = slot_of(wc);
+  if (wc.status != WcStatus::kSuccess) return s.q->fail(wc);
+  s.q->execute(s, wc.byte_len);
+}
+
+void TargetQueue::on_read(CompletionQueue&, const Wc& wc) {
+  Slot& s = slot_of(wc);
+  TargetQueue* q = s.q;
+  if (wc.status != WcStatus::kSuccess) {
+    // The host's key or memory refused the RDMA READ: the QP is in error
+    // (IBA: a remote access error ends the connection), so no status can
+    // reach the host; it learns through the disconnect.
+    q->io_end();
+    return q->fail(wc);
+  }
+  if (s.cmd.kind == CommandKind::kConnect) {
+    q->finish_connect(s);
+  } else {
+    q->finish_write(s);
+  }
+  q->io_end();
+}
+
+void TargetQueue::on_send(CompletionQueue&, const Wc& wc) {
+  Slot& s = slot_of(wc);
+  if (wc.status != WcStatus::kSuccess) return s.q->fail(wc);
+  // The response is out: the slot takes the next command.
+  (void)s.q->post_recv(s);
+}
+
+void TargetQueue::refuse(Slot& s, const Refusal& r) {
+  s.cmd = Command{};
+  s.cmd.cid = r.cid;
+  s.invalidate = false;
+  respond(s, r.status, r.dw0);
+}
+
+void TargetQueue::respond(Slot& s, NvmeStatus status, std::uint64_t result, std::uint32_t write_len) {
+  target_.count_command(!status.ok());
+  const std::uint16_t head = static_cast<std::uint16_t>(sq_head_.load(std::memory_order_relaxed) % size_);
+  *s.rsp = build_completion(s.cmd.cid, qid_, head, status, result);
+  Sge rsp{reinterpret_cast<std::uint64_t>(s.rsp), sizeof(NvmeCompletion), mr_.lkey()};
+  SendWr send;
+  send.wr_cqe = &s.send_cqe.cqe;
+  send.sg_list = &rsp;
+  send.num_sge = 1;
+  send.send_flags = SEND_SIGNALED;
+  if (s.invalidate) {
+    send.opcode = WrOpcode::kSendWithInv;
+    send.invalidate_rkey = s.invalidate_rkey;
+  } else {
+    send.opcode = WrOpcode::kSend;
+  }
+  Sge data{reinterpret_cast<std::uint64_t>(s.data), write_len, mr_.lkey()};
+  SendWr write;
+  if (write_len > 0) {
+    // The data first, unsignaled: RC ordering puts it in host memory
+    // before the response arrives.
+    write.wr_cqe = &s.send_cqe.cqe;  // only a flush would complete it
+    write.opcode = WrOpcode::kRdmaWrite;
+    write.sg_list = &data;
+    write.num_sge = 1;
+    write.remote_addr = s.cmd.data.addr;
+    write.rkey = s.cmd.data.key;
+    write.next = &send;
+  }
+  (void)post_send(write_len > 0 ? write : send);
+}
+
+void TargetQueue::execute(Slot& s, std::uint32_t byte_len) {
+  sq_head_.fetch_add(1, std::memory_order_relaxed);
+  QueueContext ctx;
+  ctx.type = qid_ == 0 ? QueueType::kAdmin : QueueType::kIo;
+  ctx.connected = connected_.load(std::memory_order_acquire);
+  ctx.in_capsule_data_size = in_capsule_size_;
+  ctx.max_queue_size = target_.options().limits.max_queue_size;
+  const std::uint32_t len = std::min(byte_len, capsule_stride_);
+  ParseResult parsed = parse_command(std::span<const std::byte>(s.capsule, len), ctx);
+  if (auto* r = std::get_if<Refusal>(&parsed)) return refuse(s, *r);
+  s.cmd = std::get<Command>(parsed);
+  const Command& c = s.cmd;
+  s.invalidate = c.data.kind == DataDescriptor::Kind::kKeyed && c.data.invalidate;
+  s.invalidate_rkey = c.data.key;
+
+  switch (c.kind) {
+    case CommandKind::kConnect: {
+      if (c.data.kind == DataDescriptor::Kind::kInCapsule) {
+        std::memmove(s.data, c.data.in_capsule.data(), std::min<std::size_t>(c.data.in_capsule.size(), 1024));
+        return finish_connect(s);
+      }
+      if (c.data.kind != DataDescriptor::Kind::kKeyed || c.data.length < sizeof(ConnectData))
+        return respond(s, NvmeStatus::of(StatusCode::kDataSglLengthInvalid));
+      // Fetch the Connect data from the host.
+      Sge sge{reinterpret_cast<std::uint64_t>(s.data), static_cast<std::uint32_t>(sizeof(ConnectData)), mr_.lkey()};
+      SendWr rd;
+      rd.wr_cqe = &s.read_cqe.cqe;
+      rd.opcode = WrOpcode::kRdmaRead;
+      rd.sg_list = &sge;
+      rd.num_sge = 1;
+      rd.send_flags = SEND_SIGNALED;
+      rd.remote_addr = c.data.addr;
+      rd.rkey = c.data.key;
+      io_begin();
+      if (!post_send(rd)) io_end();
+      return;
+    }
+    case CommandKind::kPropertyGet: {
+      std::uint64_t v = 0;
+      NvmeStatus st = ctrl_->property_get(c.property, &v);
+      return respond(s, st, v);
+    }
+    case CommandKind::kPropertySet:
+      return respond(s, ctrl_->property_set(c.property));
+    case CommandKind::kKeepAlive:
+      ctrl_->keep_alive();
+      return respond(s, NvmeStatus::success());
+    case CommandKind::kIdentify: {
+      if (c.data.kind != DataDescriptor::Kind::kKeyed)
+        return respond(s, NvmeStatus::of(StatusCode::kSglDescriptorTypeInvalid));
+      NvmeStatus st = ctrl_->identify(c, std::span<std::byte>(s.data, kIdentifyDataSize));
+      if (!st.ok()) return respond(s, st);
+      return respond(s, st, 0, std::min<std::uint32_t>(c.data.length, kIdentifyDataSize));
+    }
+    case CommandKind::kFlush:
+    case CommandKind::kRead:
+    case CommandKind::kWrite:
+      return execute_read_write(s);
+  }
+  respond(s, NvmeStatus::of(StatusCode::kInvalidOpcode));
+}
+
+void TargetQueue::execute_read_write(Slot& s) {
+  const Command& c = s.cmd;
+  if (!ctrl_->ready()) return respond(s, NvmeStatus::of(StatusCode::kCommandSequenceError));
+  if (c.kind == CommandKind::kFlush && c.nsid == kNsidBroadcast) return respond(s, NvmeStatus::success());
+  Namespace* ns = ctrl_->subsystem()->find_namespace(c.nsid);
+  if (!ns) return respond(s, NvmeStatus::of(StatusCode::kInvalidNamespace));
+  if (c.kind == CommandKind::kFlush) {
+    io_begin();
+    ns->flush([&s](NvmeStatus st) {
+      s.q->respond(s, st);
+      s.q->io_end();
+    });
+    return;
+  }
+  if (c.rw.slba >= ns->num_blocks() || c.rw.nlb > ns->num_blocks() - c.rw.slba)
+    return respond(s, NvmeStatus::of(StatusCode::kLbaOutOfRange));
+  if (NvmeStatus st = check_transfer_length(c, ns->block_size()); !st.ok()) return respond(s, st);
+  const std::uint64_t bytes = std::uint64_t{c.rw.nlb} * ns->block_size();
+  if (bytes > target_.options().limits.max_io_size) return respond(s, NvmeStatus::of(StatusCode::kInvalidField));
+  const auto len = static_cast<std::uint32_t>(bytes);
+
+  if (c.kind == CommandKind::kRead) {
+    if (c.data.kind != DataDescriptor::Kind::kKeyed)
+      return respond(s, NvmeStatus::of(StatusCode::kSglDescriptorTypeInvalid));
+    io_begin();
+    ns->read(c.rw.slba, c.rw.nlb, std::span<std::byte>(s.data, len), [&s, len](NvmeStatus st) {
+      if (st.ok()) {
+        s.q->respond(s, st, 0, len);
+      } else {
+        s.q->respond(s, st);
+      }
+      s.q->io_end();
+    });
+    return;
+  }
+  // Write: the data came in the capsule, or is fetched with RDMA READ.
+  if (c.data.kind == DataDescriptor::Kind::kInCapsule) {
+    std::memmove(s.data, c.data.in_capsule.data(), len);
+    return finish_write(s);
+  }
+  Sge sge{reinterpret_cast<std::uint64_t>(s.data), len, mr_.lkey()};
+  SendWr rd;
+  rd.wr_cqe = &s.read_cqe.cqe;
+  rd.opcode = WrOpcode::kRdmaRead;
+  rd.sg_list = &sge;
+  rd.num_sge = 1;
+  rd.send_flags = SEND_SIGNALED;
+  rd.remote_addr = c.data.addr;
+  rd.rkey = c.data.key;
+  io_begin();
+  if (!post_send(rd)) io_end();
+}
+
+void TargetQueue::finish_write(Slot& s) {
+  const Command& c = s.cmd;
+  Namespace* ns = ctrl_->subsystem()->find_namespace(c.nsid);
+  const std::size_t len = std::size_t{c.rw.nlb} * ns->block_size();
+  io_begin();
+  ns->write(c.rw.slba, c.rw.nlb, std::span<const std::byte>(s.data, len), [&s](NvmeStatus st) {
+    s.q->respond(s, st);
+    s.q->io_end();
+  });
+}
+
+void TargetQueue::finish_connect(Slot& s) {
+  auto parsed = parse_connect_data(std::span<const std::byte>(s.data, sizeof(ConnectData)));
+  if (auto* r = std::get_if<Refusal>(&parsed)) return respond(s, r->status, r->dw0);
+  const auto& info = std::get<ConnectInfo>(parsed);
+  if (s.cmd.connect.qid != qid_)
+    return respond(s, NvmeStatus::of(StatusCode::kConnectInvalidParameters), connect_ipo(false, 42));
+  if (s.cmd.connect.queue_size > size_)
+    return respond(s, NvmeStatus::of(StatusCode::kConnectInvalidParameters), connect_ipo(false, 44));
+  std::shared_ptr<Controller> ctrl;
+  std::uint32_t dw0 = 0;
+  NvmeStatus st = target_.connect_controller(*this, s.cmd.connect, info, &ctrl, &dw0);
+  if (!st.ok()) return respond(s, st, dw0);
+  ctrl_ = std::move(ctrl);
+  ctrl_raw_.store(ctrl_.get(), std::memory_order_release);
+  connected_.store(true, std::memory_order_release);
+  respond(s, st, ctrl_->cntlid());
+}
+
+}  // namespace srdma::nvmf

@@ -1,0 +1,126 @@
+// One NVMe-oF queue on the target: its QP, its CQ, and a slot per queue
+// entry (a posted receive for the command capsule, the response, a data
+// buffer), like nvmet_rdma_queue and its nvmet_rdma_rsp array.
+//
+// A slot's life: receive posted -> capsule arrives -> (RDMA READ of the
+// write data) -> namespace I/O -> (RDMA WRITE of the read data) + SEND of
+// the response -> the SEND completes -> receive posted again. A host queue
+// never has more commands outstanding than its size, so a slot is free when
+// its command arrives.
+//
+// Teardown (close, then drain_and_destroy on the target's reaper thread):
+// the QP goes to ERR and nothing more is posted; a drain receive and a
+// drain send are posted and their flush completions awaited (everything
+// before them has completed then, the CQ being processed in order by one
+// thread); then outstanding namespace I/O is awaited; then the QP, the CQ
+// and the memory go.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "nvmf/capsule_parser.h"
+#include "nvmf/controller.h"
+#include "nvmf/rdma_cm.h"
+#include "srdma/cq_pool.h"
+#include "srdma/device.h"
+#include "srdma/mr.h"
+#include "srdma/qp.h"
+
+namespace srdma::nvmf {
+
+class RdmaTarget;
+
+class TargetQueue {
+ public:
+  TargetQueue(RdmaTarget& target, std::uint16_t qid, std::uint32_t size, std::shared_ptr<CmConnection> conn);
+  ~TargetQueue();
+  TargetQueue(const TargetQueue&) = delete;
+  TargetQueue& operator=(const TargetQueue&) = delete;
+
+  // Creates the CQ, the QP and the buffers, posts the receives and connects
+  // the QP to the host's.
+  Result<void> init(std::uint64_t host_addr, std::uint32_t host_qpn);
+  std::uint32_t qpn() const;
+  std::uint16_t qid() const { return qid_; }
+  // Any thread: the controller once Connect succeeded, else null.
+  const Controller* controller_if_connected() const { return ctrl_raw_.load(std::memory_order_acquire); }
+
+  // Stops the queue (idempotent, any thread): the QP to ERR, nothing more
+  // posted; the target reaps it.
+  void close();
+  // The reaper's part of teardown (see above). Then the queue may be deleted.
+  void drain_and_destroy();
+
+ private:
+  struct Slot;
+  struct SlotCqe {
+    WrCqe cqe;
+    Slot* slot;
+  };
+  struct Slot {
+    TargetQueue* q = nullptr;
+    std::byte* capsule = nullptr;  // NvmeCommand + in-capsule data
+    NvmeCompletion* rsp = nullptr;
+    std::byte* data = nullptr;     // max_io_size bytes
+    Command cmd;
+    bool invalidate = false;       // answer with SEND_WITH_INV of invalidate_rkey
+    std::uint32_t invalidate_rkey = 0;
+    SlotCqe recv_cqe, read_cqe, send_cqe;
+  };
+
+  static void on_recv(CompletionQueue& cq, const Wc& wc);
+  static void on_read(CompletionQueue& cq, const Wc& wc);
+  static void on_send(CompletionQueue& cq, const Wc& wc);
+  static void on_drain(CompletionQueue& cq, const Wc& wc);
+  static Slot& slot_of(const Wc& wc) { return *reinterpret_cast<const SlotCqe*>(wc.wr_cqe)->slot; }
+  // A completion with an error other than a flush: the queue cannot go on.
+  void fail(const Wc& wc);
+
+  void execute(Slot& s, std::uint32_t byte_len);
+  void execute_read_write(Slot& s);
+  void finish_connect(Slot& s);
+  void finish_write(Slot& s);
+  // Posts the response (after an RDMA WRITE of `write_len` data bytes when
+  // non-zero). Dropped when the queue is closing.
+  void respond(Slot& s, NvmeStatus status, std::uint64_t result = 0, std::uint32_t write_len = 0);
+  void refuse(Slot& s, const Refusal& r);
+  bool post_recv(Slot& s);
+  bool post_send(const SendWr& wr);
+  // Namespace I/O in flight (the reaper waits for none).
+  void io_begin() { ns_ops_.fetch_add(1, std::memory_order_acq_rel); }
+  void io_end();
+
+  RdmaTarget& target_;
+  const std::uint16_t qid_;
+  const std::uint32_t size_;
+  const std::shared_ptr<CmConnection> conn_;
+  std::shared_ptr<Controller> ctrl_;  // set by Connect (on the queue's CQ thread)
+  std::atomic<const Controller*> ctrl_raw_{nullptr};  // ctrl_ for other threads
+  std::atomic<bool> connected_{false};
+  std::uint32_t in_capsule_size_ = 0;
+  std::uint32_t capsule_stride_ = 0;
+  std::atomic<std::uint16_t> sq_head_{0};
+
+  std::unique_ptr<CompletionQueue> private_cq_;
+  CqLease lease_;
+  CompletionQueue* cq_ = nullptr;
+  std::unique_ptr<QueuePair> qp_;
+  std::vector<std::byte> buf_;  // capsules, responses and data of every slot
+  MemoryRegion mr_;
+  std::vector<Slot> slots_;
+
+  std::mutex post_mu_;  // orders posts against close()
+  bool closing_ = false;
+  std::atomic<int> ns_ops_{0};
+  std::mutex drain_mu_;
+  std::condition_variable drain_cv_;
+  int drains_left_ = 0;
+  WrCqe drain_cqe_{&TargetQueue::on_drain};
+};
+
+}  // namespace srdma::nvmf

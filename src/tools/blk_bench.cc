@@ -1,0 +1,454 @@
+#include "tools/blk_bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
+
+#include "nvmf/namespace.h"
+#include "nvmf/rdma_host.h"
+#include "nvmf/rdma_target.h"
+#include "nvmf/subsystem.h"
+#include "tools/blk_plot.h"
+#include "tools/latency_histogram.h"
+
+namespace srdma::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nvmf::BlockIo;
+
+constexpr std::uint16_t kPort = 4420;
+constexpr std::uint32_t kBlockSize = 4096;
+constexpr std::uint32_t kUnknownGen = ~0u;  // a failed write: contents unknown
+constexpr std::uint64_t kMagic = 0x5352444d41424c4bull;  // "SRDMABLK"
+
+std::uint64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
+// --verify: every block carries its LBA, the generation of the write that
+// put it there, and a pattern derived from both.
+void fill_block(std::byte* b, std::uint64_t lba, std::uint32_t gen) {
+  auto* w = reinterpret_cast<std::uint64_t*>(b);
+  w[0] = kMagic;
+  w[1] = lba;
+  w[2] = gen;
+  for (std::size_t i = 3; i < kBlockSize / 8; ++i) w[i] = (lba * 0x9E3779B97F4A7C15ull) ^ (std::uint64_t{gen} << 32) ^ i;
+}
+// gen 0: never written, all zeros.
+bool check_block(const std::byte* b, std::uint64_t lba, std::uint32_t gen) {
+  const auto* w = reinterpret_cast<const std::uint64_t*>(b);
+  if (gen == 0) {
+    for (std::size_t i = 0; i < kBlockSize / 8; ++i)
+      if (w[i] != 0) return false;
+    return true;
+  }
+  if (w[0] != kMagic || w[1] != lba || w[2] != gen) return false;
+  for (std::size_t i = 3; i < kBlockSize / 8; ++i)
+    if (w[i] != ((lba * 0x9E3779B97F4A7C15ull) ^ (std::uint64_t{gen} << 32) ^ i)) return false;
+  return true;
+}
+
+struct Run;
+struct QueueRun;
+
+// One I/O slot: always one I/O in flight, resubmitted from its completion.
+struct Slot {
+  BlockIo io;
+  QueueRun* q = nullptr;
+  std::byte* buf = nullptr;
+  std::uint32_t id = 0;  // within the controller: owns units id, id + S, id + 2S ...
+  std::uint64_t unit = 0;
+  std::uint64_t start_ns = 0;
+  bool force_read = false;  // re-read the unit a corruption was injected into
+};
+
+struct QueueRun {
+  Run* run = nullptr;
+  nvmf::HostController* ctrl = nullptr;
+  std::uint32_t queue = 0;
+  std::vector<std::uint32_t>* gens = nullptr;  // per unit of this controller's namespace
+  std::uint32_t slots_per_ctrl = 0;
+  std::vector<Slot> slots;
+  LatencyHistogram hist;
+  std::mt19937_64 rng;
+  std::atomic<std::uint64_t> done{0};
+  std::atomic<std::uint64_t> errors{0}, verify_errors{0};
+};
+
+struct Run {
+  const BlkBenchOptions* opts = nullptr;
+  std::uint64_t units = 0;           // I/O units per namespace
+  std::uint32_t blocks_per_io = 0;
+  std::atomic<bool> running{true};
+  std::atomic<std::uint64_t> submitted{0};
+  std::atomic<std::uint64_t> completed{0};
+  std::atomic<std::uint64_t> inflight{0};
+  std::atomic<bool> corrupt_next{false};
+  std::atomic<std::uint64_t> first_error_reported{0};
+  std::uint64_t ios_limit = 0;
+};
+
+void submit(Slot& s);
+
+void on_done(BlockIo& io) {
+  Slot& s = *static_cast<Slot*>(io.context);
+  QueueRun& q = *s.q;
+  Run& run = *q.run;
+  q.hist.record(now_ns() - s.start_ns);
+  const bool write = io.op == BlockIo::Op::kWrite;
+  std::uint32_t& gen = (*q.gens)[s.unit];
+  if (!io.ok()) {
+    ++q.errors;
+    if (run.first_error_reported.fetch_add(1) == 0)
+      std::cerr << fmt::format("\nsrdma blk bench: I/O failed: {}\n",
+                               io.transport_error ? std::strerror(io.transport_error) : io.status.to_string());
+    if (write) gen = kUnknownGen;
+  } else if (write) {
+    ++gen;  // fill_block wrote gen + 1
+  } else if (run.opts->verify && gen != kUnknownGen) {
+    for (std::uint32_t b = 0; b < run.blocks_per_io; ++b) {
+      const std::uint64_t lba = s.unit * run.blocks_per_io + b;
+      if (!check_block(s.buf + std::size_t{b} * kBlockSize, lba, gen)) {
+        if (q.verify_errors.fetch_add(1) == 0)
+          std::cerr << fmt::format("\nsrdma blk bench: verify mismatch at LBA {} (generation {})\n", lba, gen);
+        break;
+      }
+    }
+  }
+  q.done.fetch_add(1, std::memory_order_relaxed);
+  run.completed.fetch_add(1, std::memory_order_relaxed);
+  if (run.running.load(std::memory_order_relaxed) && io.ok()) {
+    if (run.ios_limit == 0 || run.submitted.fetch_add(1, std::memory_order_relaxed) < run.ios_limit) return submit(s);
+  }
+  run.inflight.fetch_sub(1, std::memory_order_release);
+}
+
+void submit(Slot& s) {
+  QueueRun& q = *s.q;
+  Run& run = *q.run;
+  const BlkBenchOptions& o = *run.opts;
+  bool write;
+  if (s.force_read) {
+    write = false;
+    s.force_read = false;
+  } else {
+    const std::uint64_t per_slot = (run.units - s.id + q.slots_per_ctrl - 1) / q.slots_per_ctrl;
+    s.unit = s.id + q.slots_per_ctrl * (q.rng() % per_slot);
+    write = o.rw == "randwrite" || (o.rw == "randrw" && q.rng() % 100 >= o.rwmix);
+  }
+  s.io.op = write ? BlockIo::Op::kWrite : BlockIo::Op::kRead;
+  s.io.lba = s.unit * run.blocks_per_io;
+  s.io.nblocks = run.blocks_per_io;
+  if (write) {
+    std::uint32_t gen = (*q.gens)[s.unit];
+    if (gen == kUnknownGen) gen = 0;
+    if (o.verify)
+      for (std::uint32_t b = 0; b < run.blocks_per_io; ++b)
+        fill_block(s.buf + std::size_t{b} * kBlockSize, s.io.lba + b, gen + 1);
+    if (run.corrupt_next.exchange(false)) {
+      // Injected on purpose: the data on the wire is not what the
+      // generation says; the read that follows must catch it.
+      s.buf[kBlockSize / 2] ^= std::byte{0x5A};
+      s.force_read = true;
+    }
+  }
+  s.start_ns = now_ns();
+  if (auto r = q.ctrl->submit(s.io, q.queue); !r) {
+    ++q.errors;
+    run.inflight.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+// Device-wide completion counters (interrupt threads).
+struct VectorTotals {
+  std::uint64_t interrupts = 0, completions = 0;
+};
+VectorTotals vector_totals(const std::vector<Device*>& devs) {
+  VectorTotals t;
+  for (Device* d : devs)
+    for (const auto& v : d->comp_vector_stats()) {
+      t.interrupts += v.interrupts;
+      t.completions += v.completions_handled;
+    }
+  return t;
+}
+
+Result<std::shared_ptr<nvmf::Namespace>> make_namespace(const BlkBenchOptions& o, std::uint32_t index) {
+  const std::uint64_t blocks = o.size / kBlockSize;
+  if (o.backend == "ram") return nvmf::make_ram_namespace(kBlockSize, blocks);
+  if (o.backend.rfind("file:", 0) == 0) {
+    std::string path = o.backend.substr(5);
+    if (o.controllers > 1) path += fmt::format(".{}", index);
+    return nvmf::make_file_namespace(path, kBlockSize, blocks);
+  }
+  return make_error(EINVAL, fmt::format("unknown backend '{}' (ram or file:PATH)", o.backend));
+}
+
+Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream& out) {
+  BlkModeResult res;
+  res.mode = pool ? "pool" : "private";
+  Profile prof;
+  auto host_dev = Device::open(prof, "srdma-host");
+  if (!host_dev) return std::unexpected(host_dev.error());
+  auto target_dev = Device::open(prof, "srdma-target");
+  if (!target_dev) return std::unexpected(target_dev.error());
+
+  nvmf::TargetOptions topts;
+  topts.pool_cqs = pool;
+  topts.limits.max_queue_size = std::max<std::uint32_t>(128, o.qd);
+  topts.limits.max_io_size = std::max<std::uint32_t>(128 * 1024, std::bit_ceil(o.bs));
+  auto target = nvmf::RdmaTarget::create(*target_dev, topts);
+  if (!target) return std::unexpected(target.error());
+  std::vector<std::shared_ptr<nvmf::Namespace>> namespaces;
+  for (std::uint32_t c = 0; c < o.controllers; ++c) {
+    auto ns = make_namespace(o, c);
+    if (!ns) return std::unexpected(ns.error());
+    auto sub = nvmf::Subsystem::create(fmt::format("nqn.2026-11.io.softrdma:bench{}", c));
+    if (!sub) return std::unexpected(sub.error());
+    if (auto r = (*sub)->add_namespace(*ns); !r) return std::unexpected(r.error());
+    if (auto r = (*target)->add_subsystem(*sub); !r) return std::unexpected(r.error());
+    namespaces.push_back(*ns);
+  }
+  if (auto r = (*target)->listen(kPort); !r) return std::unexpected(r.error());
+
+  Run run;
+  run.opts = &o;
+  run.blocks_per_io = o.bs / kBlockSize;
+  run.units = (o.size / kBlockSize) / run.blocks_per_io;
+  run.ios_limit = o.ios;
+  const std::uint32_t queues = o.queues ? o.queues : std::max(1u, std::thread::hardware_concurrency());
+  const std::uint32_t slots_per_ctrl = queues * o.qd;
+  if (run.units < slots_per_ctrl)
+    return make_error(EINVAL, fmt::format("--size {} holds {} I/Os of {} bytes, fewer than the {} in flight per controller",
+                                          o.size, run.units, o.bs, slots_per_ctrl));
+
+  std::vector<std::unique_ptr<nvmf::HostController>> ctrls;
+  std::vector<std::vector<std::uint32_t>> gens(o.controllers, std::vector<std::uint32_t>(run.units, 0));
+  std::vector<std::unique_ptr<QueueRun>> qruns;
+  const std::size_t buf_bytes = std::size_t{o.controllers} * slots_per_ctrl * o.bs;
+  std::unique_ptr<std::byte, decltype(&std::free)> bufs(
+      static_cast<std::byte*>(std::aligned_alloc(4096, buf_bytes)), &std::free);
+  std::memset(bufs.get(), 0, buf_bytes);
+  for (std::uint32_t c = 0; c < o.controllers; ++c) {
+    nvmf::HostOptions hopts;
+    hopts.subnqn = fmt::format("nqn.2026-11.io.softrdma:bench{}", c);
+    hopts.nr_io_queues = queues;
+    hopts.queue_size = std::max<std::uint32_t>(o.qd, 2);
+    hopts.pool_cqs = pool;
+    hopts.max_io_size = topts.limits.max_io_size;
+    auto ctrl = nvmf::HostController::connect(*host_dev, target_dev->address(), kPort, hopts);
+    if (!ctrl) return std::unexpected(ctrl.error());
+    for (std::uint32_t q = 0; q < queues; ++q) {
+      auto qr = std::make_unique<QueueRun>();
+      qr->run = &run;
+      qr->ctrl = ctrl->get();
+      qr->queue = q;
+      qr->gens = &gens[c];
+      qr->slots_per_ctrl = slots_per_ctrl;
+      qr->rng.seed(c * 1000003u + q);
+      qr->slots.resize(o.qd);
+      for (std::uint32_t i = 0; i < o.qd; ++i) {
+        Slot& s = qr->slots[i];
+        s.q = qr.get();
+        s.id = q * o.qd + i;
+        s.buf = bufs.get() + ((std::size_t{c} * slots_per_ctrl) + s.id) * o.bs;
+        s.io.nsid = 1;
+        s.io.buf = s.buf;
+        s.io.done = &on_done;
+        s.io.context = &s;
+      }
+      qruns.push_back(std::move(qr));
+    }
+    ctrls.push_back(std::move(*ctrl));
+  }
+
+  std::vector<Device*> devs{&*host_dev, &*target_dev};
+  const VectorTotals v0 = vector_totals(devs);
+  const double cpu0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  for (auto& q : qruns)
+    for (Slot& s : q->slots) {
+      if (run.ios_limit && run.submitted.fetch_add(1) >= run.ios_limit) break;
+      run.inflight.fetch_add(1);
+      submit(s);
+    }
+  // Run, with a progress line, until the time or the I/O count is reached.
+  std::uint64_t last = 0;
+  auto last_t = t0;
+  bool injected = false;
+  while (run.inflight.load(std::memory_order_acquire) > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto now = Clock::now();
+    const double elapsed = std::chrono::duration<double>(now - t0).count();
+    const std::uint64_t done = run.completed.load(std::memory_order_relaxed);
+    if (o.inject_corruption_after && !injected && done >= o.inject_corruption_after) {
+      injected = true;
+      run.corrupt_next.store(true);
+    }
+    if (run.ios_limit == 0 && elapsed >= o.runtime) run.running.store(false);
+    if (o.progress && now - last_t >= std::chrono::seconds(1)) {
+      const double rate = static_cast<double>(done - last) / std::chrono::duration<double>(now - last_t).count();
+      std::cerr << fmt::format("\r{:>8}: {:>10.0f} IOPS, {:>5.1f} s left ", res.mode, rate,
+                               run.ios_limit ? 0.0 : std::max(0.0, o.runtime - elapsed));
+      last = done;
+      last_t = now;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_seconds() - cpu0;
+  const VectorTotals v1 = vector_totals(devs);
+  if (o.progress) std::cerr << "\r" << std::string(50, ' ') << "\r";
+
+  LatencyHistogram hist;
+  for (auto& q : qruns) {
+    hist.merge(q->hist);
+    res.verify_errors += q->verify_errors;
+    res.io_errors += q->errors;
+  }
+  res.ios = run.completed.load();
+  res.seconds = seconds;
+  res.iops = static_cast<double>(res.ios) / seconds;
+  res.mib_s = res.iops * o.bs / (1024.0 * 1024.0);
+  res.lat_avg_us = hist.mean_ns() / 1e3;
+  res.lat_p50_us = hist.quantile_ns(0.50) / 1e3;
+  res.lat_p99_us = hist.quantile_ns(0.99) / 1e3;
+  res.lat_p9999_us = hist.quantile_ns(0.9999) / 1e3;
+  const double interrupts = static_cast<double>(v1.interrupts - v0.interrupts);
+  res.interrupts_per_s = interrupts / seconds;
+  res.completions_per_interrupt = interrupts > 0 ? static_cast<double>(v1.completions - v0.completions) / interrupts : 0;
+  res.cpu_us_per_io = res.ios ? cpu * 1e6 / static_cast<double>(res.ios) : 0;
+  // Host CQs: what the shared-CQ patch counted (4X private, X pooled).
+  if (pool) {
+    res.cqs = static_cast<std::uint32_t>(host_dev->cq_pool_stats().size());
+  } else {
+    for (auto& c : ctrls) res.cqs += static_cast<std::uint32_t>(c->cqs().size());
+  }
+  ctrls.clear();
+  target->reset();
+  (void)out;
+  return res;
+}
+
+std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.2f}x", a / b) : "-"; }
+
+void print_table(const BlkBenchOptions& o, std::uint32_t queues, const std::vector<BlkModeResult>& rs,
+                 std::ostream& out) {
+  fmt::print(out, "srdma blk bench: {} controllers x {} queues, qd {}, {} B {}{}, {} namespaces of {} MiB, {}\n",
+             o.controllers, queues, o.qd, o.bs, o.rw, o.rw == "randrw" ? fmt::format(" ({}% reads)", o.rwmix) : "",
+             o.backend, o.size >> 20, o.reg == "fmr" ? "FMR pool" : "FRWR");
+  fmt::print(out, "{:<24}", "");
+  for (const auto& r : rs) fmt::print(out, "{:>14}", r.mode);
+  if (rs.size() == 2) fmt::print(out, "{:>16}", "pool/private");
+  fmt::print(out, "\n");
+  auto row = [&](const char* name, auto get, const char* f) {
+    fmt::print(out, "{:<24}", name);
+    for (const auto& r : rs) fmt::print(out, "{:>14}", fmt::format(fmt::runtime(f), get(r)));
+    if (rs.size() == 2) fmt::print(out, "{:>16}", ratio(get(rs[1]), get(rs[0])));
+    fmt::print(out, "\n");
+  };
+  row("IOPS", [](const BlkModeResult& r) { return r.iops; }, "{:.0f}");
+  row("MiB/s", [](const BlkModeResult& r) { return r.mib_s; }, "{:.1f}");
+  row("latency avg (us)", [](const BlkModeResult& r) { return r.lat_avg_us; }, "{:.1f}");
+  row("latency p50 (us)", [](const BlkModeResult& r) { return r.lat_p50_us; }, "{:.1f}");
+  row("latency p99 (us)", [](const BlkModeResult& r) { return r.lat_p99_us; }, "{:.1f}");
+  row("latency p99.99 (us)", [](const BlkModeResult& r) { return r.lat_p9999_us; }, "{:.1f}");
+  row("interrupts/s", [](const BlkModeResult& r) { return r.interrupts_per_s; }, "{:.0f}");
+  row("completions/interrupt", [](const BlkModeResult& r) { return r.completions_per_interrupt; }, "{:.2f}");
+  row("host CQs", [](const BlkModeResult& r) { return static_cast<double>(r.cqs); }, "{:.0f}");
+  row("CPU us per I/O", [](const BlkModeResult& r) { return r.cpu_us_per_io; }, "{:.2f}");
+  row("I/Os", [](const BlkModeResult& r) { return static_cast<double>(r.ios); }, "{:.0f}");
+  row("I/O errors", [](const BlkModeResult& r) { return static_cast<double>(r.io_errors); }, "{:.0f}");
+  if (o.verify) row("verify errors", [](const BlkModeResult& r) { return static_cast<double>(r.verify_errors); }, "{:.0f}");
+}
+
+Result<void> write_json(const std::string& path, const std::vector<BlkModeResult>& rs) {
+  nlohmann::json j;
+  for (const auto& r : rs) {
+    j["modes"][r.mode] = {
+        {"iops", r.iops},
+        {"mib_s", r.mib_s},
+        {"lat_avg_us", r.lat_avg_us},
+        {"lat_p50_us", r.lat_p50_us},
+        {"lat_p99_us", r.lat_p99_us},
+        {"lat_p9999_us", r.lat_p9999_us},
+        {"interrupts_per_s", r.interrupts_per_s},
+        {"completions_per_interrupt", r.completions_per_interrupt},
+        {"cqs", r.cqs},
+        {"cpu_us_per_io", r.cpu_us_per_io},
+        {"verify_errors", r.verify_errors},
+        {"io_errors", r.io_errors},
+        {"ios", r.ios},
+    };
+  }
+  std::ofstream f(path);
+  if (!f) return make_error(EIO, fmt::format("cannot write {}", path));
+  f << j.dump(2) << '\n';
+  if (!f) return make_error(EIO, fmt::format("cannot write {}", path));
+  return {};
+}
+
+Result<void> check_options(const BlkBenchOptions& o) {
+  if (o.controllers < 1 || o.controllers > 64) return make_error(EINVAL, "--controllers must be 1..64");
+  if (o.queues > 64) return make_error(EINVAL, "--queues must be 0..64");
+  if (o.qd < 1 || o.qd > 1024) return make_error(EINVAL, "--qd must be 1..1024");
+  if (o.bs < kBlockSize || o.bs % kBlockSize || o.bs > (1u << 20))
+    return make_error(EINVAL, fmt::format("--bs must be a multiple of {} up to 1 MiB", kBlockSize));
+  if (o.rw != "randread" && o.rw != "randwrite" && o.rw != "randrw")
+    return make_error(EINVAL, fmt::format("--rw '{}': randread, randwrite or randrw", o.rw));
+  if (o.rwmix > 100) return make_error(EINVAL, "--rwmix must be 0..100");
+  if (o.cq != "private" && o.cq != "pool" && o.cq != "both")
+    return make_error(EINVAL, fmt::format("--cq '{}': private, pool or both", o.cq));
+  if (o.reg != "frwr" && o.reg != "fmr") return make_error(EINVAL, fmt::format("--reg '{}': frwr or fmr", o.reg));
+  if (o.runtime <= 0 && o.ios == 0) return make_error(EINVAL, "--runtime must be positive (or give --ios)");
+  if (o.size < kBlockSize || o.size % o.bs) return make_error(EINVAL, "--size must be a positive multiple of --bs");
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<BlkModeResult>> blk_bench(const BlkBenchOptions& o, std::ostream& out) {
+  if (auto r = check_options(o); !r) return std::unexpected(r.error());
+  std::vector<BlkModeResult> results;
+  for (bool pool : {false, true}) {
+    if ((o.cq == "private" && pool) || (o.cq == "pool" && !pool)) continue;
+    auto r = run_mode(o, pool, out);
+    if (!r) return std::unexpected(r.error());
+    results.push_back(*r);
+  }
+  const std::uint32_t queues = o.queues ? o.queues : std::max(1u, std::thread::hardware_concurrency());
+  print_table(o, queues, results, out);
+  if (!o.json.empty())
+    if (auto r = write_json(o.json, results); !r) return std::unexpected(r.error());
+  if (!o.plot.empty())
+    if (auto r = write_plot(o.plot, results); !r) return std::unexpected(r.error());
+  std::uint64_t verify = 0, errors = 0;
+  for (const auto& r : results) {
+    verify += r.verify_errors;
+    errors += r.io_errors;
+  }
+  if (verify) return make_error(EIO, fmt::format("verification found {} mismatching I/Os", verify));
+  if (errors) return make_error(EIO, fmt::format("{} I/Os failed", errors));
+  return results;
+}
+
+}  // namespace srdma::tools
