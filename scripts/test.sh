@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: a normal build, then ASan+UBSan, then TSan.
+# The whole test suite: a normal build, then ASan+UBSan, then TSan, then a
+# short libFuzzer run of the NVMe-oF capsule parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -23,4 +24,7 @@ if [[ -w /proc/sys/vm/mmap_rnd_bits ]] && (( $(cat /proc/sys/vm/mmap_rnd_bits) >
   echo 28 > /proc/sys/vm/mmap_rnd_bits
 fi
 run_suite tsan "${sanitized[@]}" -DSRDMA_SANITIZE=thread
+# The capsule parser under libFuzzer for a short while (clang, ASan+UBSan).
+echo "=== fuzz"
+./scripts/fuzz.sh 20
 echo "all suites passed"
