@@ -71,8 +71,7 @@ NvmeStatus Controller::identify(const Command& cmd, std::span<std::byte> out) co
       IdentifyController id;
       id.vid = 0x1b36;  // the "virtual device" vendor id QEMU and nvmet use
       id.ssvid = id.vid;
-      set_ascii(id.sn, subsys_->serial());
-      set_ascii(id.mn, subsys_->model());
+      fill_identify_controller(*subsys_, id);  // SN, MN, SUBNQN, NN
       set_ascii(id.fr, "0.1");
       // MDTS in units of the minimum page size (4 KiB).
       id.mdts = static_cast<std::uint8_t>(std::bit_width(limits_.max_io_size / 4096) - 1);
@@ -82,9 +81,7 @@ NvmeStatus Controller::identify(const Command& cmd, std::span<std::byte> out) co
       id.sqes = (6 << 4) | 6;
       id.cqes = (4 << 4) | 4;
       id.maxcmd = static_cast<std::uint16_t>(limits_.max_queue_size);
-      id.nn = subsys_->max_nsid();
       id.sgls = kSglsSupported | kSglsKeyedDataBlock | kSglsOffset;
-      std::memcpy(id.subnqn, subsys_->nqn().data(), std::min(sizeof(id.subnqn) - 1, subsys_->nqn().size()));
       id.ioccsz = (sizeof(NvmeCommand) + limits_.in_capsule_data_size) / 16;
       id.iorcsz = sizeof(NvmeCompletion) / 16;
       id.msdbd = 1;
@@ -92,24 +89,16 @@ NvmeStatus Controller::identify(const Command& cmd, std::span<std::byte> out) co
       return NvmeStatus::success();
     }
     case Cns::kNamespace: {
-      Namespace* ns = subsys_->find_namespace(cmd.nsid);
+      auto ns = subsys_->find_namespace(cmd.nsid);
       if (!ns) return NvmeStatus::of(StatusCode::kInvalidNamespace);
-      IdentifyNamespace id;
-      id.nsze = id.ncap = id.nuse = ns->num_blocks();
-      id.nlbaf = 0;
-      id.flbas = 0;
-      id.lbaf[0].lbads = static_cast<std::uint8_t>(std::countr_zero(ns->block_size()));
+      const IdentifyNamespace id = identify_namespace(*ns);
       std::memcpy(out.data(), &id, sizeof(id));
       return NvmeStatus::success();
     }
     case Cns::kActiveNamespaceList: {
       // nsids greater than cmd.nsid, increasing, zero terminated.
       std::size_t n = 0;
-      for (std::uint32_t nsid : subsys_->nsids()) {
-        if (nsid <= cmd.nsid) continue;
-        if (n == kMaxActiveNamespaceList) break;
-        std::memcpy(out.data() + 4 * n++, &nsid, 4);
-      }
+      for (std::uint32_t nsid : subsys_->active_nsids(cmd.nsid)) std::memcpy(out.data() + 4 * n++, &nsid, 4);
       return NvmeStatus::success();
     }
   }

@@ -181,7 +181,7 @@ Result<void> HostQueue::submit(const HostCommand& cmd, BlockIo* io, std::uint64_
     r.capsule->dptr = *sgl;  // length checked against max_io_size above
     r.refs.store(3, std::memory_order_relaxed);
   } else {
-    r.capsule->dptr = null_sgl();
+    if (!cmd.raw_dptr) r.capsule->dptr = null_sgl();
     r.refs.store(2, std::memory_order_relaxed);
   }
   if (auto p = qp_->post_send(*first); !p) {

@@ -46,6 +46,7 @@ struct HostCommand {
   void* data = nullptr;
   std::uint32_t length = 0;   // bytes; 0: no data
   bool to_controller = false; // the target reads the data (writes, Connect)
+  bool raw_dptr = false;       // no data: send sqe.dptr as given (tests, passthrough)
 };
 
 class HostQueue {

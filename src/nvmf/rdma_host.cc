@@ -211,6 +211,14 @@ Result<void> HostController::submit(BlockIo& io, std::uint32_t queue) {
   return io_[queue]->submit(cmd, &io);
 }
 
+Result<void> HostController::submit_command(const HostCommand& cmd, std::uint32_t qid, BlockIo& io,
+                                            std::uint64_t* result) {
+  if (qid > io_.size()) return make_error(EINVAL, fmt::format("no queue {} (the controller has {} I/O queues)", qid, io_.size()));
+  if (!io.done) return make_error(EINVAL, "a command without a completion callback");
+  HostQueue& q = qid == 0 ? *admin_ : *io_[qid - 1];
+  return q.submit(cmd, &io, result);
+}
+
 void HostController::fail(int err) {
   failed_.store(true, std::memory_order_release);
   for (auto& q : io_) q->close(err);

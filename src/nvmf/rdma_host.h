@@ -63,6 +63,11 @@ class HostController {
   // once the controller failed. On success io.done runs exactly once.
   Result<void> submit(BlockIo& io, std::uint32_t queue);
 
+  // Passthrough (like the NVMe passthru ioctl): `cmd` on queue `qid` (0:
+  // admin, 1..io_queues(): I/O); the queue fills in the command id and,
+  // for data, the keyed SGL. io.done runs once; *result gets DW0 | DW1 << 32.
+  Result<void> submit_command(const HostCommand& cmd, std::uint32_t qid, BlockIo& io, std::uint64_t* result = nullptr);
+
   std::uint32_t io_queues() const { return static_cast<std::uint32_t>(io_.size()); }
   std::uint32_t queue_size() const { return opts_.queue_size; }
   std::uint16_t cntlid() const { return cntlid_; }

@@ -38,10 +38,7 @@ RdmaTarget::~RdmaTarget() {
 
 Result<void> RdmaTarget::add_subsystem(std::shared_ptr<Subsystem> s) {
   if (!s) return make_error(EINVAL, "no subsystem");
-  std::lock_guard lock(mu_);
-  auto [it, inserted] = subsystems_.try_emplace(std::string(s->nqn()), s);
-  if (!inserted) return make_error(EEXIST, fmt::format("subsystem {} already exists", s->nqn()));
-  return {};
+  return subsystems_.add(std::move(s));
 }
 
 Result<void> RdmaTarget::listen(std::uint16_t port) {
@@ -99,8 +96,8 @@ Result<CmReply> RdmaTarget::on_connect_request(const CmRequest& req, const std::
 NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f, const ConnectInfo& info,
                                           std::shared_ptr<Controller>* out, std::uint32_t* dw0) {
   std::lock_guard lock(mu_);
-  auto sub = subsystems_.find(std::string(info.subnqn));
-  if (sub == subsystems_.end()) {
+  auto sub = subsystems_.find(info.subnqn);
+  if (!sub) {
     *dw0 = connect_ipo(true, 256);  // SUBNQN
     return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
   }
@@ -115,7 +112,7 @@ NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f
       next_cntlid_ = next_cntlid_ >= 0xFFEF ? 1 : next_cntlid_ + 1;
       auto it = controllers_.find(id);
       if (it != controllers_.end() && !it->second.expired()) continue;
-      auto ctrl = std::make_shared<Controller>(id, sub->second, std::string(info.hostnqn), f.kato_ms, opts_.limits);
+      auto ctrl = std::make_shared<Controller>(id, sub, std::string(info.hostnqn), f.kato_ms, opts_.limits);
       controllers_[id] = ctrl;
       *out = std::move(ctrl);
       return NvmeStatus::success();
@@ -124,7 +121,7 @@ NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f
   }
   auto it = controllers_.find(info.cntlid);
   std::shared_ptr<Controller> ctrl = it == controllers_.end() ? nullptr : it->second.lock();
-  if (!ctrl || ctrl->subsystem() != sub->second || ctrl->hostnqn() != info.hostnqn) {
+  if (!ctrl || ctrl->subsystem() != sub || ctrl->hostnqn() != info.hostnqn) {
     *dw0 = connect_ipo(true, 16);  // CNTLID
     return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
   }

@@ -95,7 +95,7 @@ class RdmaTarget final : public CmListener {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, std::shared_ptr<Subsystem>> subsystems_;
+  SubsystemRegistry subsystems_;
   std::map<std::uint16_t, std::weak_ptr<Controller>> controllers_;
   std::uint16_t next_cntlid_ = 1;
   std::map<TargetQueue*, std::unique_ptr<TargetQueue>> queues_;

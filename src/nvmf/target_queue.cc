@@ -301,7 +301,8 @@ void TargetQueue::execute_read_write(Slot& s) {
   const Command& c = s.cmd;
   if (!ctrl_->ready()) return respond(s, NvmeStatus::of(StatusCode::kCommandSequenceError));
   if (c.kind == CommandKind::kFlush && c.nsid == kNsidBroadcast) return respond(s, NvmeStatus::success());
-  Namespace* ns = ctrl_->subsystem()->find_namespace(c.nsid);
+  s.ns = ctrl_->subsystem()->find_namespace(c.nsid);
+  Namespace* ns = s.ns.get();
   if (!ns) return respond(s, NvmeStatus::of(StatusCode::kInvalidNamespace));
   if (c.kind == CommandKind::kFlush) {
     io_begin();
@@ -311,7 +312,7 @@ void TargetQueue::execute_read_write(Slot& s) {
     });
     return;
   }
-  if (c.rw.slba >= ns->num_blocks() || c.rw.nlb > ns->num_blocks() - c.rw.slba)
+  if (c.rw.slba >= ns->block_count() || c.rw.nlb > ns->block_count() - c.rw.slba)
     return respond(s, NvmeStatus::of(StatusCode::kLbaOutOfRange));
   if (NvmeStatus st = check_transfer_length(c, ns->block_size()); !st.ok()) return respond(s, st);
   const std::uint64_t bytes = std::uint64_t{c.rw.nlb} * ns->block_size();
@@ -352,7 +353,7 @@ void TargetQueue::execute_read_write(Slot& s) {
 
 void TargetQueue::finish_write(Slot& s) {
   const Command& c = s.cmd;
-  Namespace* ns = ctrl_->subsystem()->find_namespace(c.nsid);
+  Namespace* ns = s.ns.get();
   const std::size_t len = std::size_t{c.rw.nlb} * ns->block_size();
   io_begin();
   ns->write(c.rw.slba, c.rw.nlb, std::span<const std::byte>(s.data, len), [&s](NvmeStatus st) {

@@ -68,6 +68,7 @@ class TargetQueue {
     NvmeCompletion* rsp = nullptr;
     std::byte* data = nullptr;     // max_io_size bytes
     Command cmd;
+    std::shared_ptr<Namespace> ns;  // held while its I/O is in flight
     bool invalidate = false;       // answer with SEND_WITH_INV of invalidate_rkey
     std::uint32_t invalidate_rkey = 0;
     SlotCqe recv_cqe, read_cqe, send_cqe;

@@ -195,11 +195,20 @@ VectorTotals vector_totals(const std::vector<Device*>& devs) {
 
 Result<std::shared_ptr<nvmf::Namespace>> make_namespace(const BlkBenchOptions& o, std::uint32_t index) {
   const std::uint64_t blocks = o.size / kBlockSize;
-  if (o.backend == "ram") return nvmf::make_ram_namespace(kBlockSize, blocks);
+  if (o.backend == "ram") {
+    auto ns = nvmf::make_ram_namespace(blocks, kBlockSize);
+    if (!ns) return std::unexpected(ns.error());
+    return std::shared_ptr<nvmf::Namespace>(std::move(*ns));
+  }
   if (o.backend.rfind("file:", 0) == 0) {
     std::string path = o.backend.substr(5);
     if (o.controllers > 1) path += fmt::format(".{}", index);
-    return nvmf::make_file_namespace(path, kBlockSize, blocks);
+    nvmf::FileNamespaceOptions fo;
+    fo.block_size = kBlockSize;
+    fo.create_blocks = blocks;
+    auto ns = nvmf::open_file_namespace(path, fo);
+    if (!ns) return std::unexpected(ns.error());
+    return std::shared_ptr<nvmf::Namespace>(std::move(*ns));
   }
   return make_error(EINVAL, fmt::format("unknown backend '{}' (ram or file:PATH)", o.backend));
 }
@@ -223,7 +232,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream
   for (std::uint32_t c = 0; c < o.controllers; ++c) {
     auto ns = make_namespace(o, c);
     if (!ns) return std::unexpected(ns.error());
-    auto sub = nvmf::Subsystem::create(fmt::format("nqn.2026-11.io.softrdma:bench{}", c));
+    auto sub = nvmf::Subsystem::create(fmt::format("nqn.2026-11.io.softrdma:bench{}", c), fmt::format("SRDMA{:04}", c),
+                                       "softrdma RAM namespace");
     if (!sub) return std::unexpected(sub.error());
     if (auto r = (*sub)->add_namespace(*ns); !r) return std::unexpected(r.error());
     if (auto r = (*target)->add_subsystem(*sub); !r) return std::unexpected(r.error());
