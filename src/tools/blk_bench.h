@@ -39,7 +39,8 @@ struct BlkModeResult {
   double iops = 0;
   double mib_s = 0;
   double lat_avg_us = 0, lat_p50_us = 0, lat_p99_us = 0, lat_p9999_us = 0;
-  double interrupts_per_s = 0;
+  double interrupts_per_s = 0;  // completion events (EQEs), host and target devices
+  double wakeups_per_s = 0;     // vector threads' wake-ups
   double completions_per_interrupt = 0;
   std::uint32_t cqs = 0;
   double cpu_us_per_io = 0;
