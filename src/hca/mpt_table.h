@@ -28,6 +28,7 @@ enum MptFlags : std::uint8_t {
   MPT_FLAG_REGION = 1u << 0,    // a memory region (not a window)
   MPT_FLAG_PHYSICAL = 1u << 1,  // addresses are physical: no MTT
   MPT_FLAG_FMR = 1u << 2,       // remapped by map_phys_fmr, not firmware
+  MPT_FLAG_FAST_REG = 1u << 3,  // FRWR: registered by REG_MR work requests
 };
 
 // The fields of one MPT entry, as the device sees them.

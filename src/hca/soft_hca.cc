@@ -120,7 +120,7 @@ Result<void> SoftHca::dereg_mr(std::uint32_t key) {
   std::lock_guard lock(mu_);
   std::uint32_t index = mpt_.index_of(key);
   MptFields f = mpt_.read(index);
-  if (!f.is_region() || f.key != key || (f.flags & MPT_FLAG_FMR))
+  if (!f.is_region() || f.key != key || (f.flags & (MPT_FLAG_FMR | MPT_FLAG_FAST_REG)))
     return make_error(EINVAL, fmt::format("key {:#x} is not a registered memory region", key));
   // HW2SW_MPT: take the entry back, then drop it from the translation cache
   // (in this order: see tpt_cache.h).

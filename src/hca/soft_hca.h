@@ -78,6 +78,44 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   void sync_tpt() { tpt_.clear(); }
   const TptCache& tpt_cache() const { return tpt_; }
 
+  // --- Fast registration (soft_hca_frwr.cc) ---
+  // FRWR (IBA 10.6.3.3 / ib_alloc_mr(IB_MR_TYPE_MEM_REG)): an MPT entry that
+  // the engine (re)registers and invalidates in work-request order. Such an
+  // entry carries MPT_FLAG_REGION | MPT_FLAG_FAST_REG; its MTTs (room for
+  // max_num_sg pages) are allocated once, from the main buddy, when the MR
+  // is allocated; `mtt_count` is that capacity and `reserved` keeps the key
+  // alloc_key() handed out (the current key differs in its key byte).
+  //
+  // Locking: all four take mu_. The engine calls fast_reg/local_invalidate
+  // with a QP's sq_mu_ or rq_mu_ held; that is safe because mu_ is a leaf:
+  // nothing holds mu_ while it takes a QP, CQ or inbox lock.
+
+  // A free (invalid, SW-owned) fast-registration MR in PD `pdn` with room for
+  // `max_num_sg` pages. Returns its key. EINVAL: PD not allocated, max_num_sg
+  // 0 or beyond the MTT table; ENOMEM names the exhausted table.
+  Result<std::uint32_t> alloc_fast_reg_mr(std::uint32_t pdn, std::uint32_t max_num_sg);
+  // Frees a fast-registration MR in any state; `alloc_key` is the key
+  // alloc_fast_reg_mr returned. Its keys stop translating before this
+  // returns. EINVAL if it is not such an MR.
+  Result<void> dealloc_fast_reg_mr(std::uint32_t alloc_key);
+  // REG_MR, executed by the requester at the WQE's turn: makes the free MR
+  // whose index `key` names valid under `key` (its key byte may be new)
+  // for [iova, iova + length) over `pages` (each 2^page_shift aligned).
+  // EINVAL (the engine completes the WR with kMemMgmtOpErr) unless the MPT
+  // is a fast-registration MR of PD `pdn`, free, `key` differs from its
+  // current key at most in the key byte, pages fit max_num_sg and cover the
+  // range exactly, and `access` is valid (remote write/atomic need local
+  // write, IBA 10.6.3.1).
+  Result<void> fast_reg(std::uint32_t key, std::uint32_t pdn, std::uint32_t access, std::uint64_t iova,
+                        std::uint64_t length, std::uint8_t page_shift, std::span<const std::uint64_t> pages);
+  // LOCAL_INV, or the responder's half of SEND_WITH_INV: the MR whose
+  // current key is `key`, a fast-registration MR of PD `pdn`, goes back to
+  // free; the key fails every translation once this returns (the cached
+  // translation is dropped too). Invalidating a free MR with its current
+  // key succeeds (nothing to do), as in IBA. EINVAL otherwise.
+  Result<void> local_invalidate(std::uint32_t key, std::uint32_t pdn);
+  // --- end of fast registration ---
+
   // --- Queues (soft_hca_queues.cc) ---
   std::uint64_t address() const { return address_; }
   // EINVAL: cqe outside 1..max_cqe, comp_vector >= num_comp_vectors.
