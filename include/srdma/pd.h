@@ -41,6 +41,13 @@ class ProtectionDomain {
   Result<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access,
                               unsigned page_shift = 12);
 
+  // A fast-registration MR (ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG,
+  // max_num_sg)): free, its key translates nothing until a REG_MR work
+  // request on a QP of this PD makes it valid (see mr.h). Its MTTs, room
+  // for max_num_sg pages, are reserved now. EINVAL: type not kMemReg,
+  // max_num_sg 0 or beyond the MTT table; ENOMEM names the exhausted table.
+  Result<MemoryRegion> alloc_mr(MrType type, std::uint32_t max_num_sg);
+
   // An RC queue pair in RESET. EINVAL names a cap beyond the device's
   // limits, or a missing CQ.
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& init);

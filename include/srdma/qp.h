@@ -20,6 +20,7 @@ class CompletionQueue;
 
 namespace detail {
 struct QpState;
+struct MrPoolAccess;
 }
 
 enum QpCreateFlags : std::uint32_t {
@@ -60,7 +61,9 @@ struct RcConnection {
 
 class QueuePair {
  public:
-  ~QueuePair();  // destroys the QP; its outstanding WRs are dropped with it
+  // Destroys the QP; its outstanding WRs are dropped with it, and its MR
+  // pool (mr_pool.h) is freed, MRs handed out included.
+  ~QueuePair();
   QueuePair(const QueuePair&) = delete;
   QueuePair& operator=(const QueuePair&) = delete;
 
@@ -89,6 +92,7 @@ class QueuePair {
 
  private:
   friend class ProtectionDomain;
+  friend struct detail::MrPoolAccess;
   explicit QueuePair(std::unique_ptr<detail::QpState> s);
   std::unique_ptr<detail::QpState> state_;
 };

@@ -78,6 +78,16 @@ struct ChannelState {
   std::unique_ptr<hca::CompChannel> channel;
 };
 
+// The QP's MR pool (mr_pool.h, like qp->rdma_mrs and qp->mrs_used).
+struct MrPoolState {
+  std::mutex mu;  // guards all, free_list, max_num_sg, type
+  std::vector<std::unique_ptr<MemoryRegion>> all;  // every MR of the pool
+  std::vector<MemoryRegion*> free_list;            // those not handed out
+  std::uint32_t max_num_sg = 0;
+  MrType type = MrType::kMemReg;
+  std::atomic<int> used{0};  // handed out (mrs_used)
+};
+
 struct QpState {
   std::shared_ptr<PdState> pd;
   std::shared_ptr<hca::Qp> qp;
@@ -85,6 +95,12 @@ struct QpState {
   CompletionQueue* recv_cq = nullptr;
   CqLease send_lease, recv_lease;  // QP_CREATE_ASSIGN_CQS: returned with the QP
   bool destroyed = false;
+  MrPoolState mr_pool;  // destroyed with the QP, see mr_pool.h
+};
+
+// Makes MemoryRegions inside the core (alloc_mr, the MR pool).
+struct MrAccess {
+  static Result<MemoryRegion> alloc_mr(const std::shared_ptr<PdState>& pd, MrType type, std::uint32_t max_num_sg);
 };
 
 // Makes Device handles inside the core (client callbacks, assigned CQs).

@@ -58,4 +58,26 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, st
   return MemoryRegion(state_, *key, addr, length, access);
 }
 
+Result<MemoryRegion> ProtectionDomain::alloc_mr(MrType type, std::uint32_t max_num_sg) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  return detail::MrAccess::alloc_mr(state_, type, max_num_sg);
+}
+
+namespace detail {
+
+Result<MemoryRegion> MrAccess::alloc_mr(const std::shared_ptr<PdState>& pd, MrType type, std::uint32_t max_num_sg) {
+  if (type != MrType::kMemReg) return make_error(EINVAL, "alloc_mr makes kMemReg MRs only (reg_mr makes user ones)");
+  auto key = pd->device->hca->alloc_fast_reg_mr(pd->pdn, max_num_sg);
+  if (!key) return std::unexpected(key.error());
+  pd->usecnt.fetch_add(1);
+  MemoryRegion mr(pd, *key, nullptr, 0, 0);
+  mr.type_ = MrType::kMemReg;
+  mr.alloc_key_ = *key;
+  mr.max_num_sg_ = max_num_sg;
+  mr.pages_.reserve(max_num_sg);
+  return mr;
+}
+
+}  // namespace detail
+
 }  // namespace srdma
