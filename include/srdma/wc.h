@@ -28,6 +28,7 @@ enum class WcStatus : std::uint8_t {
   kRemOpErr,         // the responder could not complete the operation
   kRetryExcErr,      // transport retries exhausted
   kRnrRetryExcErr,   // receiver-not-ready retries exhausted
+  kMemMgmtOpErr,     // REG_MR / LOCAL_INV / an invalidation refused (IBA 10.6.3.3: wrong state, PD, key)
   kGeneralErr,
 };
 std::string_view wc_status_str(WcStatus s);

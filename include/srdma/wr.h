@@ -7,6 +7,8 @@
 
 namespace srdma {
 
+class MemoryRegion;
+
 struct Sge {
   std::uint64_t addr = 0;
   std::uint32_t length = 0;
@@ -22,12 +24,18 @@ enum class WrOpcode : std::uint8_t {
   kRdmaRead,
   kAtomicCmpAndSwp,
   kAtomicFetchAndAdd,
+  // Local operations (fast registration): executed in QP order at their
+  // turn, no message on the wire; completions kRegMr / kLocalInv.
+  kRegMr,     // mr, key, access: make a free kMemReg MR valid under `key`
+  kLocalInv,  // invalidate_rkey: make that kMemReg MR free again
 };
 
 enum SendFlags : std::uint32_t {
   SEND_SIGNALED = 1u << 0,
   SEND_SOLICITED = 1u << 1,
   SEND_INLINE = 1u << 2,
+  // Wait until every earlier WR of the QP has completed before this one
+  // executes (IBA 10.8.3.3; use it on a LOCAL_INV after RDMA READs).
   SEND_FENCE = 1u << 3,
 };
 
@@ -42,11 +50,16 @@ struct SendWr {
   WrOpcode opcode = WrOpcode::kSend;
   std::uint32_t send_flags = 0;
   std::uint32_t imm_data = 0;        // kSendWithImm, kRdmaWriteWithImm
-  std::uint32_t invalidate_rkey = 0; // kSendWithInv
+  std::uint32_t invalidate_rkey = 0; // kSendWithInv, kLocalInv
   std::uint64_t remote_addr = 0;     // RDMA and atomics
   std::uint32_t rkey = 0;
   std::uint64_t compare_add = 0;     // atomics: compare (CMP_AND_SWP) or add (FETCH_AND_ADD)
   std::uint64_t swap = 0;
+  // kRegMr (like ib_reg_wr): the MR's page list, iova, length and page
+  // size are copied at post time, so the MR may be re-mapped right after.
+  MemoryRegion* mr = nullptr;
+  std::uint32_t key = 0;     // the key to install (only its key byte may differ from the MR's)
+  std::uint32_t access = 0;  // AccessFlags of the registration
 };
 
 struct RecvWr {

@@ -24,6 +24,8 @@ WcOpcode wc_opcode(WrOpcode op) {
     case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
     case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
     case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kRegMr: return WcOpcode::kRegMr;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
   }
   return WcOpcode::kSend;
 }
@@ -79,6 +81,7 @@ void Qp::completer_handle(Message& msg) {
       }
       complete_send(old, WcStatus::kSuccess, false, old.length);
       ++comp_.consumer;
+      retire_local_wqes();  // executed local operations behind it are done too
     }
     if (comp_.consumer == req_.next) return;
   }
@@ -149,6 +152,7 @@ void Qp::completer_handle(Message& msg) {
                                : cur.length;
   complete_send(cur, WcStatus::kSuccess, false, byte_len);
   ++comp_.consumer;
+  retire_local_wqes();  // in order: local operations executed behind it complete now
   comp_.timeout_at = {};
   if (comp_.consumer != req_.next) {
     comp_.timeout_at = transport_deadline();

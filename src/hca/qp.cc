@@ -11,6 +11,7 @@
 #include "hca/qp_rules.h"
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
+#include "srdma/mr.h"
 
 namespace srdma::hca {
 
@@ -125,12 +126,23 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
       refuse(EINVAL, fmt::format("num_sge {} beyond max_send_sge {}", wr->num_sge, init_.caps.max_send_sge));
       break;
     }
-    if (static_cast<unsigned>(wr->opcode) > static_cast<unsigned>(WrOpcode::kAtomicFetchAndAdd)) {
+    if (static_cast<unsigned>(wr->opcode) > static_cast<unsigned>(WrOpcode::kLocalInv)) {
       refuse(EINVAL, "unknown opcode");
       break;
     }
+    const bool local_op = wr->opcode == WrOpcode::kRegMr || wr->opcode == WrOpcode::kLocalInv;
+    if (local_op && (wr->send_flags & SEND_INLINE)) {
+      refuse(EINVAL, "REG_MR and LOCAL_INV carry no data: SEND_INLINE makes no sense");
+      break;
+    }
+    if (wr->opcode == WrOpcode::kRegMr &&
+        (!wr->mr || !wr->mr->valid() || wr->mr->type() != MrType::kMemReg)) {
+      refuse(EINVAL, "REG_MR needs a live MR from alloc_mr(kMemReg)");
+      break;
+    }
     std::uint64_t length = 0;
-    for (int i = 0; i < wr->num_sge; ++i) length += wr->sg_list[i].length;
+    if (!local_op)  // local operations have no scatter/gather list
+      for (int i = 0; i < wr->num_sge; ++i) length += wr->sg_list[i].length;
     const bool atomic = wr->opcode == WrOpcode::kAtomicCmpAndSwp || wr->opcode == WrOpcode::kAtomicFetchAndAdd;
     const bool inl = wr->send_flags & SEND_INLINE;
     if (inl && (length > init_.caps.max_inline_data || wr->opcode == WrOpcode::kRdmaRead || atomic)) {
@@ -150,6 +162,27 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
     w.imm = wr->opcode == WrOpcode::kSendWithInv ? wr->invalidate_rkey : wr->imm_data;
     w.remote_addr = wr->remote_addr;
     w.rkey = wr->rkey;
+    w.local_done = false;
+    if (local_op) {
+      w.rkey = wr->opcode == WrOpcode::kRegMr ? wr->key : wr->invalidate_rkey;
+      w.length = 0;
+      w.is_inline = false;
+      w.sges.clear();
+      w.inline_data.clear();
+      w.pages.clear();
+      if (wr->opcode == WrOpcode::kRegMr) {
+        // The mapping is the MR's now, not when the WQE executes: the
+        // consumer may map the MR again as soon as this returns.
+        const MemoryRegion& mr = *wr->mr;
+        w.access = wr->access;
+        w.page_shift = static_cast<std::uint8_t>(mr.page_shift());
+        w.iova = mr.iova();
+        w.mr_length = mr.length();
+        w.pages.assign(mr.page_list().begin(), mr.page_list().end());
+      }
+      ++sq_prod_;
+      continue;
+    }
     w.compare_add = wr->compare_add;
     w.swap = wr->swap;
     w.length = static_cast<std::uint32_t>(length);

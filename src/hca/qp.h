@@ -46,6 +46,9 @@ struct QpInit {
 
 using Clock = std::chrono::steady_clock;
 
+// REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
+constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op == WrOpcode::kLocalInv; }
+
 class Qp : public std::enable_shared_from_this<Qp> {
  public:
   Qp(SoftHca& dev, std::uint32_t qpn, QpInit init);
@@ -92,6 +95,17 @@ class Qp : public std::enable_shared_from_this<Qp> {
     bool is_inline = false;
     std::uint32_t length = 0;
     std::uint32_t psn = 0;
+    // REG_MR (rkey holds the key; LOCAL_INV's key is in rkey too): the MR's
+    // mapping, copied at post time into vectors that keep their capacity.
+    std::uint32_t access = 0;
+    std::uint8_t page_shift = 12;
+    std::uint64_t iova = 0;
+    std::uint64_t mr_length = 0;
+    std::vector<std::uint64_t> pages;
+    // A local operation (REG_MR, LOCAL_INV) that has executed: it has no
+    // PSN and no response; the completer retires it when it reaches it, and
+    // a resend from an earlier WQE passes it without executing it again.
+    bool local_done = false;
   };
   struct RecvWqe {
     std::uint64_t wr_id = 0;
@@ -134,6 +148,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void run_send_side(bool check_timeout = false);
   ReqStep requester_next_step();
   void requester_send_one();
+  void requester_execute_local(SendWqe& w);
+  void retire_local_wqes();
   void completer_handle(Message& msg);
   void completer_check_timeout();
   void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);
@@ -147,6 +163,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void respond(const Message& req, MsgOp op, Message&& resp);
   void nak(const Message& req, NakCode code, std::uint8_t rnr_timer = 0);
   void flush_recv_queue();
+  // `imm` is the immediate data with WC_WITH_IMM, the invalidated rkey with
+  // WC_WITH_INVALIDATE.
   void complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                      std::uint32_t imm, std::uint32_t flags, std::uint32_t src_qp, bool solicited = false);
 

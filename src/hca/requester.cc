@@ -1,6 +1,13 @@
 // The requester: turns send WQEs into request messages, in order, one PSN
 // each, and keeps RC ordering: nothing is sent while an RNR wait is pending,
 // and after an error nothing more is sent (the QP flushes instead).
+//
+// Local operations (REG_MR, LOCAL_INV) execute here, at their turn in the
+// send queue: after every earlier WR has been handed to the link, before any
+// later one. They take no PSN and send nothing; the completer retires them
+// in order, so their CQEs never overtake those of earlier WRs. A WR with
+// SEND_FENCE waits until every earlier WR has completed (IBA 10.8.3.3), which
+// is what makes a LOCAL_INV safe after RDMA READs into the same MR.
 #include <algorithm>
 #include <cstring>
 
@@ -59,6 +66,11 @@ Qp::ReqStep Qp::requester_next_step() {
     if (Clock::now() < req_.rnr_until) return ReqStep::kWaitRnr;
     req_.rnr_until = {};  // the wait is over: no more clock reads
   }
+  // Fence: wait for the completions of everything before (a response runs
+  // the send side again; the transport timer is armed while it waits).
+  const SendWqe& w = wqe(req_.next);
+  if ((w.flags & SEND_FENCE) && !w.local_done && comp_.consumer != req_.next) [[unlikely]]
+    return ReqStep::kIdle;
   return ReqStep::kSend;
 }
 
@@ -78,8 +90,36 @@ Clock::time_point Qp::transport_deadline() const {
   return Clock::now() + std::chrono::nanoseconds(4096LL << std::min<int>(req_.timeout, 31));
 }
 
+void Qp::requester_execute_local(SendWqe& w) {
+  // Executed once: a resend from an earlier WQE (RNR, sequence error,
+  // timeout) walks past it.
+  if (!w.local_done) {
+    Result<void> r = w.opcode == WrOpcode::kRegMr
+                         ? dev_.fast_reg(w.rkey, init_.pdn, w.access, w.iova, w.mr_length, w.page_shift, w.pages)
+                         : dev_.local_invalidate(w.rkey, init_.pdn);
+    // IBA 10.6.3.3 / 10.6.6: a refused fast register or invalidate is a
+    // memory management operation error; like every local error it ends
+    // the QP and flushes the rest.
+    if (!r) return fail_wqe(req_.next, WcStatus::kMemMgmtOpErr);
+    w.local_done = true;
+  }
+  ++req_.next;
+  retire_local_wqes();  // completes now if nothing earlier is outstanding
+}
+
+void Qp::retire_local_wqes() {
+  // Keeps the invariant the completer relies on: the oldest outstanding WQE
+  // is never an executed local operation (those have no PSN to match).
+  while (comp_.consumer != req_.next && wqe(comp_.consumer).local_done) {
+    complete_send(wqe(comp_.consumer), WcStatus::kSuccess, false, 0);
+    ++comp_.consumer;
+  }
+}
+
 void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
+  if (is_local_op(w.opcode)) [[unlikely]]
+    return requester_execute_local(w);
   Message m;
   m.src_addr = dev_.address();
   m.dst_addr = req_.dest_addr;
@@ -93,6 +133,12 @@ void Qp::requester_send_one() {
   // coalesces the rest (an ACK acknowledges every PSN before it).
   const bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
   m.ack_req = signaled || (m.psn & 15) == 15 || (req_.next + 1 - comp_.consumer) * 2 >= sq_.size();
+  // A local operation or a fenced WR right behind waits for this one's
+  // completion: ask for it rather than wait for the transport timer.
+  if (!m.ack_req && req_.next + 1 != sq_prod_) {
+    const SendWqe& after = wqe(req_.next + 1);
+    m.ack_req = is_local_op(after.opcode) || (after.flags & SEND_FENCE);
+  }
 
   // Gather the payload of SENDs and WRITEs: every local byte through
   // translate() (IBA 10.6.3: local read access is implied by the lkey).
@@ -112,6 +158,8 @@ void Qp::requester_send_one() {
     case WrOpcode::kRdmaRead: m.op = MsgOp::kReadRequest; break;
     case WrOpcode::kAtomicCmpAndSwp: m.op = MsgOp::kCmpSwap; break;
     case WrOpcode::kAtomicFetchAndAdd: m.op = MsgOp::kFetchAdd; break;
+    case WrOpcode::kRegMr:
+    case WrOpcode::kLocalInv: return;  // executed above
   }
   switch (w.opcode) {
     case WrOpcode::kSend:
@@ -141,6 +189,9 @@ void Qp::requester_send_one() {
       m.compare_add = w.compare_add;
       m.swap = w.swap;
       break;
+    case WrOpcode::kRegMr:
+    case WrOpcode::kLocalInv:
+      return;
   }
   req_.next_psn = (req_.next_psn + 1) & 0xffffff;
   ++req_.next;

@@ -110,6 +110,25 @@ void Qp::responder_execute(Message& msg) {
         return;
       }
       copy_pieces(dst, msg.payload);
+      if (msg.op == MsgOp::kSendWithInv) {
+        // IETH (IBA 9.4.1.3): after the message is placed, the responder
+        // invalidates the R_Key it names, in this QP's PD, before the
+        // receive completes; from the completion on the key fails. The key
+        // must name a valid-or-free fast-registration MR of our PD, with
+        // its current key. If not, we choose (and IBA's Class C handling
+        // allows) NAK Invalid Request: the sender sees kRemInvReqErr, the
+        // receive completes with kMemMgmtOpErr carrying the key, and both
+        // QPs go to error.
+        if (!dev_.local_invalidate(msg.imm, pdn)) {
+          complete_recv(r, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, msg.length, msg.imm, WC_WITH_INVALIDATE,
+                        msg.src_qpn);
+          nak(msg, NakCode::kInvalidRequest);
+          return;
+        }
+        complete_recv(r, WcStatus::kSuccess, WcOpcode::kRecv, msg.length, msg.imm, WC_WITH_INVALIDATE, msg.src_qpn,
+                      msg.solicited);
+        break;
+      }
       std::uint32_t flags = msg.op == MsgOp::kSendWithImm ? std::uint32_t{WC_WITH_IMM} : 0u;
       complete_recv(r, WcStatus::kSuccess, WcOpcode::kRecv, msg.length,
                     msg.op == MsgOp::kSendWithImm ? msg.imm : 0, flags, msg.src_qpn, msg.solicited);
@@ -206,7 +225,10 @@ void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint
   wc.status = status;
   wc.opcode = op;
   wc.byte_len = byte_len;
-  wc.imm_data = imm;
+  if (flags & WC_WITH_INVALIDATE)
+    wc.invalidated_rkey = imm;
+  else
+    wc.imm_data = imm;
   wc.wc_flags = flags;
   wc.qp_num = qpn_;
   wc.qp_context = init_.qp_context;
