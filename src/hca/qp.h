@@ -13,6 +13,9 @@
 // `inbox_` (its own small lock) and are drained by the holder of sq_mu_;
 // kick() makes sure some thread drains them. Lock order: sq_mu_ of one QP,
 // then rq_mu_ of any QP, then inbox/CQ locks. Never rq_mu_ then sq_mu_.
+// Fast registration (REG_MR, LOCAL_INV, SEND_WITH_INV) takes the device's
+// control mutex under sq_mu_ or rq_mu_; it is a leaf lock (nothing takes
+// a QP, CQ or inbox lock while holding it).
 // The three are FastMutex (fast_mutex.h): same acquire/release ordering as
 // std::mutex, cheaper uncontended.
 #pragma once
