@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "srdma/fmr.h"
 #include "srdma/mr.h"
 #include "srdma/qp.h"
 #include "srdma/status.h"
@@ -41,6 +42,14 @@ class ProtectionDomain {
   Result<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access,
                               unsigned page_shift = 12);
 
+  // An unmapped fast memory region (like ib_alloc_fmr) with IBTA access
+  // flags: no key of it translates until map_phys. Errors: EINVAL for
+  // unknown access bits, remote write or atomic without LOCAL_WRITE,
+  // page_shift outside [12, 32), max_pages outside 1..512 or max_maps
+  // outside 1..DeviceAttr::max_map_per_fmr; ENOMEM naming the exhausted MPT
+  // or (FMR) MTT table. The FMR counts in usecnt() until deallocated.
+  Result<Fmr> alloc_fmr(std::uint32_t access, const FmrAttr& attr);
+
   // An RC queue pair in RESET. EINVAL names a cap beyond the device's
   // limits, or a missing CQ.
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& init);
@@ -55,6 +64,7 @@ class ProtectionDomain {
 
  private:
   friend class Device;
+  friend class FmrPool;  // reads the device's max_map_per_fmr
   explicit ProtectionDomain(std::shared_ptr<detail::PdState> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::PdState> state_;
 };
