@@ -4,6 +4,7 @@
 // security property that an unmapped rkey is dead on the wire.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -382,6 +383,87 @@ TEST(FmrConcurrency, TranslateNeverSeesATornMapping) {
   EXPECT_GE(next_key_hits.load(), 20u) << "the reader never caught a map's publication";
   RecordProperty("checked", static_cast<int>(checked.load()));
   RecordProperty("next_key_hits", static_cast<int>(next_key_hits.load()));
+}
+
+// Two devices with a connected RC QP pair, through the public API. The
+// target maps an FMR over its memory; the initiator's buffer is an MR.
+struct Peer {
+  Device dev;
+  ProtectionDomain pd;
+  std::unique_ptr<CompletionQueue> cq;
+  std::unique_ptr<QueuePair> qp;
+  explicit Peer(const char* name)
+      : dev(Device::open(test::small_profile(), name).value()), pd(dev.alloc_pd().value()) {
+    cq = dev.create_cq(CqInit{.cqe = 64}).value();
+    qp = pd.create_qp(QpInitAttr{cq.get(), cq.get(), QpCaps{16, 16, 2, 2, 64}, false, nullptr}).value();
+  }
+};
+
+void connect(Peer& a, Peer& b) {
+  const std::uint32_t access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
+  ASSERT_TRUE(a.qp->connect(RcConnection{.peer_addr = b.dev.address(), .peer_qpn = b.qp->qp_num(), .access = access}));
+  ASSERT_TRUE(b.qp->connect(RcConnection{.peer_addr = a.dev.address(), .peer_qpn = a.qp->qp_num(), .access = access}));
+}
+
+Wc poll_one(CompletionQueue& cq) {
+  Wc wc;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cq.poll(std::span<Wc>(&wc, 1)) == 1) return wc;
+    std::this_thread::yield();
+  }
+  ADD_FAILURE() << "no completion";
+  return wc;
+}
+
+// The RDMA the initiator posts against the target's FMR; its completion.
+Wc rdma(Peer& initiator, WrOpcode op, const MemoryRegion& local, std::uint64_t remote_addr, std::uint32_t rkey,
+        std::uint32_t len) {
+  Sge sge{reinterpret_cast<std::uint64_t>(local.addr()), len, local.lkey()};
+  SendWr w;
+  w.wr_id = 7;
+  w.opcode = op;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.send_flags = SEND_SIGNALED;
+  w.remote_addr = remote_addr;
+  w.rkey = rkey;
+  EXPECT_TRUE(initiator.qp->post_send(w));
+  return poll_one(*initiator.cq);
+}
+
+// The one property FMR consumers need from unmap: once it returns, the
+// peer's old rkey is dead for RDMA WRITE and READ alike (IBA 9.7.5.1.x:
+// an invalid R_Key is a remote access error, class C: the QP goes to ERR).
+TEST(FmrSecurity, PeerWriteAndReadWithUnmappedKeyFail) {
+  Pages target(4);
+  constexpr std::uint64_t kIova = 0x10000000;
+  for (WrOpcode op : {WrOpcode::kRdmaWrite, WrOpcode::kRdmaRead}) {
+    SCOPED_TRACE(op == WrOpcode::kRdmaWrite ? "RDMA WRITE" : "RDMA READ");
+    Peer a("initiator"), b("target");  // a fresh QP pair for each opcode
+    connect(a, b);
+    std::memset(target.p, 0x5a, 4 * 4096);
+    std::vector<std::uint8_t> local(8192, 0xc3);
+    MemoryRegion mr = a.pd.reg_mr(local.data(), local.size(), ACCESS_LOCAL_WRITE).value();
+    Fmr fmr = b.pd.alloc_fmr(kRw, FmrAttr{4, 8, 12}).value();
+    ASSERT_TRUE(fmr.map_phys(target.list(0, 4), kIova));
+    const std::uint32_t old_rkey = fmr.rkey();
+    // Mapped, the key works.
+    Wc ok = rdma(a, op, mr, kIova + 100, old_rkey, 64);
+    ASSERT_EQ(ok.status, WcStatus::kSuccess);
+    EXPECT_EQ(op == WrOpcode::kRdmaRead ? local[0] : target.p[100], op == WrOpcode::kRdmaRead ? 0x5a : 0xc3);
+    std::fill(local.begin(), local.end(), std::uint8_t{0xc3});
+    const std::vector<std::uint8_t> pristine(target.p, target.p + 4 * 4096);
+    ASSERT_TRUE(fmr.unmap());  // the sync happens inside
+
+    Wc wc = rdma(a, op, mr, kIova + 100, old_rkey, 4096);
+    EXPECT_EQ(wc.status, WcStatus::kRemAccessErr);
+    EXPECT_EQ(a.qp->state(), QpState::kErr);
+    EXPECT_EQ(std::memcmp(target.p, pristine.data(), pristine.size()), 0) << "target memory changed";
+    if (op == WrOpcode::kRdmaRead)
+      EXPECT_TRUE(std::all_of(local.begin(), local.end(), [](std::uint8_t c) { return c == 0xc3; }))
+          << "nothing came back through a dead key";
+  }
 }
 
 }  // namespace
