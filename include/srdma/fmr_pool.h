@@ -49,7 +49,7 @@ struct FmrPoolParams {
   std::uint32_t pool_size = 32;      // FMRs allocated at create
   std::uint32_t dirty_watermark = 8; // dirty FMRs that start a batch release
   // Called on the worker thread after each batch release.
-  std::function<void()> flush_function;
+  std::function<void()> flush_function = nullptr;
   bool cache = true;
   // Unmap invalidates before it returns (see the warning above).
   bool synchronous_unmap = false;
