@@ -67,7 +67,8 @@ struct FmrPoolStats {
   std::uint64_t flushes = 0;       // batch releases (each one sync)
   std::uint64_t fmrs_flushed = 0;  // FMRs released by those batches
   std::uint64_t sync_unmaps = 0;   // synchronous-mode unmaps (each one sync)
-  std::uint32_t free = 0, dirty = 0, in_use = 0;  // FMRs on each list now
+  // FMRs now: free, dirty, and held by users (or in a batch being released).
+  std::uint32_t free = 0, dirty = 0, in_use = 0;
   double fmrs_per_flush() const { return flushes ? double(fmrs_flushed) / double(flushes) : 0.0; }
 };
 
