@@ -460,9 +460,10 @@ TEST(FmrSecurity, PeerWriteAndReadWithUnmappedKeyFail) {
     EXPECT_EQ(wc.status, WcStatus::kRemAccessErr);
     EXPECT_EQ(a.qp->state(), QpState::kErr);
     EXPECT_EQ(std::memcmp(target.p, pristine.data(), pristine.size()), 0) << "target memory changed";
-    if (op == WrOpcode::kRdmaRead)
+    if (op == WrOpcode::kRdmaRead) {
       EXPECT_TRUE(std::all_of(local.begin(), local.end(), [](std::uint8_t c) { return c == 0xc3; }))
           << "nothing came back through a dead key";
+    }
   }
 }
 
