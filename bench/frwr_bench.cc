@@ -101,17 +101,6 @@ void BM_FrwrRegInv(benchmark::State& state, bool both_signaled) {
   state.SetItemsProcessed(state.iterations());  // registrations
 }
 
-void BM_RegDereg(benchmark::State& state) {
-  Env& e = env();
-  const auto pages = static_cast<std::size_t>(state.range(0));
-  for (auto _ : state) {
-    auto mr = e.pd.reg_mr(e.buf, pages * kPage, kAccess);
-    if (!mr) die("reg_mr: " + mr.error().to_string());
-    if (!mr->dereg()) die("dereg");
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_FrwrRegInv, ulp, false)->Name("FrwrRegInv")->ArgName("pages")->Arg(1)->Arg(8)->Arg(32)->Arg(256);
@@ -122,4 +111,3 @@ BENCHMARK_CAPTURE(BM_FrwrRegInv, signaled, true)
     ->Arg(8)
     ->Arg(32)
     ->Arg(256);
-BENCHMARK(BM_RegDereg)->Name("RegDereg")->ArgName("pages")->Arg(1)->Arg(8)->Arg(32)->Arg(256);

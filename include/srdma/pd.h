@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "srdma/fmr.h"
 #include "srdma/mr.h"
 #include "srdma/qp.h"
 #include "srdma/status.h"
@@ -47,6 +48,13 @@ class ProtectionDomain {
   // for max_num_sg pages, are reserved now. EINVAL: type not kMemReg,
   // max_num_sg 0 or beyond the MTT table; ENOMEM names the exhausted table.
   Result<MemoryRegion> alloc_mr(MrType type, std::uint32_t max_num_sg);
+  // An unmapped fast memory region (like ib_alloc_fmr) with IBTA access
+  // flags: no key of it translates until map_phys. Errors: EINVAL for
+  // unknown access bits, remote write or atomic without LOCAL_WRITE,
+  // page_shift outside [12, 32), max_pages outside 1..512 or max_maps
+  // outside 1..DeviceAttr::max_map_per_fmr; ENOMEM naming the exhausted MPT
+  // or (FMR) MTT table. The FMR counts in usecnt() until deallocated.
+  Result<Fmr> alloc_fmr(std::uint32_t access, const FmrAttr& attr);
 
   // An RC queue pair in RESET. EINVAL names a cap beyond the device's
   // limits, or a missing CQ.
@@ -62,6 +70,7 @@ class ProtectionDomain {
 
  private:
   friend class Device;
+  friend class FmrPool;  // reads the device's max_map_per_fmr
   explicit ProtectionDomain(std::shared_ptr<detail::PdState> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::PdState> state_;
 };

@@ -80,4 +80,18 @@ Result<MemoryRegion> MrAccess::alloc_mr(const std::shared_ptr<PdState>& pd, MrTy
 
 }  // namespace detail
 
+Result<Fmr> ProtectionDomain::alloc_fmr(std::uint32_t access, const FmrAttr& attr) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  if (access & ~kAccessAll)
+    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kAccessAll));
+  // IBA 10.6.3.1, as for reg_mr.
+  if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
+    return make_error(EINVAL, "remote write or atomic access requires LOCAL_WRITE");
+  auto key = state_->device->hca->alloc_fmr(
+      state_->pdn, access, hca::SoftHca::FmrLimits{attr.max_pages, attr.max_maps, attr.page_shift});
+  if (!key) return std::unexpected(key.error());
+  state_->usecnt.fetch_add(1);
+  return Fmr(state_, *key, access, attr);
+}
+
 }  // namespace srdma

@@ -67,6 +67,55 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   // EINVAL if `key` is not a registered region's current key.
   Result<void> dereg_mr(std::uint32_t key);
 
+  // --- FMRs (soft_hca_fmr.cc) ---
+  // Fast memory regions as on mem-free mthca: an MPT index and a fixed block
+  // of MTTs allocated once, then remapped by software writes alone (no
+  // firmware command), each map with a new key. Keys: the FMR's key counter
+  // lives in the hw-index bits above the table index (key_to_hw_index form);
+  // each map adds num_mpt to it and unmap never resets it, so a key comes
+  // back only after 2^(32 - log2 num_mpt) maps of the same FMR (32768 with
+  // the default 2^17 MPTs, 256 with 2^24). Every call below names an FMR by
+  // its current key (the one the last map returned, or alloc's).
+  //
+  // Thread safety: serialised on the control mutex like reg_mr; translate()
+  // on other threads sees either the old mapping or the complete new one.
+  struct FmrLimits {
+    std::uint32_t max_pages = 0;  // 1..kMaxFmrPages
+    std::uint32_t max_maps = 0;   // maps between unmaps, 1..max_map_per_fmr()
+    std::uint8_t page_shift = 12; // 12..31
+  };
+  // All MTTs of an FMR sit in one 4 KiB page of the MTT table (8-byte
+  // entries; the buddy aligns a block to its size), as mthca requires.
+  static constexpr std::uint32_t kMaxFmrPages = 4096 / 8;
+  // (1 << (32 - log2 num_mpt)) - 1: the key counter's period less one.
+  std::uint32_t max_map_per_fmr() const;
+  // An unmapped FMR in PD `pdn`: MPT index from the MPT allocator, MTTs from
+  // the FMR buddy (the main one when the profile reserves none). The MPT is
+  // hardware-owned with length 0, so nothing translates until a map.
+  // EINVAL: PD not allocated, unknown access bits, page_shift outside
+  // [12, 32), max_pages outside 1..kMaxFmrPages, max_maps outside
+  // 1..max_map_per_fmr(). ENOMEM names the exhausted table.
+  Result<std::uint32_t> alloc_fmr(std::uint32_t pdn, std::uint32_t access, const FmrLimits& limits);
+  // Points the FMR at `page_list` (each aligned to 2^page_shift) from `iova`
+  // on (page aligned), length page_list.size() << page_shift, and returns
+  // the new key: the old key's hw index + num_mpt. The MPT goes to SW, the
+  // MTTs are written, then key/start/length, then HW; the MPT's release
+  // publishes the MTT stores. The previous key fails from the SW step on
+  // (its cached translation is dropped with it).
+  // EINVAL: not an FMR's current key, an empty list or one longer than
+  // max_pages, an unaligned iova or page, a wrapping range, or max_maps maps
+  // since the last unmap. REQUIRES: the pages stay valid memory while mapped.
+  Result<std::uint32_t> map_phys_fmr(std::uint32_t key, std::span<const std::uint64_t> page_list,
+                                     std::uint64_t iova);
+  // Unmaps every FMR in `keys`: each MPT goes to SW and its map count to 0,
+  // then ONE sync_tpt() for the whole list. When it returns no key these
+  // FMRs ever had translates. EINVAL (and nothing changed) if any key is
+  // not an FMR's current key. Unmapping an unmapped FMR is harmless.
+  Result<void> unmap_fmr(std::span<const std::uint32_t> keys);
+  // Frees the FMR's MPT index and MTTs. EBUSY while mapped, EINVAL if `key`
+  // is not an FMR's current key.
+  Result<void> dealloc_fmr(std::uint32_t key);
+
   // The pieces of memory (key, iova, length) covers for an access of kind
   // `access` (AccessFlags; 0 = local read) from protection domain `pdn`, or
   // why not. Zero length touches nothing and is never refused (IBA 9.4.x:
@@ -158,6 +207,18 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   alloc::IndexAllocator qp_alloc_;
   alloc::IndexAllocator cq_alloc_;
   mutable TptCache tpt_;
+  // FMRs by MPT index: what alloc_fmr fixed for the FMR's life. The key the
+  // MPT allocator handed out is kept to give the index back (the current key
+  // has moved on).
+  struct FmrSlot {
+    std::uint32_t alloc_key = 0;
+    MttRange mtts;
+    FmrLimits limits;
+  };
+  std::unordered_map<std::uint32_t, FmrSlot> fmrs_;  // guarded by mu_
+  // The FMR at `key`'s index if `key` is its current key, else null.
+  // REQUIRES: mu_ held.
+  FmrSlot* find_fmr(std::uint32_t key, MptFields& f);
 
   // The engine, started with the first CQ or QP so that an idle device
   // costs no threads.
