@@ -400,6 +400,21 @@ TEST_F(NvmfRdmaTest, PrivateCqsWorkToo) {
   EXPECT_TRUE(io_sync(*c, BlockIo::Op::kWrite, 3, 1, buf.data(), 1).ok());
 }
 
+TEST_F(NvmfRdmaTest, FmrRegistrationMovesTheDataToo) {
+  HostOptions o;
+  o.reg = RegMode::kFmr;
+  auto c = connect(o);
+  ASSERT_TRUE(c);
+  std::vector<std::byte> out(2 * kBlock), in(2 * kBlock + 512);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::byte(i * 13);
+  for (int round = 0; round < 3; ++round) {  // the second and third map hit the pool's cache
+    EXPECT_TRUE(io_sync(*c, BlockIo::Op::kWrite, 20, 2, out.data(), 1).ok());
+    std::byte* odd = in.data() + 512;
+    EXPECT_TRUE(io_sync(*c, BlockIo::Op::kRead, 20, 2, odd, 0).ok());
+    EXPECT_EQ(std::memcmp(odd, out.data(), out.size()), 0);
+  }
+}
+
 TEST_F(NvmfRdmaTest, ManyConcurrentIosFromSeveralThreads) {
   auto c = connect();
   ASSERT_TRUE(c);

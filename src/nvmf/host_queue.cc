@@ -61,7 +61,19 @@ Result<void> HostQueue::connect(std::uint64_t target_addr, std::uint16_t port) {
   if (!qp) return std::unexpected(qp.error());
   qp_ = std::move(*qp);
   const std::uint32_t max_pages = cfg_.max_io_size / kPageSize + 1;  // an unaligned buffer spans one more
-  if (auto r = mr_pool_init(*qp_, static_cast<int>(cfg_.size), MrType::kMemReg, max_pages); !r) return r;
+  if (cfg_.reg == RegMode::kFrwr) {
+    if (auto r = mr_pool_init(*qp_, static_cast<int>(cfg_.size), MrType::kMemReg, max_pages); !r) return r;
+  } else {
+    FmrPoolParams fp;
+    fp.max_pages_per_fmr = max_pages;
+    fp.access = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;  // one access for every I/O
+    fp.pool_size = cfg_.size;
+    fp.dirty_watermark = std::max<std::uint32_t>(1, cfg_.size / 4);
+    fp.cache = true;
+    auto pool = FmrPool::create(pd_, fp);
+    if (!pool) return std::unexpected(pool.error());
+    fmr_pool_ = std::move(*pool);
+  }
 
   ctrl_buf_.resize(2 * kSlotStride * cfg_.size);
   auto mr = pd_.reg_mr(ctrl_buf_.data(), ctrl_buf_.size(), ACCESS_LOCAL_WRITE);
@@ -153,7 +165,15 @@ Result<void> HostQueue::submit(const HostCommand& cmd, BlockIo* io, std::uint64_
   send.send_flags = SEND_SIGNALED;
   SendWr reg;
   const SendWr* first = &send;
-  if (cmd.length > 0) {
+  if (cmd.length > 0 && fmr_pool_) {
+    if (!map_fmr(r, cmd)) {
+      finish(r, EAGAIN);
+      return {};
+    }
+    auto sgl = keyed_sgl(reinterpret_cast<std::uint64_t>(cmd.data), cmd.length, r.fmr->rkey(), /*invalidate=*/false);
+    r.capsule->dptr = *sgl;
+    r.refs.store(2, std::memory_order_relaxed);
+  } else if (cmd.length > 0) {
     // A fresh key for every registration: a late access under the previous
     // one fails instead of reaching this I/O's memory.
     r.mr = mr_pool_get(*qp_);
@@ -196,6 +216,24 @@ Result<void> HostQueue::submit(const HostCommand& cmd, BlockIo* io, std::uint64_
   return {};
 }
 
+bool HostQueue::map_fmr(Request& r, const HostCommand& cmd) {
+  const auto addr = reinterpret_cast<std::uint64_t>(cmd.data);
+  const std::uint64_t first = addr & ~std::uint64_t{kPageSize - 1};
+  const std::uint64_t end = addr + cmd.length;
+  std::uint64_t pages[kMaxKeyedSglLength / kPageSize + 2];
+  std::size_t n = 0;
+  for (std::uint64_t p = first; p < end; p += kPageSize) pages[n++] = p;
+  auto m = fmr_pool_->map_phys(std::span<const std::uint64_t>(pages, n), first);
+  if (!m && m.error().code == EAGAIN) {
+    // Every FMR is dirty below the watermark: release them now and retry.
+    fmr_pool_->flush();
+    m = fmr_pool_->map_phys(std::span<const std::uint64_t>(pages, n), first);
+  }
+  if (!m) return false;
+  r.fmr = *m;
+  return true;
+}
+
 void HostQueue::on_send(CompletionQueue&, const Wc& wc) {
   Request& r = *reinterpret_cast<const ReqCqe*>(wc.wr_cqe)->req;
   if (wc.status != WcStatus::kSuccess) return r.q->close(ECONNRESET);
@@ -223,6 +261,7 @@ void HostQueue::on_recv(CompletionQueue&, const Wc& wc) {
   }
   r.status = NvmeStatus::decode(rsp.status);
   r.result = rsp.dw0 | (std::uint64_t{rsp.dw1} << 32);
+  if (r.fmr && (wc.wc_flags & WC_WITH_INVALIDATE)) return q->close(EPROTO);  // FMR keys are not remotely invalidated
   if (r.mr) {
     if (wc.wc_flags & WC_WITH_INVALIDATE) {
       // The target invalidated the key for us; it must be this command's.
@@ -258,6 +297,10 @@ void HostQueue::finish(Request& r, int transport_error) {
       // failure the key may still be live: the caller deregistered it.
       (void)mr_pool_put(*qp_, r.mr);
       r.mr = nullptr;
+    }
+    if (r.fmr) {
+      (void)fmr_pool_->unmap(r.fmr);  // lazy: the key lives until a flush
+      r.fmr = nullptr;
     }
     if (!closing_) free_.push_back(r.cid);
   }
@@ -336,18 +379,25 @@ void HostQueue::on_drain(CompletionQueue&, const Wc& wc) {
 void HostQueue::on_drain_complete() {
   // Every request still outstanding fails; its key dies first, so the
   // memory handed back is out of the peer's reach.
-  for (std::uint32_t i = 0; i < cfg_.size; ++i) {
-    Request& r = reqs_[i];
-    {
-      std::lock_guard lock(mu_);
+  std::vector<Request*> failed;
+  {
+    std::lock_guard lock(mu_);
+    for (std::uint32_t i = 0; i < cfg_.size; ++i) {
+      Request& r = reqs_[i];
       if (!r.busy) continue;
       if (r.mr) {
         (void)r.mr->dereg();
         r.mr = nullptr;
       }
+      if (r.fmr) {
+        (void)fmr_pool_->unmap(r.fmr);
+        r.fmr = nullptr;
+      }
+      failed.push_back(&r);
     }
-    finish(r, close_err_);
   }
+  if (fmr_pool_) fmr_pool_->flush();  // the lazily unmapped keys die here
+  for (Request* r : failed) finish(*r, close_err_);
   std::lock_guard lock(drain_mu_);
   drained_ = true;
   drain_cv_.notify_all();

@@ -6,6 +6,11 @@
 // from the QP's MR pool and invalidated by the target's SEND_WITH_INV (or
 // a LOCAL_INV when it did not).
 //
+// With RegMode::kFmr the data is mapped through an FMR pool instead (one
+// per queue, pool_size = queue size, dirty watermark size / 4, cache on, as
+// SRP did): no invalidation per I/O, the key stays valid until the pool
+// flushes -- the hole FRWR closes; the bench measures the difference.
+//
 // A request completes once its SEND has completed, its response has come,
 // and its MR is free again (nvme-rdma's reference count). On close the QP
 // goes to ERR, a drain receive and send are posted, and once they are back
@@ -27,16 +32,20 @@
 #include "nvmf/wire.h"
 #include "srdma/cq_pool.h"
 #include "srdma/device.h"
+#include "srdma/fmr_pool.h"
 #include "srdma/mr.h"
 #include "srdma/qp.h"
 
 namespace srdma::nvmf {
+
+enum class RegMode : std::uint8_t { kFrwr, kFmr };
 
 struct HostQueueConfig {
   std::uint16_t qid = 0;
   std::uint32_t size = 32;
   std::uint32_t max_io_size = 128 * 1024;
   bool pool_cqs = true;
+  RegMode reg = RegMode::kFrwr;
   std::chrono::milliseconds timeout{10000};
 };
 
@@ -94,7 +103,8 @@ class HostQueue {
     NvmeCommand* capsule = nullptr;  // in the queue's control buffer
     BlockIo* io = nullptr;
     std::uint64_t* result_out = nullptr;
-    MemoryRegion* mr = nullptr;      // while the data is registered
+    MemoryRegion* mr = nullptr;      // FRWR: while the data is registered
+    PoolFmr* fmr = nullptr;          // FMR: while the data is mapped
     std::atomic<int> refs{0};        // SEND, response, invalidation outstanding
     NvmeStatus status;
     std::uint64_t result = 0;
@@ -117,6 +127,8 @@ class HostQueue {
   bool post_recv(RecvSlot& s);
   void drain();
   void on_drain_complete();
+  // Maps the data of `r` (either way); false if it cannot.
+  bool map_fmr(Request& r, const HostCommand& cmd);
 
   Device& dev_;
   ProtectionDomain& pd_;
@@ -128,6 +140,7 @@ class HostQueue {
   std::unique_ptr<QueuePair> qp_;
   std::vector<std::byte> ctrl_buf_;  // capsules and responses
   MemoryRegion ctrl_mr_;
+  std::unique_ptr<FmrPool> fmr_pool_;
   std::unique_ptr<Request[]> reqs_;
   std::vector<RecvSlot> recvs_;
 

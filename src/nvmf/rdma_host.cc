@@ -113,6 +113,7 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
   ac.size = opts_.admin_queue_size;
   ac.max_io_size = std::max<std::uint32_t>(opts_.max_io_size, kIdentifyDataSize);
   ac.pool_cqs = opts_.pool_cqs;
+  ac.reg = opts_.reg;
   ac.timeout = opts_.io_timeout;
   admin_ = std::make_unique<HostQueue>(dev_, pd_, ac);
   if (auto r = admin_->connect(target_addr, port); !r) return r;
@@ -168,6 +169,7 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
     qc.size = opts_.queue_size;
     qc.max_io_size = opts_.max_io_size;
     qc.pool_cqs = opts_.pool_cqs;
+    qc.reg = opts_.reg;
     qc.timeout = opts_.io_timeout;
     auto q = std::make_unique<HostQueue>(dev_, pd_, qc);
     if (auto r = q->connect(target_addr, port); !r) return r;

@@ -38,6 +38,7 @@ struct HostOptions {
   std::uint32_t queue_size = 128;  // I/O queues
   std::uint32_t admin_queue_size = 32;
   bool pool_cqs = true;            // false: one private CQ per queue
+  RegMode reg = RegMode::kFrwr;    // how the data of each I/O is registered
   std::uint32_t max_io_size = 128 * 1024;
   std::chrono::milliseconds io_timeout{10000};
   std::uint32_t kato_ms = 5000;    // 0: no keep alive

@@ -269,6 +269,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream
     hopts.nr_io_queues = queues;
     hopts.queue_size = std::max<std::uint32_t>(o.qd, 2);
     hopts.pool_cqs = pool;
+    hopts.reg = o.reg == "fmr" ? nvmf::RegMode::kFmr : nvmf::RegMode::kFrwr;
     hopts.max_io_size = topts.limits.max_io_size;
     auto ctrl = nvmf::HostController::connect(*host_dev, target_dev->address(), kPort, hopts);
     if (!ctrl) return std::unexpected(ctrl.error());
