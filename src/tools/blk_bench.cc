@@ -136,7 +136,10 @@ void on_done(BlockIo& io) {
     }
   }
   q.done.fetch_add(1, std::memory_order_relaxed);
-  run.completed.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t completed = run.completed.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (completed == run.opts->inject_corruption_after) run.corrupt_next.store(true);
+  // The read-back of an injected corruption goes out whatever the limits.
+  if (s.force_read && io.ok()) return submit(s);
   if (run.running.load(std::memory_order_relaxed) && io.ok()) {
     if (run.ios_limit == 0 || run.submitted.fetch_add(1, std::memory_order_relaxed) < run.ios_limit) return submit(s);
   }
@@ -310,16 +313,11 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream
   // Run, with a progress line, until the time or the I/O count is reached.
   std::uint64_t last = 0;
   auto last_t = t0;
-  bool injected = false;
   while (run.inflight.load(std::memory_order_acquire) > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const auto now = Clock::now();
     const double elapsed = std::chrono::duration<double>(now - t0).count();
     const std::uint64_t done = run.completed.load(std::memory_order_relaxed);
-    if (o.inject_corruption_after && !injected && done >= o.inject_corruption_after) {
-      injected = true;
-      run.corrupt_next.store(true);
-    }
     if (run.ios_limit == 0 && elapsed >= o.runtime) run.running.store(false);
     if (o.progress && now - last_t >= std::chrono::seconds(1)) {
       const double rate = static_cast<double>(done - last) / std::chrono::duration<double>(now - last_t).count();
@@ -437,6 +435,8 @@ Result<void> check_options(const BlkBenchOptions& o) {
   if (o.cq != "private" && o.cq != "pool" && o.cq != "both")
     return make_error(EINVAL, fmt::format("--cq '{}': private, pool or both", o.cq));
   if (o.reg != "frwr" && o.reg != "fmr") return make_error(EINVAL, fmt::format("--reg '{}': frwr or fmr", o.reg));
+  if (o.backend != "ram" && (o.backend.rfind("file:", 0) != 0 || o.backend.size() == 5))
+    return make_error(EINVAL, fmt::format("--backend '{}': ram or file:PATH", o.backend));
   if (o.runtime <= 0 && o.ios == 0) return make_error(EINVAL, "--runtime must be positive (or give --ios)");
   if (o.size < kBlockSize || o.size % o.bs) return make_error(EINVAL, "--size must be a positive multiple of --bs");
   return {};

@@ -1,0 +1,112 @@
+// srdma blk bench: the options it refuses, --verify on a clean run and on a
+// corruption injected on purpose, and the JSON it writes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/blk_bench.h"
+
+namespace srdma::tools {
+namespace {
+
+BlkBenchOptions small() {
+  BlkBenchOptions o;
+  o.controllers = 2;
+  o.queues = 2;
+  o.qd = 4;
+  o.size = 1 << 20;  // 256 blocks of 4 KiB: slots revisit their blocks often
+  o.ios = 3000;
+  o.progress = false;
+  o.cq = "pool";
+  return o;
+}
+
+TEST(BlkBench, RefusesBadOptions) {
+  std::ostringstream out;
+  auto expect_einval = [&](BlkBenchOptions o) {
+    auto r = blk_bench(o, out);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, EINVAL) << r.error().to_string();
+  };
+  BlkBenchOptions o = small();
+  o.rw = "seqread";
+  expect_einval(o);
+  o = small();
+  o.bs = 1000;
+  expect_einval(o);
+  o = small();
+  o.cq = "shared";
+  expect_einval(o);
+  o = small();
+  o.reg = "dma";
+  expect_einval(o);
+  o = small();
+  o.qd = 0;
+  expect_einval(o);
+  o = small();
+  o.size = 4096 * 4;  // fewer blocks than I/Os in flight per controller
+  expect_einval(o);
+  o = small();
+  o.backend = "tape";
+  expect_einval(o);
+}
+
+TEST(BlkBench, VerifiedRandomReadWriteFindsNoMismatchInEitherMode) {
+  BlkBenchOptions o = small();
+  o.rw = "randrw";
+  o.verify = true;
+  o.cq = "both";
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string() << "\n" << out.str();
+  ASSERT_EQ(r->size(), 2u);
+  for (const auto& m : *r) {
+    EXPECT_EQ(m.verify_errors, 0u) << m.mode;
+    EXPECT_EQ(m.io_errors, 0u) << m.mode;
+    EXPECT_GE(m.ios, o.ios) << m.mode;
+  }
+  EXPECT_NE(out.str().find("pool/private"), std::string::npos);
+}
+
+TEST(BlkBench, VerifyCatchesAnInjectedCorruption) {
+  BlkBenchOptions o = small();
+  o.rw = "randwrite";  // the corrupted write is read back at once
+  o.verify = true;
+  o.inject_corruption_after = 500;
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EIO);
+  EXPECT_NE(r.error().reason.find("mismatch"), std::string::npos) << r.error().reason;
+}
+
+TEST(BlkBench, FmrRegistrationAndJsonOutput) {
+  BlkBenchOptions o = small();
+  o.reg = "fmr";
+  o.verify = true;
+  o.rw = "randrw";
+  o.json = ::testing::TempDir() + "blk_bench.json";
+  o.plot = ::testing::TempDir() + "blk_bench.svg";
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string();
+  std::ifstream f(o.json);
+  auto j = nlohmann::json::parse(f);
+  const auto& m = j.at("modes").at("pool");
+  for (const char* k : {"iops", "mib_s", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p9999_us", "interrupts_per_s",
+                        "completions_per_interrupt", "cqs", "cpu_us_per_io", "verify_errors"})
+    EXPECT_TRUE(m.contains(k)) << k;
+  EXPECT_GT(m.at("iops").get<double>(), 0);
+  EXPECT_EQ(m.at("verify_errors").get<int>(), 0);
+  std::ifstream svg(o.plot);
+  std::string first;
+  std::getline(svg, first);
+  EXPECT_NE(first.find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace srdma::tools
