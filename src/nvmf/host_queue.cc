@@ -145,13 +145,13 @@ Result<void> HostQueue::submit(const HostCommand& cmd, BlockIo* io, std::uint64_
     cid = free_.back();
     free_.pop_back();
     reqs_[cid].busy = true;
+    reqs_[cid].deadline = Clock::now() + cfg_.timeout;  // check_timeouts reads it under mu_
   }
   Request& r = reqs_[cid];
   r.io = io;
   r.result_out = result_out;
   r.status = NvmeStatus::success();
   r.result = 0;
-  r.deadline = Clock::now() + cfg_.timeout;
   *r.capsule = cmd.sqe;
   r.capsule->cid = cid;
   outstanding_.fetch_add(1, std::memory_order_relaxed);
@@ -286,12 +286,18 @@ void HostQueue::put_ref(Request& r) {
 void HostQueue::finish(Request& r, int transport_error) {
   BlockIo* io;
   std::uint64_t* result_out;
+  NvmeStatus status;
+  std::uint64_t result;
   {
+    // Everything the completion needs is copied out before the slot is
+    // free: a submitter may take it the moment the lock drops.
     std::lock_guard lock(mu_);
     if (!r.busy) return;
     r.busy = false;
     io = r.io;
     result_out = r.result_out;
+    status = r.status;
+    result = r.result;
     if (r.mr) {
       // Normal completion: the key is invalid, the MR goes back. On a
       // failure the key may still be live: the caller deregistered it.
@@ -306,9 +312,9 @@ void HostQueue::finish(Request& r, int transport_error) {
   }
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
   if (!io) return;
-  io->status = transport_error ? NvmeStatus::of(StatusCode::kAbortRequested) : r.status;
+  io->status = transport_error ? NvmeStatus::of(StatusCode::kAbortRequested) : status;
   io->transport_error = transport_error;
-  if (result_out) *result_out = r.result;
+  if (result_out) *result_out = result;
   if (io->done) io->done(*io);
 }
 

@@ -24,7 +24,9 @@ struct SyncIo {
 // A buffer the device may map page by page (FRWR needs no alignment, but
 // the Connect and Identify data are page-sized anyway).
 struct PageBuffer {
-  explicit PageBuffer(std::size_t n) : p(static_cast<std::byte*>(std::aligned_alloc(4096, n))), size(n) {
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  explicit PageBuffer(std::size_t n)
+      : p(static_cast<std::byte*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))), size(n) {
     std::memset(p, 0, n);
   }
   ~PageBuffer() { std::free(p); }

@@ -80,6 +80,7 @@ struct Slot {
   std::uint64_t unit = 0;
   std::uint64_t start_ns = 0;
   bool force_read = false;  // re-read the unit a corruption was injected into
+  std::mt19937_64 rng;      // per slot: the first submit and the later ones run on different threads
 };
 
 struct QueueRun {
@@ -90,7 +91,6 @@ struct QueueRun {
   std::uint32_t slots_per_ctrl = 0;
   std::vector<Slot> slots;
   LatencyHistogram hist;
-  std::mt19937_64 rng;
   std::atomic<std::uint64_t> done{0};
   std::atomic<std::uint64_t> errors{0}, verify_errors{0};
 };
@@ -156,8 +156,8 @@ void submit(Slot& s) {
     s.force_read = false;
   } else {
     const std::uint64_t per_slot = (run.units - s.id + q.slots_per_ctrl - 1) / q.slots_per_ctrl;
-    s.unit = s.id + q.slots_per_ctrl * (q.rng() % per_slot);
-    write = o.rw == "randwrite" || (o.rw == "randrw" && q.rng() % 100 >= o.rwmix);
+    s.unit = s.id + q.slots_per_ctrl * (s.rng() % per_slot);
+    write = o.rw == "randwrite" || (o.rw == "randrw" && s.rng() % 100 >= o.rwmix);
   }
   s.io.op = write ? BlockIo::Op::kWrite : BlockIo::Op::kRead;
   s.io.lba = s.unit * run.blocks_per_io;
@@ -283,12 +283,12 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream
       qr->queue = q;
       qr->gens = &gens[c];
       qr->slots_per_ctrl = slots_per_ctrl;
-      qr->rng.seed(c * 1000003u + q);
       qr->slots.resize(o.qd);
       for (std::uint32_t i = 0; i < o.qd; ++i) {
         Slot& s = qr->slots[i];
         s.q = qr.get();
         s.id = q * o.qd + i;
+        s.rng.seed((std::uint64_t{c} << 32) | s.id);
         s.buf = bufs.get() + ((std::size_t{c} * slots_per_ctrl) + s.id) * o.bs;
         s.io.nsid = 1;
         s.io.buf = s.buf;
