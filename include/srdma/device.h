@@ -129,6 +129,10 @@ class Device {
   Result<void> cq_pool_put(CompletionQueue* cq, std::uint32_t nr_cqe);
   // cq_pool_get as an RAII lease.
   Result<CqLease> cq_pool_lease(std::uint32_t nr_cqe, int comp_vector_hint, PollContext ctx);
+  // Adaptive completion-event moderation (like DIM) for CQs allocated from
+  // now on with a processed poll context (SOFTIRQ, WORKQUEUE, UNBOUND), pool
+  // CQs included: see src/core/cq_dim.h. On by default.
+  void set_cq_dim(bool on);
   // Frees every pool CQ with nothing reserved; how many.
   std::size_t cq_pool_trim();
   std::vector<PoolCqStats> cq_pool_stats() const;

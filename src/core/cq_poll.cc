@@ -45,11 +45,23 @@ int process(CompletionQueue& cq, detail::CqState& s, int budget, int batch) {
 // Processes until the CQ is empty and re-armed with no event missed, in
 // rounds of `budget`; true if it stopped because the budget ran out.
 bool process_and_rearm(CompletionQueue& cq, detail::CqState& s, int budget) {
+  int total = 0;
+  bool more;
   for (;;) {
-    if (process(cq, s, budget, kPollBatch) >= budget) return true;
+    const int n = process(cq, s, budget, kPollBatch);
+    total += n;
+    if (n >= budget) {
+      more = true;
+      break;
+    }
     auto missed = cq.req_notify(kRearmFlags);
-    if (!missed || *missed == 0) return false;  // armed, nothing waiting
+    if (!missed || *missed == 0) {  // armed, nothing waiting
+      more = false;
+      break;
+    }
   }
+  if (s.use_dim) s.dim.on_event(*s.cq, total);
+  return more;
 }
 
 }  // namespace
@@ -108,6 +120,7 @@ Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::alloc_cq(DeviceState&
     }
   }
   s.processed = true;
+  s.use_dim = dev.cq_dim.load(std::memory_order_relaxed);
   (void)pub->req_notify(CQ_NEXT_COMP);  // armed from the start, as ib_alloc_cq does
   return cq;
 }
@@ -127,4 +140,8 @@ std::uint64_t CompletionQueue::completions_without_wr_cqe() const { return state
 std::uint64_t CompletionQueue::unexpected_events() const { return state_->unexpected_events.load(); }
 bool CompletionQueue::shared() const { return state_->shared; }
 
+}  // namespace srdma
+
+namespace srdma {
+void Device::set_cq_dim(bool on) { state_->cq_dim.store(on, std::memory_order_relaxed); }
 }  // namespace srdma

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hca/comp_channel.h"
+#include "core/cq_dim.h"
 #include "core/cq_pool.h"
 #include "core/work_queue.h"
 #include "hca/soft_hca.h"
@@ -40,6 +41,7 @@ struct DeviceState {
   std::unique_ptr<core::CqPool::Backend> pool_backend;
   std::unique_ptr<core::CqPool> cq_pool;
   std::atomic<bool> removed{false};
+  std::atomic<bool> cq_dim{true};  // adaptive moderation for processed CQs allocated from now on
 
   ~DeviceState();  // leaves the client registry
 };
@@ -69,6 +71,8 @@ struct CqState {
   bool processed = false;  // SOFTIRQ, WORKQUEUE or UNBOUND (the device polls)
   bool shared = false;     // owned by the CQ pool
   core::WorkQueue* worker = nullptr;  // WORKQUEUE / UNBOUND
+  bool use_dim = false;               // adaptive moderation (Device::set_cq_dim)
+  core::CqDim dim;                    // touched only by the CQ's handler
   std::atomic<std::uint64_t> completions{0};
   std::atomic<std::uint64_t> without_wr_cqe{0};
   std::atomic<std::uint64_t> unexpected_events{0};

@@ -228,6 +228,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream
   if (!host_dev) return std::unexpected(host_dev.error());
   auto target_dev = Device::open(prof, "srdma-target");
   if (!target_dev) return std::unexpected(target_dev.error());
+  host_dev->set_cq_dim(o.dim);
+  target_dev->set_cq_dim(o.dim);
 
   nvmf::TargetOptions topts;
   topts.pool_cqs = pool;
@@ -367,9 +369,9 @@ std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.2f}x", a 
 
 void print_table(const BlkBenchOptions& o, std::uint32_t queues, const std::vector<BlkModeResult>& rs,
                  std::ostream& out) {
-  fmt::print(out, "srdma blk bench: {} controllers x {} queues, qd {}, {} B {}{}, {} namespaces of {} MiB, {}\n",
+  fmt::print(out, "srdma blk bench: {} controllers x {} queues, qd {}, {} B {}{}, {} namespaces of {} MiB, {}{}\n",
              o.controllers, queues, o.qd, o.bs, o.rw, o.rw == "randrw" ? fmt::format(" ({}% reads)", o.rwmix) : "",
-             o.backend, o.size >> 20, o.reg == "fmr" ? "FMR pool" : "FRWR");
+             o.backend, o.size >> 20, o.reg == "fmr" ? "FMR pool" : "FRWR", o.dim ? ", adaptive moderation" : "");
   fmt::print(out, "{:<24}", "");
   for (const auto& r : rs) fmt::print(out, "{:>14}", r.mode);
   if (rs.size() == 2) fmt::print(out, "{:>16}", "pool/private");

@@ -29,6 +29,7 @@ struct BlkBenchOptions {
   std::string json;             // write the results here
   std::string plot;             // write an SVG chart here
   bool progress = true;
+  bool dim = true;              // adaptive completion-event moderation on both devices
   std::uint64_t inject_corruption_after = 0;  // tests: corrupt a block after N I/Os (0: never)
 };
 

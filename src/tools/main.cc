@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
   blkbench->add_option("--json", bo.json, "Write the results as JSON to FILE");
   blkbench->add_option("--plot", bo.plot, "Write an SVG chart of IOPS and interrupts/s to FILE");
   blkbench->add_flag("!--no-progress", bo.progress, "No progress line");
+  blkbench->add_flag("!--no-dim", bo.dim, "No adaptive completion-event moderation (an event per completion when armed)");
   blkbench->add_option("--inject-corruption", bo.inject_corruption_after,
                        "Testing --verify: corrupt one written block after N I/Os");
 
