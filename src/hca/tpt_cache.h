@@ -5,7 +5,9 @@
 // cached until the MPT is deregistered through the control path (which
 // invalidates that index) or sync_tpt() drops everything. FMR unmap only
 // flips the MPT to SW, so an unmapped FMR key keeps working until sync_tpt(),
-// exactly as on mthca.
+// exactly as on mthca. (An FMR remap does drop its line: the cache is
+// indexed by MPT index, and a line left holding the previous mapping would
+// keep the old key alive while the MTTs under it are rewritten.)
 //
 // Invariants / memory ordering: each line is a seqlock (see seqlock.h) and
 // carries the cache epoch it was filled in. A line is valid only while its
