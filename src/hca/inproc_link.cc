@@ -55,47 +55,56 @@ ScopeRegistry& scope_registry() {
   return *r;
 }
 
-struct ThreadScope {
-  ScopeSlot* slot = nullptr;
-  unsigned depth = 0;
-  ScopeSlot* get() {
-    if (slot == nullptr) [[unlikely]] {
-      ScopeRegistry& r = scope_registry();
-      std::lock_guard lock(r.mu);
-      for (ScopeSlot* s : r.slots)
-        if (!s->in_use) {
-          slot = s;
-          break;
-        }
-      if (slot == nullptr) {
-        slot = new ScopeSlot;
-        r.slots.push_back(slot);
-      }
-      slot->in_use = true;
-    }
-    return slot;
-  }
-  ~ThreadScope() {
-    if (slot == nullptr) return;
+// The thread's slot and nesting depth: plain thread_locals (trivially
+// destructible, so an access is a direct TLS load); the releaser, which has
+// a destructor, is touched only when the thread takes its slot.
+thread_local ScopeSlot* tls_slot = nullptr;
+thread_local unsigned tls_depth = 0;
+struct SlotReleaser {
+  bool armed = false;
+  ~SlotReleaser() {
+    if (tls_slot == nullptr) return;
     std::lock_guard lock(scope_registry().mu);
-    slot->in_use = false;  // even (outside): a quiescer never waits on it
-    slot = nullptr;
+    tls_slot->in_use = false;  // even (outside): a quiescer never waits on it
+    tls_slot = nullptr;
   }
 };
-thread_local ThreadScope tls_scope;
+thread_local SlotReleaser tls_releaser;
+
+[[gnu::noinline]] ScopeSlot* take_slot() {
+  ScopeSlot* slot = nullptr;
+  {
+    ScopeRegistry& r = scope_registry();
+    std::lock_guard lock(r.mu);
+    for (ScopeSlot* s : r.slots)
+      if (!s->in_use) {
+        slot = s;
+        break;
+      }
+    if (slot == nullptr) {
+      slot = new ScopeSlot;
+      r.slots.push_back(slot);
+    }
+    slot->in_use = true;
+  }
+  tls_releaser.armed = true;  // first use: registers its destructor for this thread
+  tls_slot = slot;
+  return slot;
+}
 
 }  // namespace
 
 DeliveryScope::DeliveryScope() {
-  if (tls_scope.depth++ != 0) return;
-  ScopeSlot* s = tls_scope.get();
+  if (tls_depth++ != 0) return;
+  ScopeSlot* s = tls_slot;
+  if (s == nullptr) [[unlikely]] s = take_slot();
   // seq_cst: ordered before the generation loads that follow (StoreLoad).
   s->word.store(s->word.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
 }
 
 DeliveryScope::~DeliveryScope() {
-  if (--tls_scope.depth != 0) return;
-  ScopeSlot* s = tls_scope.slot;
+  if (--tls_depth != 0) return;
+  ScopeSlot* s = tls_slot;
   s->word.store(s->word.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
@@ -103,7 +112,7 @@ void quiesce_deliveries() {
   // The caller bumped a generation (seq_cst RMW) before calling: a thread
   // whose odd word we do not see will see that generation.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  const ScopeSlot* self = tls_scope.depth != 0 ? tls_scope.slot : nullptr;
+  const ScopeSlot* self = tls_depth != 0 ? tls_slot : nullptr;
   std::vector<std::pair<const ScopeSlot*, std::uint64_t>> inside;
   {
     ScopeRegistry& r = scope_registry();
