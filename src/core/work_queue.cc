@@ -30,28 +30,38 @@ WorkQueue::~WorkQueue() {
 }
 
 void WorkQueue::queue(const void* key, std::function<void()> item) {
+  bool wake;
   {
     std::lock_guard lock(mu_);
     items_.emplace_back(key, std::move(item));
+    // A busy worker looks at items_ (under mu_) before it sleeps: only a
+    // sleeping one needs the futex wake.
+    wake = sleepers_ > 0;
   }
-  work_.notify_one();
+  if (wake) work_.notify_one();
 }
 
 void WorkQueue::cancel(const void* key) {
   std::unique_lock lock(mu_);
   std::erase_if(items_, [&](const auto& it) { return it.first == key; });
   const auto self = std::this_thread::get_id();
+  ++cancellers_;
   idle_.wait(lock, [&] {
     return std::none_of(running_.begin(), running_.end(),
                         [&](const auto& r) { return r.second == key && r.first != self; });
   });
+  --cancellers_;
 }
 
 void WorkQueue::run() {
   std::unique_lock lock(mu_);
   const auto self = std::this_thread::get_id();
   for (;;) {
-    work_.wait(lock, [&] { return stop_ || !items_.empty(); });
+    if (!stop_ && items_.empty()) {
+      ++sleepers_;
+      work_.wait(lock, [&] { return stop_ || !items_.empty(); });
+      --sleepers_;
+    }
     if (stop_) return;
     auto [key, item] = std::move(items_.front());
     items_.pop_front();
@@ -60,7 +70,7 @@ void WorkQueue::run() {
     item();
     lock.lock();
     std::erase_if(running_, [&](const auto& r) { return r.first == self; });
-    idle_.notify_all();
+    if (cancellers_ > 0) idle_.notify_all();
   }
 }
 

@@ -30,11 +30,13 @@ class WorkQueue {
  private:
   void run();
 
-  std::mutex mu_;  // guards items_, running_, stop_
+  std::mutex mu_;  // guards everything below but threads_
   std::condition_variable work_, idle_;
   std::deque<std::pair<const void*, std::function<void()>>> items_;
   std::vector<std::pair<std::thread::id, const void*>> running_;  // what each busy thread runs
   bool stop_ = false;
+  int sleepers_ = 0;    // workers waiting on work_ (queue() signals only then)
+  int cancellers_ = 0;  // cancel() calls waiting on idle_
   std::vector<std::thread> threads_;
 };
 

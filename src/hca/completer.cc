@@ -121,6 +121,7 @@ void Qp::completer_handle(Message& msg) {
           req_.next_psn = cur.psn;
           req_.rnr_until = Clock::now() + std::chrono::microseconds(rnr_timer_usec(msg.rnr_timer));
           comp_.timeout_at = {};
+          comp_.timeout_unstamped = false;
           return;
         }
         case NakCode::kPsnSequenceError:
@@ -154,16 +155,22 @@ void Qp::completer_handle(Message& msg) {
   ++comp_.consumer;
   retire_local_wqes();  // in order: local operations executed behind it complete now
   comp_.timeout_at = {};
-  if (comp_.consumer != req_.next) {
-    comp_.timeout_at = transport_deadline();
-    if (comp_.timeout_at != Clock::time_point{}) arm_timer(comp_.timeout_at);
-  }
+  comp_.timeout_unstamped = false;
+  if (comp_.consumer != req_.next) start_transport_timer();
 }
 
 void Qp::completer_check_timeout() {
-  if (comp_.timeout_at == Clock::time_point{} || comp_.consumer == req_.next) return;
+  if (comp_.consumer == req_.next) {
+    comp_.timeout_unstamped = false;
+    return;
+  }
+  if (comp_.timeout_unstamped) {  // the pending timer this send counted on is us
+    start_transport_timer();      // stamps now + timeout
+    return;
+  }
+  if (comp_.timeout_at == Clock::time_point{}) return;
   if (Clock::now() < comp_.timeout_at) {
-    arm_timer(comp_.timeout_at);
+    arm_timer(comp_.timeout_at, /*transport=*/true);
     return;
   }
   // Lost request or response: go back to the oldest outstanding WQE.

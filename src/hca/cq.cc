@@ -15,10 +15,15 @@ Cq::Cq(std::uint32_t cqn, std::uint32_t cqe, EventQueue* eq, std::uint32_t comp_
       context_(context),
       eq_(eq),
       ring_(std::max<std::uint32_t>(cqe, 1)),
-      cqe_(static_cast<std::uint32_t>(ring_.size())) {}
+      cqe_(static_cast<std::uint32_t>(ring_.size())) {
+  if (eq_ != nullptr) eq_->attach(this);
+}
 
 Cq::~Cq() {
-  if (eq_ != nullptr) eq_->cancel(this);
+  if (eq_ != nullptr) {
+    eq_->cancel(this);
+    eq_->detach(this);
+  }
 }
 
 std::uint32_t Cq::waiting() const {
@@ -53,8 +58,8 @@ int Cq::poll(std::span<Wc> out) {
     std::copy_n(ring_.begin(), n - first, out.begin() + first);
     head_ = (head_ + n) % size;
     count_ -= n;
+    if (n > 0) cqes_polled_.store(cqes_polled_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
-  if (n > 0 && eq_ != nullptr) eq_->count_completions_handled(n);
   return static_cast<int>(n);
 }
 
@@ -123,7 +128,6 @@ bool Cq::push(const Wc& wc, bool solicited) {
       }
       // Written only under mu_: a plain increment, no locked instruction.
       cqes_written_.store(cqes_written_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      if (eq_ != nullptr) eq_->count_cqes(1);
       written = true;
     }
   }

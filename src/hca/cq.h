@@ -65,7 +65,7 @@ class Cq {
 
   // REQUIRES: 1 <= cqe <= the device's max_cqe (checked by the device).
   // `eq` (may be null: events are then delivered inline by push) must
-  // outlive the CQ; it is fed the CQ's counters.
+  // outlive the CQ; it sums the CQ's counters (attach/detach).
   Cq(std::uint32_t cqn, std::uint32_t cqe, EventQueue* eq, std::uint32_t comp_vector, void* context);
   // Cancels pending events and waits until the vector's thread is out of
   // this CQ's handler (unless destroyed from that handler).
@@ -121,6 +121,7 @@ class Cq {
 
   // Counters.
   std::uint64_t cqes_written() const { return cqes_written_.load(std::memory_order_relaxed); }
+  std::uint64_t cqes_polled() const { return cqes_polled_.load(std::memory_order_relaxed); }
   std::uint64_t events() const { return events_.load(std::memory_order_relaxed); }
 
   // Called by the EventQueue thread: delivers the event if one is due (an
@@ -147,6 +148,10 @@ class Cq {
   mutable FastMutex mu_;  // guards everything below up to the atomics
   std::vector<Wc> ring_;
   std::uint32_t head_ = 0, count_ = 0;  // oldest CQE, CQEs waiting
+  // Written only under mu_ (plain increments, no locked instruction), on
+  // the lock's cache line; read lock-free by the EventQueue's sums.
+  std::atomic<std::uint64_t> cqes_written_{0};
+  std::atomic<std::uint64_t> cqes_polled_{0};
   std::uint32_t armed_ = 0;             // NOTIFY_NEXT_COMP | NOTIFY_SOLICITED bits, 0 = disarmed
   bool event_due_ = false;              // an event was decided and not yet delivered
   bool timer_pending_ = false;          // armed, moderation timer running until timer_deadline_
@@ -157,7 +162,6 @@ class Cq {
 
   std::atomic<std::uint32_t> cqe_;
   std::atomic<bool> error_{false};
-  std::atomic<std::uint64_t> cqes_written_{0};
   std::atomic<std::uint64_t> events_{0};
 };
 

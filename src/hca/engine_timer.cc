@@ -14,33 +14,43 @@ EngineTimer::~EngineTimer() {
 }
 
 void EngineTimer::schedule(std::weak_ptr<Qp> qp, Clock::time_point at) {
+  bool wake;
   {
     std::lock_guard lock(mu_);
-    tasks_.emplace(at, [qp = std::move(qp)] {
+    auto it = tasks_.emplace(at, [qp = std::move(qp)] {
       if (auto q = qp.lock()) q->on_timer();
     });
+    // A sleeping thread needs waking only for a new first deadline; a
+    // running one looks at tasks_ (under mu_) before it sleeps again.
+    wake = sleeping_ && it == tasks_.begin();
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void EngineTimer::post(std::function<void()> task) {
+  bool wake;
   {
     std::lock_guard lock(mu_);
-    tasks_.emplace(Clock::time_point{}, std::move(task));
+    auto it = tasks_.emplace(Clock::time_point{}, std::move(task));
+    wake = sleeping_ && it == tasks_.begin();
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void EngineTimer::run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (tasks_.empty()) {
+      sleeping_ = true;
       cv_.wait(lock);
+      sleeping_ = false;
       continue;
     }
     auto first = tasks_.begin();
     if (first->first > Clock::now()) {
-      cv_.wait_until(lock, first->first);
+      sleeping_ = true;
+      cv_.wait_until(lock, Clock::time_point(first->first));  // a copy: the node may go
+      sleeping_ = false;
       continue;
     }
     auto task = std::move(first->second);

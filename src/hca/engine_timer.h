@@ -31,10 +31,11 @@ class EngineTimer {
  private:
   void run();
 
-  std::mutex mu_;  // guards tasks_ and stop_
+  std::mutex mu_;  // guards tasks_, stop_ and sleeping_
   std::condition_variable cv_;
   std::multimap<Clock::time_point, std::function<void()>> tasks_;
   bool stop_ = false;
+  bool sleeping_ = false;  // the thread waits on cv_ (notify only then)
   std::thread thread_;
 };
 

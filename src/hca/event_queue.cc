@@ -51,12 +51,42 @@ void EventQueue::pin() {
   pthread_setname_np(thread_.native_handle(), name.c_str());
 }
 
+void EventQueue::attach(const Cq* cq) {
+  std::lock_guard lk(cqs_mu_);
+  cqs_.push_back(cq);
+}
+
+void EventQueue::detach(const Cq* cq) {
+  std::lock_guard lk(cqs_mu_);
+  if (std::erase(cqs_, cq) == 0) return;
+  retired_cqes_ += cq->cqes_written();
+  retired_completions_ += cq->cqes_polled();
+}
+
+std::uint64_t EventQueue::cqes() const {
+  std::lock_guard lk(cqs_mu_);
+  std::uint64_t n = retired_cqes_;
+  for (const Cq* cq : cqs_) n += cq->cqes_written();
+  return n;
+}
+
+std::uint64_t EventQueue::completions_handled() const {
+  std::lock_guard lk(cqs_mu_);
+  std::uint64_t n = retired_completions_;
+  for (const Cq* cq : cqs_) n += cq->cqes_polled();
+  return n;
+}
+
 void EventQueue::schedule(Cq* cq) {
+  bool wake;
   {
     std::lock_guard lk(mu_);
     pending_.push_back(cq);
+    // A thread that is not asleep looks at pending_ (under mu_) before it
+    // sleeps again: only a sleeping one needs the futex wake.
+    wake = sleeping_;
   }
-  work_.notify_one();
+  if (wake) work_.notify_one();
 }
 
 void EventQueue::schedule_at(Cq* cq, Clock::time_point when) {
@@ -65,9 +95,9 @@ void EventQueue::schedule_at(Cq* cq, Clock::time_point when) {
     std::lock_guard lk(mu_);
     timers_.push_back(Timer{when, cq});
     std::push_heap(timers_.begin(), timers_.end(), later);
-    earliest = timers_.front().cq == cq && timers_.front().when == when;
+    earliest = sleeping_ && timers_.front().cq == cq && timers_.front().when == when;
   }
-  // Only a new earliest deadline changes how long the thread sleeps.
+  // Only a new earliest deadline changes how long a sleeping thread sleeps.
   if (earliest) work_.notify_one();
 }
 
@@ -77,24 +107,31 @@ void EventQueue::cancel(Cq* cq) {
   if (std::erase_if(timers_, [cq](const Timer& t) { return t.cq == cq; }) > 0)
     std::make_heap(timers_.begin(), timers_.end(), later);
   if (on_thread()) return;  // inside a handler: waiting would deadlock
+  ++cancelling_;
   idle_.wait(lk, [&] { return current_ != cq; });
+  --cancelling_;
 }
 
 void EventQueue::run() {
   std::unique_lock lk(mu_);
   while (!stop_) {
-    // Due moderation timers become pending events.
-    const Clock::time_point now = Clock::now();
-    while (!timers_.empty() && timers_.front().when <= now) {
-      std::pop_heap(timers_.begin(), timers_.end(), later);
-      pending_.push_back(timers_.back().cq);
-      timers_.pop_back();
+    // Due moderation timers become pending events (no clock read without
+    // timers).
+    if (!timers_.empty()) {
+      const Clock::time_point now = Clock::now();
+      while (!timers_.empty() && timers_.front().when <= now) {
+        std::pop_heap(timers_.begin(), timers_.end(), later);
+        pending_.push_back(timers_.back().cq);
+        timers_.pop_back();
+      }
     }
     if (pending_.empty()) {
+      sleeping_ = true;
       if (timers_.empty())
         work_.wait(lk);
       else
         work_.wait_until(lk, Clock::time_point(timers_.front().when));  // a copy: timers_ may grow
+      sleeping_ = false;
       continue;
     }
     // One "interrupt": drain what is pending, one CQ at a time, so that
@@ -108,7 +145,7 @@ void EventQueue::run() {
       const bool d = cq->try_deliver_event();
       lk.lock();
       current_ = nullptr;
-      idle_.notify_all();
+      if (cancelling_ > 0) idle_.notify_all();
       if (d) {
         if (delivered++ == 0) interrupts_.fetch_add(1, std::memory_order_relaxed);
         events_.fetch_add(1, std::memory_order_relaxed);

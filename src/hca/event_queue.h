@@ -7,8 +7,8 @@
 // The thread is pinned to one CPU where possible (the vector-th CPU of the
 // process's affinity mask, modulo its size); failure to pin is ignored.
 //
-// Invariants / memory ordering: `pending_`, `timers_`, `current_` and
-// `stop_` are guarded by `mu_`; the thread never holds `mu_` while it runs a
+// Invariants / memory ordering: `pending_`, `timers_`, `current_`,
+// `stop_`, `sleeping_` and `cancelling_` are guarded by `mu_`; the thread never holds `mu_` while it runs a
 // CQ's handler, and never takes a CQ's lock while holding `mu_`, so a CQ may
 // call schedule() with its own lock held (lock order: Cq::mu_ -> mu_). A
 // scheduled entry is only a hint: the CQ re-checks under its own lock
@@ -60,22 +60,21 @@ class EventQueue {
   // REQUIRES: nothing schedules `cq` again afterwards.
   void cancel(Cq* cq);
 
-  // Counters fed by the CQs on this vector.
-  void count_cqes(std::uint64_t n) { cqes_.fetch_add(n, std::memory_order_relaxed); }
-  void count_completions_handled(std::uint64_t n) {
-    completions_handled_.fetch_add(n, std::memory_order_relaxed);
-  }
+  // The CQs on this vector, for the counters below: a CQ attaches itself
+  // when built and detaches when destroyed (its counts stay in the totals).
+  // The CQs count under their own locks; the vector sums on demand, so a
+  // push or poll touches no line shared with other CQs or threads.
+  void attach(const Cq* cq);
+  void detach(const Cq* cq);
 
   // Wake-ups of the thread that delivered at least one event.
   std::uint64_t interrupts() const { return interrupts_.load(std::memory_order_relaxed); }
   // Completion events delivered (handler calls).
   std::uint64_t events() const { return events_.load(std::memory_order_relaxed); }
   // CQEs written to CQs on this vector.
-  std::uint64_t cqes() const { return cqes_.load(std::memory_order_relaxed); }
+  std::uint64_t cqes() const;
   // CQEs polled from CQs on this vector.
-  std::uint64_t completions_handled() const {
-    return completions_handled_.load(std::memory_order_relaxed);
-  }
+  std::uint64_t completions_handled() const;
 
  private:
   struct Timer {
@@ -98,11 +97,15 @@ class EventQueue {
   std::vector<Timer> timers_;     // heap of moderation deadlines
   Cq* current_ = nullptr;         // the CQ whose handler is running
   bool stop_ = false;
+  bool sleeping_ = false;         // the thread waits on work_ (notify only then)
+  int cancelling_ = 0;            // threads waiting on idle_ in cancel()
 
   std::atomic<std::uint64_t> interrupts_{0};
   std::atomic<std::uint64_t> events_{0};
-  std::atomic<std::uint64_t> cqes_{0};
-  std::atomic<std::uint64_t> completions_handled_{0};
+
+  mutable std::mutex cqs_mu_;     // guards cqs_ and the retired counts
+  std::vector<const Cq*> cqs_;    // attached CQs
+  std::uint64_t retired_cqes_ = 0, retired_completions_ = 0;  // of detached CQs
 
   std::thread thread_;              // last: started once everything above is built
   std::thread::id thread_id_;       // written before the thread can run a handler

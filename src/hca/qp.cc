@@ -95,6 +95,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
     rq_head_ = rq_tail_ = 0;
     req_.rnr_until = {};
     comp_.timeout_at = {};
+    comp_.timeout_unstamped = false;
   }
   state_.store(next, std::memory_order_release);
   if (next == QpState::kErr && cur != QpState::kErr) {
@@ -265,17 +266,36 @@ void Qp::push_cqe(Cq& cq, const Wc& wc, bool solicited) {
   }
 }
 
-void Qp::arm_timer(Clock::time_point at) {
+void Qp::arm_timer(Clock::time_point at, bool transport) {
   // One pending timer per QP is enough: an earlier one re-arms as needed.
   if (timer_armed_ != Clock::time_point{} && timer_armed_ <= at) return;
   timer_armed_ = at;
+  timer_armed_timeout_ = transport ? req_.timeout : 0xff;
   dev_.schedule_timer(weak_from_this(), at);
+}
+
+void Qp::start_transport_timer() {
+  comp_.timeout_at = {};
+  comp_.timeout_unstamped = false;
+  if (req_.timeout == 0) return;  // infinite
+  // IBA 9.7.6.1.3 lets the timer expire between the timeout and four times
+  // it. A pending transport timer of the same timeout was armed at most one
+  // timeout ago, so it runs within one timeout from now; it stamps the
+  // deadline then (completer_check_timeout), which expires at most two
+  // timeouts after this send. That saves a clock read per request.
+  if (timer_armed_ != Clock::time_point{} && timer_armed_timeout_ == req_.timeout) {
+    comp_.timeout_unstamped = true;
+    return;
+  }
+  comp_.timeout_at = transport_deadline();
+  arm_timer(comp_.timeout_at, /*transport=*/true);
 }
 
 void Qp::on_timer() {
   {
     std::lock_guard lock(sq_mu_);
     timer_armed_ = {};
+    timer_armed_timeout_ = 0xff;
     run_send_side(/*check_timeout=*/true);
   }
   if (inbox_ready_.load(std::memory_order_acquire)) kick();

@@ -135,6 +135,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   struct CompleterState {
     std::uint64_t consumer = 0;  // next WQE index to retire
     Clock::time_point timeout_at{};
+    // An answer is outstanding but its deadline is not stamped yet: a
+    // transport timer armed at most one timeout ago is pending and stamps
+    // it when it runs (see start_transport_timer).
+    bool timeout_unstamped = false;
   };
   // Responder (responder.cc): written only by it.
   struct ResponderState {
@@ -173,7 +177,11 @@ class Qp : public std::enable_shared_from_this<Qp> {
 
   SendWqe& wqe(std::uint64_t index) { return sq_[index % sq_.size()]; }
   void push_cqe(Cq& cq, const Wc& wc, bool solicited);
-  void arm_timer(Clock::time_point at);
+  // `transport`: `at` is a transport deadline (now + the timeout req_.timeout
+  // gave then), so the timer runs at most one timeout from now.
+  void arm_timer(Clock::time_point at, bool transport = false);
+  // The transport timer for what is outstanding (REQUIRES sq_mu_).
+  void start_transport_timer();
 
   SoftHca& dev_;
   const std::uint32_t qpn_;
@@ -191,6 +199,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   PieceList req_pieces_;              // scratch for translations
   std::vector<Message> drain_;        // the inbox's other half, reused
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
+  std::uint8_t timer_armed_timeout_ = 0xff;  // req_.timeout it was a transport deadline for, else 0xff
 
   FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_
   std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first

@@ -22,8 +22,9 @@ namespace srdma::hca {
 void Qp::run_send_side(bool check_timeout) {
   // The transport timeout is checked only when the engine timer runs us
   // (once, after draining the responses already here):
-  // whenever comp_.timeout_at is set, a timer at or before it is pending
-  // (arm_timer), so checking on every post would only cost a clock read.
+  // whenever comp_.timeout_at is set (or timeout_unstamped), a timer at or
+  // before it is pending (arm_timer), so checking on every post would only
+  // cost a clock read.
   for (;;) {
     // Completer first: responses retire WQEs and may stop the requester.
     if (inbox_ready_.load(std::memory_order_acquire)) {
@@ -199,11 +200,9 @@ void Qp::requester_send_one() {
   (void)dev_.link().send(std::move(m));
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
-  if (comp_.timeout_at == Clock::time_point{} && !inbox_ready_.load(std::memory_order_acquire) &&
-      comp_.consumer != req_.next) {
-    comp_.timeout_at = transport_deadline();
-    if (comp_.timeout_at != Clock::time_point{}) arm_timer(comp_.timeout_at);
-  }
+  if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
+      !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
+    start_transport_timer();
 }
 
 void Qp::fail_wqe(std::uint64_t index, WcStatus status) {

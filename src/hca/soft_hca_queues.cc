@@ -20,16 +20,17 @@ std::atomic<std::uint64_t> qp_generation{1};
 
 // Each thread remembers the last QPs it delivered to (a few, for ping-pong
 // and request/response pairs): a stream of messages to one QP then costs a
-// generation check and a weak_ptr lock instead of the device's shared lock
-// and hash lookup. Keyed by the device's address (never reused) and the
-// full QPN.
+// generation check instead of the device's shared lock, hash lookup and
+// reference count. Keyed by the device's address (never reused) and the
+// full QPN. The pointer is good while the generation is current, inside a
+// DeliveryScope (destroy_qp waits for the scopes that may hold it).
 struct QpRoute {
   std::uint64_t generation = 0;
   std::uint64_t dev_addr = 0;
   std::uint32_t qpn = 0;
-  std::weak_ptr<Qp> qp;
+  Qp* qp = nullptr;
 };
-constexpr std::size_t kQpRoutes = 4;
+constexpr std::size_t kQpRoutes = 16;
 thread_local std::array<QpRoute, kQpRoutes> tls_qp_routes;
 
 }  // namespace
@@ -163,8 +164,10 @@ Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
     std::unique_lock lock(queues_mu_);
     if (qps_.erase(qp->qpn() & 0xffffff) == 0)
       return make_error(EINVAL, fmt::format("QP {:#x} is not on this device", qp->qpn()));
-    qp_generation.fetch_add(1, std::memory_order_release);
+    qp_generation.fetch_add(1, std::memory_order_seq_cst);
   }
+  // A delivery that found the QP through a route cache may still run in it.
+  quiesce_deliveries();
   qp->send_cq()->usecnt.fetch_sub(1);
   qp->recv_cq()->usecnt.fetch_sub(1);
   std::lock_guard lock(mu_);
@@ -173,22 +176,25 @@ Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
 }
 
 void SoftHca::receive(Message&& msg) {
-  std::shared_ptr<Qp> qp;
-  QpRoute& route = tls_qp_routes[(msg.dst_qpn ^ address_) % kQpRoutes];
+  DeliveryScope scope;  // before the generation check (nests in the link's)
+  QpRoute& route = tls_qp_routes[(msg.dst_qpn ^ (msg.dst_qpn >> 4) ^ address_) % kQpRoutes];
   // The generation is read before the table: an entry cached below is
   // tagged no newer than the table it came from.
-  const std::uint64_t generation = qp_generation.load(std::memory_order_acquire);
-  if (route.generation == generation && route.dev_addr == address_ && route.qpn == msg.dst_qpn) {
-    qp = route.qp.lock();
+  const std::uint64_t generation = qp_generation.load(std::memory_order_seq_cst);
+  Qp* qp;
+  std::shared_ptr<Qp> held;  // on the locked path only
+  if (route.generation == generation && route.dev_addr == address_ && route.qpn == msg.dst_qpn) [[likely]] {
+    qp = route.qp;
   } else {
     {
       std::shared_lock lock(queues_mu_);
       auto it = qps_.find(msg.dst_qpn & 0xffffff);
-      if (it != qps_.end()) qp = it->second;
+      if (it != qps_.end()) held = it->second;
     }
-    if (qp && qp->qpn() == msg.dst_qpn) route = QpRoute{generation, address_, msg.dst_qpn, qp};
+    if (!held || held->qpn() != msg.dst_qpn) return;  // no such QP: dropped (IBA 9.6.1.5)
+    route = QpRoute{generation, address_, msg.dst_qpn, held.get()};
+    qp = held.get();
   }
-  if (!qp || qp->qpn() != msg.dst_qpn) return;  // no such QP: dropped (IBA 9.6.1.5)
   if (is_request(msg.op))
     qp->receive_request(std::move(msg));
   else
