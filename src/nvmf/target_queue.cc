@@ -59,38 +59,50 @@ Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn) 
   if (!qp) return std::unexpected(qp.error());
   qp_ = std::move(*qp);
 
+  // Not zeroed: pages appear as the slots use them.
   const std::size_t per_slot = capsule_stride_ + kRspStride + data_size;
-  buf_.resize(per_slot * size_);
-  auto mr = target_.pd().reg_mr(buf_.data(), buf_.size(), ACCESS_LOCAL_WRITE);
+  const std::size_t nslots = 2 * std::size_t{size_};
+  const std::size_t recv_bytes = std::size_t{capsule_stride_} * size_;
+  buf_size_ = recv_bytes + per_slot * nslots;
+  buf_ = std::make_unique_for_overwrite<std::byte[]>(buf_size_);
+  auto mr = target_.pd().reg_mr(buf_.get(), buf_size_, ACCESS_LOCAL_WRITE);
   if (!mr) return std::unexpected(mr.error());
   mr_ = std::move(*mr);
 
-  slots_.resize(size_);
+  recvs_.resize(size_);
   for (std::uint32_t i = 0; i < size_; ++i) {
+    recvs_[i].cqe = {&TargetQueue::on_recv};
+    recvs_[i].q = this;
+    recvs_[i].capsule = buf_.get() + std::size_t{capsule_stride_} * i;
+  }
+  slots_.resize(nslots);
+  free_slots_.reserve(nslots);
+  waiting_.reserve(size_);
+  for (std::size_t i = 0; i < nslots; ++i) {
     Slot& s = slots_[i];
-    std::byte* base = buf_.data() + per_slot * i;
+    std::byte* base = buf_.get() + recv_bytes + per_slot * i;
     s.q = this;
     s.capsule = base;
     s.rsp = reinterpret_cast<NvmeCompletion*>(base + capsule_stride_);
     s.data = base + capsule_stride_ + kRspStride;
-    s.recv_cqe = {{&TargetQueue::on_recv}, &s};
     s.read_cqe = {{&TargetQueue::on_read}, &s};
     s.send_cqe = {{&TargetQueue::on_send}, &s};
+    free_slots_.push_back(&slots_[nslots - 1 - i]);
   }
   RcConnection c;
   c.peer_addr = host_addr;
   c.peer_qpn = host_qpn;
   c.access = ACCESS_LOCAL_WRITE;  // the host never reads or writes target memory
   if (auto r = qp_->connect(c); !r) return r;
-  for (Slot& s : slots_)
-    if (!post_recv(s)) return make_error(EIO, "cannot post the receive ring");
+  for (RecvBuf& b : recvs_)
+    if (!post_recv(b)) return make_error(EIO, "cannot post the receive ring");
   return {};
 }
 
-bool TargetQueue::post_recv(Slot& s) {
-  Sge sge{reinterpret_cast<std::uint64_t>(s.capsule), capsule_stride_, mr_.lkey()};
+bool TargetQueue::post_recv(RecvBuf& b) {
+  Sge sge{reinterpret_cast<std::uint64_t>(b.capsule), capsule_stride_, mr_.lkey()};
   RecvWr wr;
-  wr.wr_cqe = &s.recv_cqe.cqe;
+  wr.wr_cqe = &b.cqe;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   std::lock_guard lock(post_mu_);
@@ -166,9 +178,42 @@ void TargetQueue::fail(const Wc& wc) {
 }
 
 void TargetQueue::on_recv(CompletionQueue&, const Wc& wc) {
-  Slot& s = slot_of(wc);
-  if (wc.status != WcStatus::kSuccess) return s.q->fail(wc);
-  s.q->execute(s, wc.byte_len);
+  auto& b = *reinterpret_cast<RecvBuf*>(wc.wr_cqe);  // cqe is RecvBuf's first member
+  TargetQueue* q = b.q;
+  if (wc.status != WcStatus::kSuccess) return q->fail(wc);
+  Slot* s = nullptr;
+  {
+    std::lock_guard lock(q->slots_mu_);
+    if (q->free_slots_.empty()) {
+      b.byte_len = wc.byte_len;
+      q->waiting_.push_back(&b);
+      return;
+    }
+    s = q->free_slots_.back();
+    q->free_slots_.pop_back();
+  }
+  q->start(*s, b, wc.byte_len);
+}
+
+void TargetQueue::start(Slot& s, RecvBuf& b, std::uint32_t byte_len) {
+  const std::uint32_t len = std::min(byte_len, capsule_stride_);
+  std::memcpy(s.capsule, b.capsule, len);
+  (void)post_recv(b);
+  execute(s, len);
+}
+
+void TargetQueue::release(Slot& s) {
+  RecvBuf* b = nullptr;
+  {
+    std::lock_guard lock(slots_mu_);
+    if (waiting_.empty()) {
+      free_slots_.push_back(&s);
+      return;
+    }
+    b = waiting_.front();
+    waiting_.erase(waiting_.begin());
+  }
+  start(s, *b, b->byte_len);
 }
 
 void TargetQueue::on_read(CompletionQueue&, const Wc& wc) {
@@ -193,7 +238,7 @@ void TargetQueue::on_send(CompletionQueue&, const Wc& wc) {
   Slot& s = slot_of(wc);
   if (wc.status != WcStatus::kSuccess) return s.q->fail(wc);
   // The response is out: the slot takes the next command.
-  (void)s.q->post_recv(s);
+  s.q->release(s);
 }
 
 void TargetQueue::refuse(Slot& s, const Refusal& r) {

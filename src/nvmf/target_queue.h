@@ -2,11 +2,18 @@
 // entry (a posted receive for the command capsule, the response, a data
 // buffer), like nvmet_rdma_queue and its nvmet_rdma_rsp array.
 //
-// A slot's life: receive posted -> capsule arrives -> (RDMA READ of the
-// write data) -> namespace I/O -> (RDMA WRITE of the read data) + SEND of
-// the response -> the SEND completes -> receive posted again. A host queue
-// never has more commands outstanding than its size, so a slot is free when
-// its command arrives.
+// Receive buffers and command slots are apart, as nvmet_rdma_cmd and
+// nvmet_rdma_rsp are: a capsule that arrives is copied into a free slot and
+// its receive buffer is posted again at once; the slot lives on until its
+// response SEND completes. The host sends a command as soon as a response
+// frees one of its entries, which can be before the target has seen that
+// SEND complete (the ACK is coalesced): tying the receive to the slot would
+// meet that command with no receive posted, an RNR NAK and a retry.
+// A slot's life: capsule copied in -> (RDMA READ of the write data) ->
+// namespace I/O -> (RDMA WRITE of the read data) + SEND of the response ->
+// the SEND completes -> free. There are twice as many slots as receives
+// (like nvmet's rsps); when none is free the capsule waits in its receive
+// buffer, not reposted, until one is.
 //
 // Teardown (close, then drain_and_destroy on the target's reaper thread):
 // the QP goes to ERR and nothing more is posted; a drain receive and a
@@ -71,7 +78,13 @@ class TargetQueue {
     std::shared_ptr<Namespace> ns;  // held while its I/O is in flight
     bool invalidate = false;       // answer with SEND_WITH_INV of invalidate_rkey
     std::uint32_t invalidate_rkey = 0;
-    SlotCqe recv_cqe, read_cqe, send_cqe;
+    SlotCqe read_cqe, send_cqe;
+  };
+  struct RecvBuf {
+    WrCqe cqe;
+    TargetQueue* q = nullptr;
+    std::byte* capsule = nullptr;
+    std::uint32_t byte_len = 0;  // while waiting for a slot
   };
 
   static void on_recv(CompletionQueue& cq, const Wc& wc);
@@ -90,7 +103,10 @@ class TargetQueue {
   // non-zero). Dropped when the queue is closing.
   void respond(Slot& s, NvmeStatus status, std::uint64_t result = 0, std::uint32_t write_len = 0);
   void refuse(Slot& s, const Refusal& r);
-  bool post_recv(Slot& s);
+  bool post_recv(RecvBuf& b);
+  // Copies `b`'s capsule into `s`, reposts `b` and runs the command.
+  void start(Slot& s, RecvBuf& b, std::uint32_t byte_len);
+  void release(Slot& s);
   bool post_send(const SendWr& wr);
   // Namespace I/O in flight (the reaper waits for none).
   void io_begin() { ns_ops_.fetch_add(1, std::memory_order_acq_rel); }
@@ -111,7 +127,12 @@ class TargetQueue {
   CqLease lease_;
   CompletionQueue* cq_ = nullptr;
   std::unique_ptr<QueuePair> qp_;
-  std::vector<std::byte> buf_;  // capsules, responses and data of every slot
+  std::unique_ptr<std::byte[]> buf_;  // receive buffers, then the slots' capsules, responses and data
+  std::size_t buf_size_ = 0;
+  std::vector<RecvBuf> recvs_;
+  std::mutex slots_mu_;  // guards free_slots_ and waiting_
+  std::vector<Slot*> free_slots_;
+  std::vector<RecvBuf*> waiting_;  // capsules that found no free slot, oldest first
   MemoryRegion mr_;
   std::vector<Slot> slots_;
 
