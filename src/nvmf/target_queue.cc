@@ -35,13 +35,17 @@ Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn) 
   const std::uint32_t recv_wr = size_ + 1, send_wr = 2 * size_ + 1;
   const std::uint32_t nr_cqe = recv_wr + send_wr;  // nvmet: recv + 2 x send + 1
   const auto vectors = std::max<std::uint32_t>(1, dev.query().num_comp_vectors);
+  // The I/O queue index (qid - 1) mod vectors, the admin queue on vector 0:
+  // the vector the host gives the same queue, so in one process a queue's
+  // work stays on one CPU (across machines any fixed spread does as well).
+  const std::uint32_t vector = qid_ == 0 ? 0 : (qid_ - 1u) % vectors;
   if (o.pool_cqs) {
-    auto lease = dev.cq_pool_lease(nr_cqe, qid_ == 0 ? 0 : qid_ % static_cast<int>(vectors), o.poll_ctx);
+    auto lease = dev.cq_pool_lease(nr_cqe, static_cast<int>(vector), o.poll_ctx);
     if (!lease) return std::unexpected(lease.error());
     lease_ = std::move(*lease);
     cq_ = lease_.cq();
   } else {
-    auto cq = dev.alloc_cq(this, nr_cqe, qid_ % vectors, o.poll_ctx);
+    auto cq = dev.alloc_cq(this, nr_cqe, vector, o.poll_ctx);
     if (!cq) return std::unexpected(cq.error());
     private_cq_ = std::move(*cq);
     cq_ = private_cq_.get();
