@@ -374,6 +374,35 @@ TEST_F(NvmfRdmaTest, HostDisconnectLeavesNothingBehindOnTheTarget) {
   for (const auto& s : host_dev_.cq_pool_stats()) EXPECT_EQ(s.cqe_used, 0u);
 }
 
+TEST_F(NvmfRdmaTest, TargetEndsAControllerWhoseHostStopsKeepingAlive) {
+  HostOptions o;
+  o.kato_ms = 100;
+  o.keep_alive_interval_ms = 60'000;  // a host that falls silent
+  auto c = connect(o);
+  ASSERT_TRUE(c);
+  for (int i = 0; i < 300 && !c->failed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(c->failed());  // the target closed its queues; the host noticed
+  for (int i = 0; i < 300 && target_->stats().queues > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(target_->stats().queues, 0u);
+  std::vector<std::byte> buf(kBlock);
+  BlockIo io;
+  io.done = [](BlockIo&) {};
+  io.buf = buf.data();
+  io.nblocks = 1;
+  EXPECT_EQ(c->submit(io, 0).error().code, ENOTCONN);
+}
+
+TEST_F(NvmfRdmaTest, KeepAliveKeepsAControllerAlive) {
+  HostOptions o;
+  o.kato_ms = 1000;  // Keep Alive every 500 ms: slack for a loaded sanitizer run
+  auto c = connect(o);
+  ASSERT_TRUE(c);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_FALSE(c->failed());
+  EXPECT_EQ(target_->stats().queues, 3u);
+}
+
 TEST_F(NvmfRdmaTest, PoolCqsAreSizedLikeTheKernelUlps) {
   auto c = connect();
   ASSERT_TRUE(c);

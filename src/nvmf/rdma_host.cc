@@ -241,7 +241,9 @@ std::vector<CompletionQueue*> HostController::cqs() const {
 
 void HostController::keeper_loop() {
   using Clock = std::chrono::steady_clock;
-  auto next_ka = Clock::now() + std::chrono::milliseconds(opts_.kato_ms / 2);
+  const auto interval =
+      std::chrono::milliseconds(opts_.keep_alive_interval_ms ? opts_.keep_alive_interval_ms : opts_.kato_ms / 2);
+  auto next_ka = Clock::now() + interval;
   struct KeepAlive {
     BlockIo io;
     std::atomic<bool> busy{false};
@@ -263,7 +265,7 @@ void HostController::keeper_loop() {
     if (timed_out || admin_->closed()) {
       if (!failed()) fail(timed_out ? ETIMEDOUT : ECONNRESET);
     } else if (opts_.kato_ms && now >= next_ka) {
-      next_ka = now + std::chrono::milliseconds(opts_.kato_ms / 2);
+      next_ka = now + interval;
       if (!ka.busy.exchange(true)) {
         if (!admin_->submit(HostCommand{build_keep_alive(0)}, &ka.io)) ka.busy.store(false);
       }

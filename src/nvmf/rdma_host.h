@@ -42,6 +42,7 @@ struct HostOptions {
   std::uint32_t max_io_size = 128 * 1024;
   std::chrono::milliseconds io_timeout{10000};
   std::uint32_t kato_ms = 5000;    // 0: no keep alive
+  std::uint32_t keep_alive_interval_ms = 0;  // 0: KATO / 2, as Linux's host
 };
 
 struct NamespaceInfo {
