@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/blk_bench.h"
+#include "tools/latency_histogram.h"
 
 namespace srdma::tools {
 namespace {
@@ -23,6 +24,20 @@ BlkBenchOptions small() {
   o.progress = false;
   o.cq = "pool";
   return o;
+}
+
+TEST(LatencyHistogram, QuantilesWithinTheBucketResolution) {
+  LatencyHistogram h;
+  for (std::uint64_t v = 1; v <= 100000; ++v) h.record(v * 10);  // 10 ns .. 1 ms, uniform
+  EXPECT_EQ(h.count(), 100000u);
+  EXPECT_NEAR(h.mean_ns(), 500005.0, 1.0);
+  EXPECT_NEAR(h.quantile_ns(0.5), 500000.0, 500000.0 / 16);
+  EXPECT_NEAR(h.quantile_ns(0.99), 990000.0, 990000.0 / 16);
+  LatencyHistogram other;
+  other.record(5);
+  h.merge(other);
+  EXPECT_EQ(h.count(), 100001u);
+  EXPECT_EQ(LatencyHistogram().quantile_ns(0.5), 0.0);
 }
 
 TEST(BlkBench, RefusesBadOptions) {

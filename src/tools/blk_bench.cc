@@ -220,7 +220,7 @@ Result<std::shared_ptr<nvmf::Namespace>> make_namespace(const BlkBenchOptions& o
   return make_error(EINVAL, fmt::format("unknown backend '{}' (ram or file:PATH)", o.backend));
 }
 
-Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream& out) {
+Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool) {
   BlkModeResult res;
   res.mode = pool ? "pool" : "private";
   Profile prof;
@@ -361,7 +361,6 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool, std::ostream
   }
   ctrls.clear();
   target->reset();
-  (void)out;
   return res;
 }
 
@@ -451,7 +450,7 @@ Result<std::vector<BlkModeResult>> blk_bench(const BlkBenchOptions& o, std::ostr
   std::vector<BlkModeResult> results;
   for (bool pool : {false, true}) {
     if ((o.cq == "private" && pool) || (o.cq == "pool" && !pool)) continue;
-    auto r = run_mode(o, pool, out);
+    auto r = run_mode(o, pool);
     if (!r) return std::unexpected(r.error());
     results.push_back(*r);
   }
