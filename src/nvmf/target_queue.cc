@@ -307,19 +307,7 @@ void TargetQueue::execute(Slot& s, std::uint32_t byte_len) {
       }
       if (c.data.kind != DataDescriptor::Kind::kKeyed || c.data.length < sizeof(ConnectData))
         return respond(s, NvmeStatus::of(StatusCode::kDataSglLengthInvalid));
-      // Fetch the Connect data from the host.
-      Sge sge{reinterpret_cast<std::uint64_t>(s.data), static_cast<std::uint32_t>(sizeof(ConnectData)), mr_.lkey()};
-      SendWr rd;
-      rd.wr_cqe = &s.read_cqe.cqe;
-      rd.opcode = WrOpcode::kRdmaRead;
-      rd.sg_list = &sge;
-      rd.num_sge = 1;
-      rd.send_flags = SEND_SIGNALED;
-      rd.remote_addr = c.data.addr;
-      rd.rkey = c.data.key;
-      io_begin();
-      if (!post_send(rd)) io_end();
-      return;
+      return fetch_from_host(s, sizeof(ConnectData));
     }
     case CommandKind::kPropertyGet: {
       std::uint64_t v = 0;
@@ -387,6 +375,10 @@ void TargetQueue::execute_read_write(Slot& s) {
     std::memmove(s.data, c.data.in_capsule.data(), len);
     return finish_write(s);
   }
+  fetch_from_host(s, len);
+}
+
+void TargetQueue::fetch_from_host(Slot& s, std::uint32_t len) {
   Sge sge{reinterpret_cast<std::uint64_t>(s.data), len, mr_.lkey()};
   SendWr rd;
   rd.wr_cqe = &s.read_cqe.cqe;
@@ -394,9 +386,9 @@ void TargetQueue::execute_read_write(Slot& s) {
   rd.sg_list = &sge;
   rd.num_sge = 1;
   rd.send_flags = SEND_SIGNALED;
-  rd.remote_addr = c.data.addr;
-  rd.rkey = c.data.key;
-  io_begin();
+  rd.remote_addr = s.cmd.data.addr;
+  rd.rkey = s.cmd.data.key;
+  io_begin();  // ends in on_read, or here when the queue is closing
   if (!post_send(rd)) io_end();
 }
 

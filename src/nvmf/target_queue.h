@@ -99,6 +99,9 @@ class TargetQueue {
   void execute_read_write(Slot& s);
   void finish_connect(Slot& s);
   void finish_write(Slot& s);
+  // RDMA READ of the first `len` bytes the command's keyed SGL names into
+  // the slot's data buffer; on_read continues.
+  void fetch_from_host(Slot& s, std::uint32_t len);
   // Posts the response (after an RDMA WRITE of `write_len` data bytes when
   // non-zero). Dropped when the queue is closing.
   void respond(Slot& s, NvmeStatus status, std::uint64_t result = 0, std::uint32_t write_len = 0);
