@@ -27,7 +27,7 @@ HostQueue::~HostQueue() {
   if (conn_) conn_->set_disconnect_handler(CmConnection::kActive, {});
   if (qp_) (void)mr_pool_destroy(*qp_);
   qp_.reset();  // frees the MR pool's MRs with it
-  if (pool_cq_) (void)dev_.cq_pool_put(pool_cq_, 4 * cfg_.size + 1);
+  lease_.release();
   private_cq_.reset();
 }
 
@@ -39,9 +39,10 @@ Result<void> HostQueue::connect(std::uint64_t target_addr, std::uint16_t port) {
   const std::uint32_t nr_cqe = 4 * cfg_.size + 1;
   const int hint = cfg_.qid == 0 ? 0 : cfg_.qid - 1;
   if (cfg_.pool_cqs) {
-    auto cq = dev_.cq_pool_get(nr_cqe, hint, PollContext::kSoftirq);
-    if (!cq) return std::unexpected(cq.error());
-    pool_cq_ = cq_ = *cq;
+    auto lease = dev_.cq_pool_lease(nr_cqe, hint, PollContext::kSoftirq);
+    if (!lease) return std::unexpected(lease.error());
+    lease_ = std::move(*lease);
+    cq_ = lease_.cq();
   } else {
     const auto vectors = std::max<std::uint32_t>(1, dev_.query().num_comp_vectors);
     auto cq = dev_.alloc_cq(this, nr_cqe, static_cast<std::uint32_t>(hint) % vectors, PollContext::kSoftirq);

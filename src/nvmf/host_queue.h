@@ -135,7 +135,7 @@ class HostQueue {
   const HostQueueConfig cfg_;
   std::shared_ptr<CmConnection> conn_;
   std::unique_ptr<CompletionQueue> private_cq_;
-  CompletionQueue* pool_cq_ = nullptr;
+  CqLease lease_;  // pool entries, returned after qp_ is gone (member order)
   CompletionQueue* cq_ = nullptr;
   std::unique_ptr<QueuePair> qp_;
   std::vector<std::byte> ctrl_buf_;  // capsules and responses
