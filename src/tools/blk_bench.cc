@@ -99,6 +99,8 @@ struct Run {
   const BlkBenchOptions* opts = nullptr;
   std::uint64_t units = 0;           // I/O units per namespace
   std::uint32_t blocks_per_io = 0;
+  // Out of 100 I/Os, how many write (--rw parsed once, not per I/O).
+  std::uint32_t write_percent = 0;
   std::atomic<bool> running{true};
   std::atomic<std::uint64_t> submitted{0};
   std::atomic<std::uint64_t> completed{0};
@@ -157,7 +159,7 @@ void submit(Slot& s) {
   } else {
     const std::uint64_t per_slot = (run.units - s.id + q.slots_per_ctrl - 1) / q.slots_per_ctrl;
     s.unit = s.id + q.slots_per_ctrl * (s.rng() % per_slot);
-    write = o.rw == "randwrite" || (o.rw == "randrw" && s.rng() % 100 >= o.rwmix);
+    write = run.write_percent == 100 || (run.write_percent > 0 && s.rng() % 100 < run.write_percent);
   }
   s.io.op = write ? BlockIo::Op::kWrite : BlockIo::Op::kRead;
   s.io.lba = s.unit * run.blocks_per_io;
@@ -253,6 +255,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool) {
   Run run;
   run.opts = &o;
   run.blocks_per_io = o.bs / kBlockSize;
+  run.write_percent = o.rw == "randwrite" ? 100 : o.rw == "randrw" ? 100 - o.rwmix : 0;
   run.units = (o.size / kBlockSize) / run.blocks_per_io;
   run.ios_limit = o.ios;
   const std::uint32_t queues = o.queues ? o.queues : std::max(1u, std::thread::hardware_concurrency());
