@@ -291,7 +291,9 @@ TEST_F(NvmfRdmaTest, BadKeyEndsTheQueueAndEveryIoCompletes) {
   Waiter r;
   r.io.buf = buf.data();
   r.io.nblocks = 1;
-  if (c->submit(r.io, 1)) EXPECT_TRUE(r.wait());
+  if (c->submit(r.io, 1)) {
+    EXPECT_TRUE(r.wait());
+  }
 }
 
 TEST_F(NvmfRdmaTest, TargetDisconnectInTheMiddleOfIoCompletesEveryIo) {
