@@ -274,6 +274,38 @@ TEST_F(NvmfRdmaTest, ConnectToUnknownSubsystemIsRefused) {
   EXPECT_EQ(none.error().code, ECONNREFUSED);
 }
 
+TEST_F(NvmfRdmaTest, SetupRefusesBadArguments) {
+  // The target's options.
+  TargetOptions to;
+  to.limits.max_queue_size = 1;
+  EXPECT_EQ(RdmaTarget::create(target_dev_, to).error().code, EINVAL);
+  to = {};
+  to.limits.max_io_size = 5000;
+  EXPECT_EQ(RdmaTarget::create(target_dev_, to).error().code, EINVAL);
+  to = {};
+  to.poll_ctx = PollContext::kDirect;
+  EXPECT_EQ(RdmaTarget::create(target_dev_, to).error().code, EINVAL);
+  // A second subsystem of the same NQN, a second listener on the port.
+  auto dup = *Subsystem::create(kNqn, "DUP", "dup");
+  EXPECT_EQ(target_->add_subsystem(dup).error().code, EEXIST);
+  EXPECT_EQ(target_->add_subsystem(nullptr).error().code, EINVAL);
+  EXPECT_EQ(target_->listen(kPort).error().code, EADDRINUSE);
+  // The host's options.
+  HostOptions o;
+  EXPECT_EQ(HostController::connect(host_dev_, target_dev_.address(), kPort, o).error().code, EINVAL);  // no NQN
+  o.subnqn = kNqn;
+  o.queue_size = 1;
+  EXPECT_EQ(HostController::connect(host_dev_, target_dev_.address(), kPort, o).error().code, EINVAL);
+  // I/O queues larger than the controller's CAP.MQES + 1 (the admin queue
+  // connected first, then goes).
+  o.queue_size = 1024;
+  o.nr_io_queues = 1;
+  EXPECT_EQ(HostController::connect(host_dev_, target_dev_.address(), kPort, o).error().code, EINVAL);
+  for (int i = 0; i < 300 && target_->stats().queues > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(target_->stats().queues, 0u);
+}
+
 TEST_F(NvmfRdmaTest, BadKeyEndsTheQueueAndEveryIoCompletes) {
   auto c = connect();
   ASSERT_TRUE(c);
