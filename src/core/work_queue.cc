@@ -29,16 +29,22 @@ WorkQueue::~WorkQueue() {
   for (auto& t : threads_) t.join();
 }
 
-void WorkQueue::queue(const void* key, std::function<void()> item) {
+bool WorkQueue::queue(const void* key, std::function<void()> item) {
   bool wake;
   {
     std::lock_guard lock(mu_);
+    if (std::any_of(items_.begin(), items_.end(), [&](const auto& it) { return it.first == key; })) return false;
     items_.emplace_back(key, std::move(item));
     // A busy worker looks at items_ (under mu_) before it sleeps: only a
     // sleeping one needs the futex wake.
     wake = sleepers_ > 0;
   }
   if (wake) work_.notify_one();
+  return true;
+}
+
+bool WorkQueue::running(const void* key) const {
+  return std::any_of(running_.begin(), running_.end(), [&](const auto& r) { return r.second == key; });
 }
 
 void WorkQueue::cancel(const void* key) {
@@ -57,14 +63,18 @@ void WorkQueue::run() {
   std::unique_lock lock(mu_);
   const auto self = std::this_thread::get_id();
   for (;;) {
-    if (!stop_ && items_.empty()) {
-      ++sleepers_;
-      work_.wait(lock, [&] { return stop_ || !items_.empty(); });
-      --sleepers_;
-    }
     if (stop_) return;
-    auto [key, item] = std::move(items_.front());
-    items_.pop_front();
+    // The first item whose key no thread is running. One that is skipped
+    // here is picked up by the thread running its key when that run ends.
+    const auto next = std::find_if(items_.begin(), items_.end(), [&](const auto& it) { return !running(it.first); });
+    if (next == items_.end()) {
+      ++sleepers_;
+      work_.wait(lock);
+      --sleepers_;
+      continue;
+    }
+    auto [key, item] = std::move(*next);
+    items_.erase(next);
     running_.emplace_back(self, key);
     lock.unlock();
     item();

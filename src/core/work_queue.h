@@ -3,9 +3,13 @@
 // each tagged with the object it belongs to so that the object can cancel
 // its items before it goes away.
 //
-// Invariants: items run one at a time per thread, in queue order, with no
-// lock held; cancel(key) removes the key's pending items and waits until no
-// thread is running one (unless called from that very item).
+// Invariants, the kernel's for a work_struct: a key is pending at most once
+// (queueing it again while pending is a no-op, like queue_work() returning
+// false) and never runs on two threads at once (an item queued while its
+// key runs waits for that run to end), so an item may keep per-key state
+// without a lock. Items run with no lock held, in queue order among the
+// runnable ones. cancel(key) removes the key's pending item and waits until
+// no thread is running it (unless called from that very item).
 // Thread-safe.
 #pragma once
 
@@ -24,11 +28,13 @@ class WorkQueue {
   WorkQueue(unsigned threads, int cpu);
   ~WorkQueue();  // drops pending items, joins
 
-  void queue(const void* key, std::function<void()> item);
+  // False when the key was already pending (the item is dropped).
+  bool queue(const void* key, std::function<void()> item);
   void cancel(const void* key);
 
  private:
   void run();
+  bool running(const void* key) const;  // mu_ held
 
   std::mutex mu_;  // guards everything below but threads_
   std::condition_variable work_, idle_;
