@@ -527,5 +527,134 @@ TEST(Cq, StressManyProducersOneConsumer) {
   EXPECT_TRUE(eventually([&] { return eq.events() == cq.events(); }));
 }
 
+// The handshake between a push and the consumer's re-arming: either the
+// push sees the arming and fires the event, or req_notify reports the CQE
+// as missed. A consumer that sleeps until an event (no polling timeout)
+// never sleeps forever. Each round has exactly one CQE racing the re-arm.
+TEST(Cq, NoEventIsLostBetweenAPushAndTheRearm) {
+  constexpr int kRounds = 20000;
+  EventQueue eq(0);
+  std::mutex m;
+  std::condition_variable cv;
+  int events = 0;
+  Cq cq(1, 4, &eq, 0, nullptr);
+  cq.set_event_handler([&](Cq&) {
+    {
+      std::lock_guard lk(m);
+      ++events;
+    }
+    cv.notify_one();
+  });
+  std::atomic<int> consumed{0};
+  std::atomic<bool> stop{false};
+  std::thread producer([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      while (consumed.load() < i)  // one CQE in flight at a time
+        if (stop.load()) return;
+      ASSERT_TRUE(cq.push(wc_with(static_cast<std::uint64_t>(i)), false));
+    }
+  });
+  std::array<Wc, 4> out;
+  int lost = 0;
+  for (int got = 0; got < kRounds;) {
+    const int n = cq.poll(out);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(out[i].wr_id, static_cast<std::uint64_t>(got + i));
+    got += n;
+    consumed.store(got);
+    if (n > 0 || got == kRounds) continue;
+    int seen;
+    {
+      std::lock_guard lk(m);
+      seen = events;
+    }
+    if (cq.req_notify(NOTIFY_NEXT_COMP | NOTIFY_REPORT_MISSED_EVENTS).value() == 1) continue;
+    std::unique_lock lk(m);
+    if (!cv.wait_for(lk, 10s, [&] { return events != seen; })) {
+      ++lost;  // armed, nothing reported missed, and no event came
+      stop.store(true);
+      break;
+    }
+  }
+  producer.join();
+  EXPECT_EQ(lost, 0);
+}
+
+// Resizes (growing past the storage and shrinking within it) while four
+// producers push and a consumer polls: every CQE arrives once, each
+// producer's in order, and the CQ never overruns while the producers keep
+// within the smallest size used.
+TEST(Cq, ResizeWhileProducersPushAndTheConsumerPolls) {
+  constexpr int kProducers = 4;
+  constexpr std::uint64_t kPerProducer = 20000;
+  constexpr std::uint32_t kCredits = 8;  // <= every size the resizer picks
+  Cq cq(1, 16, nullptr, 0, nullptr);
+  std::atomic<std::uint32_t> credits{kCredits};
+  std::atomic<bool> failed{false}, done{false};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (std::uint64_t i = 0; i < kPerProducer; ++i) {
+        std::uint32_t c = credits.load();
+        while (c == 0 || !credits.compare_exchange_weak(c, c - 1)) {
+          if (c == 0) {
+            std::this_thread::yield();
+            c = credits.load();
+          }
+        }
+        if (!cq.push(wc_with((std::uint64_t(p) << 32) | i), false)) {
+          failed.store(true);
+          return;
+        }
+      }
+    });
+  }
+  int resizes = 0;
+  std::thread resizer([&] {
+    const std::uint32_t sizes[] = {8, 300, 9, 1000, 20, 2048, 8};
+    for (int i = 0; !done.load() && !failed.load(); ++i, ++resizes) {
+      if (!cq.resize(sizes[i % std::size(sizes)], 4096)) failed.store(true);
+      std::this_thread::yield();
+    }
+  });
+  std::array<std::uint64_t, kProducers> next{};
+  std::uint64_t total = 0;
+  std::array<Wc, 16> out;
+  while (total < kProducers * kPerProducer && !failed.load()) {
+    const int n = cq.poll(out);
+    for (int i = 0; i < n; ++i) {
+      const auto p = out[i].wr_id >> 32;
+      ASSERT_LT(p, static_cast<std::uint64_t>(kProducers));
+      ASSERT_EQ(out[i].wr_id & 0xffffffffu, next[p]) << "producer " << p;
+      ++next[p];
+    }
+    total += static_cast<std::uint64_t>(n);
+    credits.fetch_add(static_cast<std::uint32_t>(n));
+    if (n == 0) std::this_thread::yield();
+  }
+  done.store(true);
+  for (auto& t : producers) t.join();
+  resizer.join();
+  ASSERT_FALSE(failed.load());
+  EXPECT_GT(resizes, 0);
+  EXPECT_FALSE(cq.in_error());
+  for (auto n : next) EXPECT_EQ(n, kPerProducer);
+  EXPECT_EQ(cq.cqes_written(), kProducers * kPerProducer);
+  EXPECT_EQ(cq.cqes_polled(), kProducers * kPerProducer);
+}
+
+// Shrinking keeps the storage; a later grow within it needs no copy, and
+// the CQ still refuses the CQE past its (new) size.
+TEST(Cq, ShrinkThenOverrunAtTheNewSize) {
+  Cq cq(1, 64, nullptr, 0, nullptr);
+  ASSERT_TRUE(cq.resize(3, 4096));
+  EXPECT_EQ(cq.cqe(), 3u);
+  for (std::uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  EXPECT_FALSE(cq.push(wc_with(3), false));
+  EXPECT_TRUE(cq.in_error());
+  std::array<Wc, 8> out;
+  ASSERT_EQ(cq.poll(out), 3);
+  EXPECT_EQ(out[2].wr_id, 2u);
+}
+
 }  // namespace
 }  // namespace srdma::hca

@@ -59,6 +59,9 @@ bool process_and_rearm(CompletionQueue& cq, detail::CqState& s, int budget) {
       more = false;
       break;
     }
+    // A CQE reserved but still being written counts as missed: let its
+    // producer finish instead of spinning against it.
+    if (n == 0) std::this_thread::yield();
   }
   if (s.use_dim) s.dim.on_event(*s.cq, total);
   return more;

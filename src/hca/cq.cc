@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "hca/event_queue.h"
@@ -14,8 +15,9 @@ Cq::Cq(std::uint32_t cqn, std::uint32_t cqe, EventQueue* eq, std::uint32_t comp_
       comp_vector_(comp_vector),
       context_(context),
       eq_(eq),
-      ring_(std::max<std::uint32_t>(cqe, 1)),
-      cqe_(static_cast<std::uint32_t>(ring_.size())) {
+      ring_(std::make_unique<CqRing>(cqe)),
+      ring_view_(ring_.get()),
+      cqe_(std::max<std::uint32_t>(cqe, 1)) {
   if (eq_ != nullptr) eq_->attach(this);
 }
 
@@ -27,14 +29,11 @@ Cq::~Cq() {
 }
 
 std::uint32_t Cq::waiting() const {
-  std::lock_guard lk(mu_);
-  return count_;
+  const std::uint64_t t = tail_.load(std::memory_order_acquire) & ~CqRing::kFrozen;
+  return static_cast<std::uint32_t>(t - head_.load(std::memory_order_acquire));
 }
 
-bool Cq::armed() const {
-  std::lock_guard lk(mu_);
-  return armed_ != 0;
-}
+bool Cq::armed() const { return armed_.load(std::memory_order_acquire) != 0; }
 
 std::uint16_t Cq::moderation_count() const {
   std::lock_guard lk(mu_);
@@ -47,19 +46,19 @@ std::uint16_t Cq::moderation_usec() const {
 }
 
 int Cq::poll(std::span<Wc> out) {
-  std::uint32_t n;
-  {
-    std::lock_guard lk(mu_);
-    const auto size = static_cast<std::uint32_t>(ring_.size());
-    n = static_cast<std::uint32_t>(std::min<std::size_t>(out.size(), count_));
-    // At most two contiguous runs: [head_, end) then [0, ...).
-    const std::uint32_t first = std::min(n, size - head_);
-    std::copy_n(ring_.begin() + head_, first, out.begin());
-    std::copy_n(ring_.begin(), n - first, out.begin() + first);
-    head_ = (head_ + n) % size;
-    count_ -= n;
-    if (n > 0) cqes_polled_.store(cqes_polled_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  std::lock_guard lk(poll_mu_);
+  CqRing& ring = *ring_view_.load(std::memory_order_relaxed);  // changes only under poll_mu_
+  const std::uint64_t head = head_.load(std::memory_order_relaxed);
+  std::uint64_t n = 0;
+  for (; n < out.size(); ++n) {
+    CqRing::Cell& c = ring.at(head + n);
+    // A reserved but not yet published position ends the batch: CQEs come
+    // out in position order.
+    if (c.seq.load(std::memory_order_acquire) != head + n + 1) break;
+    out[n] = c.wc;
   }
+  // Release: the cells read here may be rewritten once producers see head.
+  if (n > 0) head_.store(head + n, std::memory_order_release);
   return static_cast<int>(n);
 }
 
@@ -74,24 +73,23 @@ Result<int> Cq::req_notify(std::uint32_t flags) {
   std::lock_guard lk(mu_);
   // Like rxe: an armed NEXT_COMP stays NEXT_COMP; NEXT_COMP wins when both
   // bits are given (the solicited mask is then "any completion").
-  armed_ = ((armed_ | arm) & NOTIFY_NEXT_COMP) != 0 ? NOTIFY_NEXT_COMP : NOTIFY_SOLICITED;
-  if ((flags & NOTIFY_REPORT_MISSED_EVENTS) != 0 && count_ > 0) return 1;
+  const std::uint32_t was = armed_.load(std::memory_order_relaxed);
+  // seq_cst store, then seq_cst load of tail: pairs with push (cq.h).
+  armed_.store(((was | arm) & NOTIFY_NEXT_COMP) != 0 ? NOTIFY_NEXT_COMP : NOTIFY_SOLICITED);
+  if ((flags & NOTIFY_REPORT_MISSED_EVENTS) != 0) {
+    const std::uint64_t t = tail_.load() & ~CqRing::kFrozen;
+    // Counts a reserved CQE still being written: the caller's next poll
+    // may find it a moment later, which is what it loops for.
+    if (t != head_.load(std::memory_order_acquire)) return 1;
+  }
   return 0;
-}
-
-void Cq::append_locked(const Wc& wc) {
-  const auto size = static_cast<std::uint32_t>(ring_.size());
-  std::uint32_t tail = head_ + count_;
-  if (tail >= size) tail -= size;
-  ring_[tail] = wc;
-  ++count_;
 }
 
 Cq::Schedule Cq::on_qualifying_locked(Clock::time_point* when) {
   const bool timer = eq_ != nullptr && mod_usec_ != 0;
-  const bool now = (mod_count_ == 0 && !timer) || (mod_count_ != 0 && count_ >= mod_count_);
+  const bool now = (mod_count_ == 0 && !timer) || (mod_count_ != 0 && waiting() >= mod_count_);
   if (now) {
-    armed_ = 0;  // once per arming
+    armed_.store(0, std::memory_order_relaxed);  // once per arming
     timer_pending_ = false;
     event_due_ = true;
     return Schedule::kNow;
@@ -105,35 +103,63 @@ Cq::Schedule Cq::on_qualifying_locked(Clock::time_point* when) {
   return Schedule::kNone;  // waiting for the count or a running timer
 }
 
+bool Cq::full_or_retry(std::uint64_t t, OverrunHandler* overrun) {
+  std::lock_guard lk(mu_);  // a resize holds it: the size is stable here
+  if (error_.load(std::memory_order_relaxed)) return false;
+  const std::uint64_t now = tail_.load(std::memory_order_acquire);
+  if (now != t) return true;  // moved (or unfrozen): look again
+  const std::uint64_t head = head_.load(std::memory_order_acquire);
+  if (t - head < cqe_.load(std::memory_order_relaxed)) {
+    head_cache_.store(head, std::memory_order_release);
+    return true;
+  }
+  // IBA 11.4.2.1 / C11-16: a CQ overrun is a CQ error (an affiliated
+  // asynchronous error); the unread CQEs are kept, this one is lost.
+  // error_ goes false -> true only here, under mu_: the handler runs once.
+  error_.store(true, std::memory_order_release);
+  *overrun = overrun_handler_;
+  return false;
+}
+
 bool Cq::push(const Wc& wc, bool solicited) {
+  if (error_.load(std::memory_order_relaxed)) return false;
+  // Reserve a position.
+  std::uint64_t t = tail_.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((t & CqRing::kFrozen) != 0) {
+      { std::lock_guard lk(mu_); }  // a resize holds mu_ until it unfreezes
+      t = tail_.load(std::memory_order_relaxed);
+      continue;
+    }
+    if (t - head_cache_.load(std::memory_order_acquire) >= cqe_.load(std::memory_order_relaxed)) {
+      OverrunHandler overrun;
+      if (!full_or_retry(t, &overrun)) {
+        if (overrun) overrun(*this);
+        return false;
+      }
+      t = tail_.load(std::memory_order_relaxed);
+      continue;
+    }
+    // seq_cst: the arming handshake (cq.h); acquire: a resize's new ring.
+    if (tail_.compare_exchange_weak(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) break;
+  }
+  // Write and publish. A resize waits for this publish before it moves
+  // the CQEs, so the ring seen here stays valid until then.
+  CqRing::Cell& cell = ring_view_.load(std::memory_order_acquire)->at(t);
+  cell.wc = wc;
+  cell.seq.store(t + 1, std::memory_order_release);
+
+  const std::uint32_t armed = armed_.load();  // seq_cst: pairs with req_notify
+  if (armed == 0) return true;
+  if ((armed & NOTIFY_NEXT_COMP) == 0 && !solicited && wc.status == WcStatus::kSuccess) return true;
   Schedule sched = Schedule::kNone;
   Clock::time_point when{};
-  OverrunHandler overrun;
-  bool written = false;
   {
     std::lock_guard lk(mu_);
-    if (error_.load(std::memory_order_relaxed)) return false;
-    if (count_ == ring_.size()) {
-      // IBA 11.4.2.1 / C11-16: a CQ overrun is a CQ error (an affiliated
-      // asynchronous error); the unread CQEs are kept, this one is lost.
-      // error_ goes false -> true only here, under mu_: the handler runs once.
-      error_.store(true, std::memory_order_release);
-      overrun = overrun_handler_;
-    } else {
-      append_locked(wc);
-      if (armed_ != 0) {
-        const bool qualifies = (armed_ & NOTIFY_NEXT_COMP) != 0 || solicited ||
-                               wc.status != WcStatus::kSuccess;
-        if (qualifies) sched = on_qualifying_locked(&when);
-      }
-      // Written only under mu_: a plain increment, no locked instruction.
-      cqes_written_.store(cqes_written_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      written = true;
-    }
-  }
-  if (!written) {
-    if (overrun) overrun(*this);
-    return false;
+    const std::uint32_t now = armed_.load(std::memory_order_relaxed);  // may have fired meanwhile
+    const bool qualifies = (now & NOTIFY_NEXT_COMP) != 0 ||
+                           (now != 0 && (solicited || wc.status != WcStatus::kSuccess));
+    if (qualifies) sched = on_qualifying_locked(&when);
   }
   switch (sched) {
     case Schedule::kNone: break;
@@ -154,16 +180,35 @@ Result<void> Cq::resize(std::uint32_t cqe, std::uint32_t max_cqe) {
     return make_error(EINVAL, "resize_cq: cqe " + std::to_string(cqe) + " exceeds max_cqe " +
                                   std::to_string(max_cqe));
   std::lock_guard lk(mu_);
-  if (cqe < count_)
-    return make_error(EINVAL, "resize_cq: cqe " + std::to_string(cqe) + " is below the " +
-                                  std::to_string(count_) + " CQEs waiting");
-  std::vector<Wc> ring(cqe);
-  const auto size = static_cast<std::uint32_t>(ring_.size());
-  for (std::uint32_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % size];
-  ring_.swap(ring);
-  head_ = 0;
-  cqe_.store(cqe, std::memory_order_relaxed);
-  return {};
+  std::lock_guard plk(poll_mu_);
+  // Freeze the tail, then wait for the pushes that reserved before it to
+  // publish (they hold no lock, and are a few stores from done).
+  const std::uint64_t t = tail_.fetch_or(CqRing::kFrozen, std::memory_order_acq_rel);
+  const std::uint64_t head = head_.load(std::memory_order_relaxed);
+  CqRing& old = *ring_;
+  for (std::uint64_t pos = head; pos < t; ++pos)
+    while (old.at(pos).seq.load(std::memory_order_acquire) != pos + 1) std::this_thread::yield();
+  Result<void> result;
+  if (cqe < t - head) {
+    result = make_error(EINVAL, "resize_cq: cqe " + std::to_string(cqe) + " is below the " +
+                                    std::to_string(t - head) + " CQEs waiting");
+  } else if (cqe > old.capacity) {
+    // Grow the storage; positions (and so the counters) carry over.
+    auto ring = std::make_unique<CqRing>(cqe);
+    for (std::uint64_t pos = head; pos < t; ++pos) {
+      ring->at(pos).wc = old.at(pos).wc;
+      ring->at(pos).seq.store(pos + 1, std::memory_order_relaxed);
+    }
+    ring_view_.store(ring.get(), std::memory_order_relaxed);  // published by the unfreeze
+    ring_ = std::move(ring);
+    cqe_.store(cqe, std::memory_order_relaxed);
+  } else {
+    cqe_.store(cqe, std::memory_order_relaxed);  // fits the storage: only the limit changes
+  }
+  // A push that read the old size before the freeze may still land one
+  // CQE past a smaller new size, never past the storage.
+  tail_.store(t, std::memory_order_release);
+  return result;
 }
 
 Result<void> Cq::modify(std::uint16_t count, std::uint16_t usec) {
@@ -190,9 +235,9 @@ bool Cq::try_deliver_event() {
     std::lock_guard lk(mu_);
     if (event_due_) {
       event_due_ = false;
-    } else if (timer_pending_ && armed_ != 0 && Clock::now() >= timer_deadline_) {
+    } else if (timer_pending_ && armed_.load(std::memory_order_relaxed) != 0 && Clock::now() >= timer_deadline_) {
       timer_pending_ = false;
-      armed_ = 0;  // once per arming
+      armed_.store(0, std::memory_order_relaxed);  // once per arming
     } else {
       return false;  // stale: delivered already, or a superseded deadline
     }

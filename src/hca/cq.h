@@ -23,14 +23,25 @@
 // usec == 0 the timer. Without an EventQueue (eq == nullptr, tests) the
 // timer is ignored and events are delivered inline on the pushing thread.
 //
-// Invariants / memory ordering: the ring (ring_, head_, count_), the arming
-// state (armed_, event_due_, timer_*), moderation and the handlers are
-// guarded by `mu_` (a FastMutex, see fast_mutex.h). A CQE becomes visible to poll() by the push's unlock of
-// mu_ (release) and the poll's lock (acquire). `error_` only goes false ->
-// true, under mu_ (so the overrun handler runs once); it is also read
-// without the lock (acquire). `cqe_` mirrors ring_.size() for lock-free
-// reads. Counters are relaxed atomics. Lock order: mu_ -> EventQueue::mu_;
-// handlers run with no lock held, so they may call any member.
+// The ring (see cq_ring.h for the protocol): producers never lock. A push
+// reserves a position with one CAS on the producers' tail, writes the CQE
+// into that position's cell and publishes it with a release store of the
+// cell's sequence; the consumer (poll, under its own lock) reads published
+// cells in order and advances head. Producers learn of the room left from
+// a cached head, refreshed only when the ring looks full, so the consumer's
+// line is not read on every push. Capacity is a power of two >= cqe; cqe,
+// the logical size, is what overrun is checked against.
+//
+// Arming: armed_ is read lock-free by every push after its reservation;
+// both the reservation (the tail CAS) and that load are seq_cst, as are
+// req_notify's store of armed_ and its load of tail, so either the push
+// sees the arming (and decides the event under mu_) or req_notify sees the
+// CQE (and reports it as missed): no event is lost between them.
+// mu_ (a FastMutex) guards the arming and moderation state, the handlers,
+// the overrun decision and resize; poll_mu_ orders pollers and resize.
+// error_ only goes false -> true, under mu_ (the overrun handler runs once).
+// Lock order: mu_ -> poll_mu_ -> EventQueue::mu_; handlers run with no lock
+// held, so they may call any member.
 // Thread safety: push, poll, req_notify, resize and modify may be called
 // concurrently from any threads.
 #pragma once
@@ -44,6 +55,7 @@
 #include <span>
 #include <vector>
 
+#include "hca/cq_ring.h"
 #include "hca/fast_mutex.h"
 #include "srdma/status.h"
 #include "srdma/wc.h"
@@ -120,8 +132,8 @@ class Cq {
   std::atomic<int> usecnt{0};
 
   // Counters.
-  std::uint64_t cqes_written() const { return cqes_written_.load(std::memory_order_relaxed); }
-  std::uint64_t cqes_polled() const { return cqes_polled_.load(std::memory_order_relaxed); }
+  std::uint64_t cqes_written() const { return tail_.load(std::memory_order_relaxed) & ~CqRing::kFrozen; }
+  std::uint64_t cqes_polled() const { return head_.load(std::memory_order_relaxed); }
   std::uint64_t events() const { return events_.load(std::memory_order_relaxed); }
 
   // Called by the EventQueue thread: delivers the event if one is due (an
@@ -135,34 +147,42 @@ class Cq {
   using Clock = std::chrono::steady_clock;
   enum class Schedule { kNone, kNow, kAt };
 
-  // REQUIRES: mu_ held, count_ < ring_.size().
-  void append_locked(const Wc& wc);
   // REQUIRES: mu_ held. What a qualifying CQE just appended does to an armed CQ.
   Schedule on_qualifying_locked(Clock::time_point* when);
+  // The ring looked full at `t`: decides under mu_ whether it is (overrun,
+  // false) or whether the push should retry (true).
+  bool full_or_retry(std::uint64_t t, OverrunHandler* overrun);
 
   const std::uint32_t cqn_;
   const std::uint32_t comp_vector_;
   void* const context_;
   EventQueue* const eq_;
 
-  mutable FastMutex mu_;  // guards everything below up to the atomics
-  std::vector<Wc> ring_;
-  std::uint32_t head_ = 0, count_ = 0;  // oldest CQE, CQEs waiting
-  // Written only under mu_ (plain increments, no locked instruction), on
-  // the lock's cache line; read lock-free by the EventQueue's sums.
-  std::atomic<std::uint64_t> cqes_written_{0};
-  std::atomic<std::uint64_t> cqes_polled_{0};
-  std::uint32_t armed_ = 0;             // NOTIFY_NEXT_COMP | NOTIFY_SOLICITED bits, 0 = disarmed
-  bool event_due_ = false;              // an event was decided and not yet delivered
-  bool timer_pending_ = false;          // armed, moderation timer running until timer_deadline_
+  // Read-mostly: written only by resize (under mu_ and poll_mu_, tail frozen).
+  std::unique_ptr<CqRing> ring_;
+  std::atomic<CqRing*> ring_view_;      // ring_.get(), for lock-free readers
+  std::atomic<std::uint32_t> cqe_;      // the logical size
+  std::atomic<bool> error_{false};
+  std::atomic<std::uint64_t> events_{0};
+
+  // Producers' line: the next position to reserve (kFrozen while resizing)
+  // and a lower bound of head that spares them the consumer's line.
+  alignas(64) std::atomic<std::uint64_t> tail_{0};
+  std::atomic<std::uint64_t> head_cache_{0};
+
+  // Consumer's line.
+  alignas(64) mutable FastMutex poll_mu_;
+  std::atomic<std::uint64_t> head_{0};  // next position to poll; written under poll_mu_
+
+  // Arming and moderation, under mu_; armed_ is also read by every push.
+  alignas(64) mutable FastMutex mu_;
+  std::atomic<std::uint32_t> armed_{0};  // NOTIFY_NEXT_COMP | NOTIFY_SOLICITED bits, 0 = disarmed
+  bool event_due_ = false;               // an event was decided and not yet delivered
+  bool timer_pending_ = false;           // armed, moderation timer running until timer_deadline_
   Clock::time_point timer_deadline_{};
   std::uint16_t mod_count_ = 0, mod_usec_ = 0;
   std::shared_ptr<const EventHandler> handler_;  // copied out to run unlocked
   OverrunHandler overrun_handler_;
-
-  std::atomic<std::uint32_t> cqe_;
-  std::atomic<bool> error_{false};
-  std::atomic<std::uint64_t> events_{0};
 };
 
 }  // namespace srdma::hca

@@ -150,6 +150,7 @@ Result<Node> make_node(const CqPoolBenchOptions& o) {
   p.num_cq = 1024;
   auto dev = Device::open(p);
   if (!dev) return std::unexpected(dev.error());
+  dev->set_cq_dim(o.dim);
   auto pd = dev->alloc_pd();
   if (!pd) return std::unexpected(pd.error());
   Node n{std::move(*dev), std::move(*pd), std::vector<std::uint8_t>(std::size_t(o.pairs) * o.size * 2), {}};
@@ -288,7 +289,9 @@ Result<std::vector<CqPoolBenchRow>> cq_pool_bench(const CqPoolBenchOptions& o, s
   fmt::print(out, " {:<8} {:>5} {:>12} {:>15} {:>14} {:>16} {:>12}\n", "mode", "CQs", "ops/s", "completions/s",
              "interrupts/s", "compl/interrupt", "wakeups/s");
   std::vector<CqPoolBenchRow> rows;
+  if (!o.run_private && !o.run_pool) return make_error(EINVAL, "no mode to run");
   for (bool pooled : {false, true}) {
+    if (!(pooled ? o.run_pool : o.run_private)) continue;
     auto row = run_mode(o, pooled);
     if (!row) return std::unexpected(row.error());
     fmt::print(out, " {:<8} {:>5} {:>12.0f} {:>15.0f} {:>14.0f} {:>16.2f} {:>12.0f}\n", row->mode, row->cqs,
@@ -296,7 +299,7 @@ Result<std::vector<CqPoolBenchRow>> cq_pool_bench(const CqPoolBenchOptions& o, s
                row->wakeups_per_s);
     rows.push_back(*row);
   }
-  if (rows[0].completions_per_interrupt > 0)
+  if (rows.size() == 2 && rows[0].completions_per_interrupt > 0)
     fmt::print(out, " pool / private: {:.2f}x completions per interrupt, {:.2f}x operations per second\n",
                rows[1].completions_per_interrupt / rows[0].completions_per_interrupt,
                rows[0].ops_per_s > 0 ? rows[1].ops_per_s / rows[0].ops_per_s : 0);

@@ -22,6 +22,9 @@ struct CqPoolBenchOptions {
   int vectors = 2;
   double seconds = 2.0;  // per mode
   std::uint32_t size = 64;
+  bool dim = true;  // adaptive completion-event moderation on the processed CQs
+  bool run_private = true;  // --mode: one of the two alone (for profiling)
+  bool run_pool = true;
 };
 
 struct CqPoolBenchRow {
