@@ -29,11 +29,41 @@ TEST(CqPoolBench, RunsBothModesAndCountsWhatItSees) {
   EXPECT_NE(out.str().find("compl/interrupt"), std::string::npos);
 }
 
+TEST(CqPoolBench, RoundsAlternateTheModesAndReportMedians) {
+  CqPoolBenchOptions o;
+  o.pairs = 2;
+  o.depth = 2;
+  o.seconds = 0.05;
+  o.rounds = 3;
+  std::ostringstream out;
+  auto rows = cq_pool_bench(o, out);
+  ASSERT_TRUE(rows) << rows.error().to_string();
+  ASSERT_EQ(rows->size(), 6u);
+  for (std::size_t i = 0; i < rows->size(); ++i) EXPECT_STREQ((*rows)[i].mode, i % 2 == 0 ? "private" : "pool");
+  EXPECT_NE(out.str().find("medians over 3 rounds"), std::string::npos);
+  EXPECT_NE(out.str().find("pool / private"), std::string::npos);
+}
+
+TEST(CqPoolBench, OneModeAlone) {
+  CqPoolBenchOptions o;
+  o.pairs = 2;
+  o.depth = 2;
+  o.seconds = 0.05;
+  o.run_private = false;
+  std::ostringstream out;
+  auto rows = cq_pool_bench(o, out);
+  ASSERT_TRUE(rows) << rows.error().to_string();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_STREQ((*rows)[0].mode, "pool");
+  EXPECT_EQ(out.str().find("pool / private"), std::string::npos);
+}
+
 TEST(CqPoolBench, RefusesBadOptions) {
   std::ostringstream out;
   for (auto bad : {CqPoolBenchOptions{.pairs = 0}, CqPoolBenchOptions{.depth = 0},
                    CqPoolBenchOptions{.vectors = 0}, CqPoolBenchOptions{.seconds = -1},
-                   CqPoolBenchOptions{.size = 0}}) {
+                   CqPoolBenchOptions{.size = 0}, CqPoolBenchOptions{.rounds = 0},
+                   CqPoolBenchOptions{.run_private = false, .run_pool = false}}) {
     auto r = cq_pool_bench(bad, out);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, EINVAL);

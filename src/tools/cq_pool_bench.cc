@@ -1,10 +1,12 @@
 #include "tools/cq_pool_bench.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <chrono>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -283,26 +285,58 @@ Result<std::vector<CqPoolBenchRow>> cq_pool_bench(const CqPoolBenchOptions& o, s
   if (o.vectors < 1 || o.vectors > 64) return make_error(EINVAL, "--vectors must be 1..64");
   if (!(o.seconds > 0 && o.seconds <= 600)) return make_error(EINVAL, "-D must be in (0, 600] seconds");
   if (o.size < 1 || o.size > 65536) return make_error(EINVAL, "--size must be 1..65536");
+  if (o.rounds < 1 || o.rounds > 100) return make_error(EINVAL, "--rounds must be 1..100");
   fmt::print(out, "{} RC QP pairs, depth {}, {}-byte SEND/RECV ping-pong, SOFTIRQ poll context, {} vectors, {} s "
                   "per mode\n",
              o.pairs, o.depth, o.size, o.vectors, o.seconds);
   fmt::print(out, " {:<8} {:>5} {:>12} {:>15} {:>14} {:>16} {:>12}\n", "mode", "CQs", "ops/s", "completions/s",
              "interrupts/s", "compl/interrupt", "wakeups/s");
+  auto print = [&](const CqPoolBenchRow& r, const char* label) {
+    fmt::print(out, " {:<8} {:>5} {:>12.0f} {:>15.0f} {:>14.0f} {:>16.2f} {:>12.0f}\n", label, r.cqs, r.ops_per_s,
+               r.completions_per_s, r.interrupts_per_s, r.completions_per_interrupt, r.wakeups_per_s);
+  };
   std::vector<CqPoolBenchRow> rows;
   if (!o.run_private && !o.run_pool) return make_error(EINVAL, "no mode to run");
-  for (bool pooled : {false, true}) {
-    if (!(pooled ? o.run_pool : o.run_private)) continue;
-    auto row = run_mode(o, pooled);
-    if (!row) return std::unexpected(row.error());
-    fmt::print(out, " {:<8} {:>5} {:>12.0f} {:>15.0f} {:>14.0f} {:>16.2f} {:>12.0f}\n", row->mode, row->cqs,
-               row->ops_per_s, row->completions_per_s, row->interrupts_per_s, row->completions_per_interrupt,
-               row->wakeups_per_s);
-    rows.push_back(*row);
+  for (int round = 0; round < o.rounds; ++round) {
+    for (bool pooled : {false, true}) {
+      if (!(pooled ? o.run_pool : o.run_private)) continue;
+      auto row = run_mode(o, pooled);
+      if (!row) return std::unexpected(row.error());
+      print(*row, row->mode);
+      rows.push_back(*row);
+    }
   }
-  if (rows.size() == 2 && rows[0].completions_per_interrupt > 0)
+  // Per mode, each column's median over the rounds.
+  auto median = [&](bool pooled) {
+    std::vector<const CqPoolBenchRow*> mine;
+    for (const auto& r : rows)
+      if ((std::string_view(r.mode) == "pool") == pooled) mine.push_back(&r);
+    CqPoolBenchRow m;
+    if (mine.empty()) return m;
+    m.mode = mine[0]->mode;
+    m.cqs = mine[0]->cqs;
+    auto col = [&](double CqPoolBenchRow::*f) {
+      std::vector<double> v;
+      for (const auto* r : mine) v.push_back(r->*f);
+      std::sort(v.begin(), v.end());
+      const std::size_t n = v.size();
+      return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    };
+    for (auto f : {&CqPoolBenchRow::ops_per_s, &CqPoolBenchRow::completions_per_s, &CqPoolBenchRow::interrupts_per_s,
+                   &CqPoolBenchRow::wakeups_per_s, &CqPoolBenchRow::completions_per_interrupt})
+      m.*f = col(f);
+    return m;
+  };
+  const CqPoolBenchRow priv = median(false), pool = median(true);
+  if (o.rounds > 1) {
+    fmt::print(out, " medians over {} rounds:\n", o.rounds);
+    if (o.run_private) print(priv, "private");
+    if (o.run_pool) print(pool, "pool");
+  }
+  if (o.run_private && o.run_pool && priv.completions_per_interrupt > 0)
     fmt::print(out, " pool / private: {:.2f}x completions per interrupt, {:.2f}x operations per second\n",
-               rows[1].completions_per_interrupt / rows[0].completions_per_interrupt,
-               rows[0].ops_per_s > 0 ? rows[1].ops_per_s / rows[0].ops_per_s : 0);
+               pool.completions_per_interrupt / priv.completions_per_interrupt,
+               priv.ops_per_s > 0 ? pool.ops_per_s / priv.ops_per_s : 0);
   return rows;
 }
 
