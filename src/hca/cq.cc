@@ -29,8 +29,10 @@ Cq::~Cq() {
 }
 
 std::uint32_t Cq::waiting() const {
+  // Head first: read after tail, a poll in between could pass it.
+  const std::uint64_t head = head_.load(std::memory_order_acquire);
   const std::uint64_t t = tail_.load(std::memory_order_acquire) & ~CqRing::kFrozen;
-  return static_cast<std::uint32_t>(t - head_.load(std::memory_order_acquire));
+  return static_cast<std::uint32_t>(t - head);
 }
 
 bool Cq::armed() const { return armed_.load(std::memory_order_acquire) != 0; }
@@ -74,10 +76,13 @@ Result<int> Cq::req_notify(std::uint32_t flags) {
   // Like rxe: an armed NEXT_COMP stays NEXT_COMP; NEXT_COMP wins when both
   // bits are given (the solicited mask is then "any completion").
   const std::uint32_t was = armed_.load(std::memory_order_relaxed);
-  // seq_cst store, then seq_cst load of tail: pairs with push (cq.h).
-  armed_.store(((was | arm) & NOTIFY_NEXT_COMP) != 0 ? NOTIFY_NEXT_COMP : NOTIFY_SOLICITED);
+  armed_.store(((was | arm) & NOTIFY_NEXT_COMP) != 0 ? NOTIFY_NEXT_COMP : NOTIFY_SOLICITED,
+               std::memory_order_relaxed);
+  // Pairs with push's fence: a CQE this arming does not see fires it, and
+  // one it sees (by the tail below, or by the caller's next poll) did not.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if ((flags & NOTIFY_REPORT_MISSED_EVENTS) != 0) {
-    const std::uint64_t t = tail_.load() & ~CqRing::kFrozen;
+    const std::uint64_t t = tail_.load(std::memory_order_relaxed) & ~CqRing::kFrozen;
     // Counts a reserved CQE still being written: the caller's next poll
     // may find it a moment later, which is what it loops for.
     if (t != head_.load(std::memory_order_acquire)) return 1;
@@ -121,6 +126,19 @@ bool Cq::full_or_retry(std::uint64_t t, OverrunHandler* overrun) {
   return false;
 }
 
+bool Cq::overran_at(std::uint64_t pos, OverrunHandler* overrun) {
+  std::lock_guard lk(mu_);
+  const std::uint64_t head = head_.load(std::memory_order_acquire);
+  if (static_cast<std::int64_t>(pos - head) < static_cast<std::int64_t>(cqe_.load(std::memory_order_relaxed))) {
+    head_cache_.store(head, std::memory_order_release);
+    return false;
+  }
+  if (error_.load(std::memory_order_relaxed)) return true;
+  error_.store(true, std::memory_order_release);
+  *overrun = overrun_handler_;
+  return true;
+}
+
 bool Cq::push(const Wc& wc, bool solicited) {
   if (error_.load(std::memory_order_relaxed)) return false;
   // Reserve a position.
@@ -140,16 +158,31 @@ bool Cq::push(const Wc& wc, bool solicited) {
       t = tail_.load(std::memory_order_relaxed);
       continue;
     }
-    // seq_cst: the arming handshake (cq.h); acquire: a resize's new ring.
-    if (tail_.compare_exchange_weak(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) break;
+    // Acquire: a resize's new ring and size, through its unfreeze.
+    if (tail_.compare_exchange_weak(t, t + 1, std::memory_order_acquire, std::memory_order_relaxed)) break;
   }
   // Write and publish. A resize waits for this publish before it moves
   // the CQEs, so the ring seen here stays valid until then.
   CqRing::Cell& cell = ring_view_.load(std::memory_order_acquire)->at(t);
   cell.wc = wc;
   cell.seq.store(t + 1, std::memory_order_release);
+  // A shrinking resize between the room check and the CAS leaves the tail
+  // as it was, so the CAS cannot tell: check the room again. The CQE is
+  // then in the storage (which never shrinks) past the new size: an
+  // overrun, with this CQE kept.
+  // (Signed: by now the consumer may have polled past this CQE.)
+  if (static_cast<std::int64_t>(t - head_cache_.load(std::memory_order_acquire)) >=
+      static_cast<std::int64_t>(cqe_.load(std::memory_order_relaxed))) [[unlikely]] {
+    OverrunHandler overrun;
+    if (overran_at(t, &overrun)) {
+      if (overrun) overrun(*this);
+      return false;
+    }
+  }
 
-  const std::uint32_t armed = armed_.load();  // seq_cst: pairs with req_notify
+  // The arming handshake with req_notify (cq.h): store (publish), fence, load.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint32_t armed = armed_.load(std::memory_order_relaxed);
   if (armed == 0) return true;
   if ((armed & NOTIFY_NEXT_COMP) == 0 && !solicited && wc.status == WcStatus::kSuccess) return true;
   Schedule sched = Schedule::kNone;
@@ -205,8 +238,8 @@ Result<void> Cq::resize(std::uint32_t cqe, std::uint32_t max_cqe) {
   } else {
     cqe_.store(cqe, std::memory_order_relaxed);  // fits the storage: only the limit changes
   }
-  // A push that read the old size before the freeze may still land one
-  // CQE past a smaller new size, never past the storage.
+  // A push that checked the old size before the freeze checks again after
+  // its reservation (push).
   tail_.store(t, std::memory_order_release);
   return result;
 }

@@ -32,11 +32,12 @@
 // line is not read on every push. Capacity is a power of two >= cqe; cqe,
 // the logical size, is what overrun is checked against.
 //
-// Arming: armed_ is read lock-free by every push after its reservation;
-// both the reservation (the tail CAS) and that load are seq_cst, as are
-// req_notify's store of armed_ and its load of tail, so either the push
-// sees the arming (and decides the event under mu_) or req_notify sees the
-// CQE (and reports it as missed): no event is lost between them.
+// Arming: armed_ is read lock-free by every push after it published its
+// CQE, with a seq_cst fence between; req_notify has a fence between its
+// store of armed_ and its reads of tail (REPORT_MISSED_EVENTS) and of the
+// cells (the caller's next poll). So either the push sees the arming and
+// decides the event under mu_, or the arming's side sees the CQE: no
+// event is lost between them.
 // mu_ (a FastMutex) guards the arming and moderation state, the handlers,
 // the overrun decision and resize; poll_mu_ orders pollers and resize.
 // error_ only goes false -> true, under mu_ (the overrun handler runs once).
@@ -152,6 +153,9 @@ class Cq {
   // The ring looked full at `t`: decides under mu_ whether it is (overrun,
   // false) or whether the push should retry (true).
   bool full_or_retry(std::uint64_t t, OverrunHandler* overrun);
+  // After a reservation at `pos`: whether it lies past the size (a resize
+  // shrank the CQ meanwhile); if so the CQ enters the error state.
+  bool overran_at(std::uint64_t pos, OverrunHandler* overrun);
 
   const std::uint32_t cqn_;
   const std::uint32_t comp_vector_;
