@@ -558,5 +558,99 @@ TEST(RcEngine, ConcurrentPostAndPoll) {
   EXPECT_EQ(done_b.load(), kOps);
 }
 
+// post_recv and the responder share the receive ring without a common lock:
+// receives posted from one thread while SENDs arrive (RNR retries cover a
+// momentarily empty queue) are consumed once each, in order.
+TEST(RcEngine, ReceivesPostedWhileSendsArrive) {
+  Side a(4096, QpCaps{64, 64, 1, 1, 0}), b(4096, QpCaps{64, 16, 1, 1, 0});
+  connect(a, b, kAccessAll, /*rnr_retry=*/7);  // 7: retry forever
+  constexpr int kMsgs = 3000;
+  std::thread poster([&] {
+    Sge sge{b.addr(0), 64, b.key};
+    for (int i = 0; i < kMsgs;) {
+      RecvWr rw;
+      rw.wr_id = static_cast<std::uint64_t>(i);
+      rw.sg_list = &sge;
+      rw.num_sge = 1;
+      auto r = b.qp->post_recv(&rw, nullptr);
+      if (r) {
+        ++i;
+        continue;
+      }
+      ASSERT_EQ(r.error().code, ENOMEM);  // full: the responder frees slots as it goes
+      std::this_thread::yield();
+    }
+  });
+  Sge s{a.addr(0), 8, a.key};
+  std::vector<Wc> recvs;
+  for (int sent = 0; sent < kMsgs; ++sent) {
+    SendWr w;
+    w.wr_id = static_cast<std::uint64_t>(sent);
+    w.opcode = WrOpcode::kSend;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.send_flags = SEND_SIGNALED;
+    ASSERT_TRUE(post(a, w));
+    auto sc = poll_n(*a.scq, 1, 10000);
+    ASSERT_EQ(sc.size(), 1u);
+    ASSERT_EQ(sc[0].status, WcStatus::kSuccess);
+  }
+  poster.join();
+  auto rc = poll_n(*b.rcq, kMsgs, 10000);
+  ASSERT_EQ(rc.size(), static_cast<std::size_t>(kMsgs));
+  for (int i = 0; i < kMsgs; ++i) {
+    ASSERT_EQ(rc[i].status, WcStatus::kSuccess);
+    ASSERT_EQ(rc[i].wr_id, static_cast<std::uint64_t>(i));
+  }
+}
+
+// A QP that enters ERR while another thread posts receives: every receive
+// that was accepted completes exactly once (flushed), none is stranded in
+// the queue by posting just as the flush ran.
+TEST(RcEngine, ReceivesPostedAsTheQpEntersErrorAllFlush) {
+  for (int round = 0; round < 50; ++round) {
+    Side a(4096, QpCaps{16, 256, 1, 1, 0}), b(4096, QpCaps{16, 256, 1, 1, 0});
+    connect(a, b);
+    std::atomic<bool> go{false};
+    std::atomic<int> accepted{0};
+    std::thread poster([&] {
+      Sge sge{b.addr(0), 64, b.key};
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < 200; ++i) {
+        RecvWr rw;
+        rw.wr_id = static_cast<std::uint64_t>(i);
+        rw.sg_list = &sge;
+        rw.num_sge = 1;
+        if (b.qp->post_recv(&rw, nullptr)) accepted.fetch_add(1);
+      }
+    });
+    go.store(true);
+    for (int spin = 0; spin < round * 10; ++spin) std::this_thread::yield();  // land the ERR at varied points
+    // A bad rkey: b's responder moves b to ERR and flushes its receive
+    // queue (modify_qp would exclude the poster; this path does not).
+    Sge s{a.addr(0), 8, a.key};
+    SendWr w;
+    w.opcode = WrOpcode::kRdmaWrite;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.remote_addr = b.addr(0);
+    w.rkey = b.key ^ 0x100;
+    ASSERT_TRUE(post(a, w));
+    poster.join();
+    ASSERT_EQ(b.qp->state(), QpState::kErr);
+    const auto n = static_cast<std::size_t>(accepted.load());
+    auto rc = poll_n(*b.rcq, n, 5000);
+    ASSERT_EQ(rc.size(), n) << "round " << round;
+    std::vector<bool> seen(200);
+    for (const Wc& wc : rc) {
+      EXPECT_EQ(wc.status, WcStatus::kWrFlushErr);
+      ASSERT_LT(wc.wr_id, 200u);
+      EXPECT_FALSE(seen[wc.wr_id]) << "flushed twice";
+      seen[wc.wr_id] = true;
+    }
+    EXPECT_TRUE(poll_n(*b.rcq, 1, 0).empty());
+  }
+}
+
 }  // namespace
 }  // namespace srdma::hca
