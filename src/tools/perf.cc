@@ -2,6 +2,8 @@
 // client and the server), connected over the in-process link through the
 // public verbs; everything a loop posts is built once per size and reused.
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -599,6 +601,35 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
 // ---------------------------------------------------------------------------
 // Latency
 
+// Pins the calling thread to the n-th CPU it may run on, for its lifetime
+// (best effort; the old mask comes back at the end), as perftest's users
+// pin each side with taskset: the two sides of a two-thread ping-pong on
+// different cores rather than wherever the scheduler happens to put them,
+// which makes run-to-run latency bimodal.
+class ScopedPin {
+ public:
+  explicit ScopedPin(int n) {
+    if (sched_getaffinity(0, sizeof old_, &old_) != 0) return;
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &old_) || seen++ != n) continue;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      pinned_ = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+      return;
+    }
+  }
+  ~ScopedPin() {
+    if (pinned_) (void)pthread_setaffinity_np(pthread_self(), sizeof old_, &old_);
+  }
+  ScopedPin(const ScopedPin&) = delete;
+  ScopedPin& operator=(const ScopedPin&) = delete;
+
+ private:
+  cpu_set_t old_{};
+  bool pinned_ = false;
+};
+
 // Control shared by the two sides of a ping-pong.
 struct Control {
   std::atomic<int> state{0};  // 0 running, 1 stop (the client is done), 2 the server failed
@@ -749,8 +780,11 @@ Result<LatRow> run_lat(Pair& p, const PerfSettings& s, std::uint64_t size, Endpo
   std::optional<Error> server_error;
 
   std::thread server;
+  std::optional<ScopedPin> client_pin;
   if (pingpong && !s.single_thread) {
+    // The server first: a thread starts with its creator's mask.
     server = std::thread([&] {
+      ScopedPin pin(1);
       for (std::uint64_t k = 1; timed || k <= s.iterations; ++k) {
         auto r = b.receive(k, ctl);
         if (r && *r) r = b.send(k, ctl);
@@ -762,6 +796,7 @@ Result<LatRow> run_lat(Pair& p, const PerfSettings& s, std::uint64_t size, Endpo
         if (!*r) return;  // stopped
       }
     });
+    client_pin.emplace(0);
   }
   auto finish = [&](std::optional<Error> e) -> std::optional<Error> {
     int expected = 0;
