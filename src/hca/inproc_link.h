@@ -22,10 +22,13 @@ class SoftHca;
 // (this scope) before it checks the cache's generation, and whoever
 // unpublishes a target (InprocLink::detach, SoftHca::destroy_qp) bumps the
 // generation and then waits (quiesce_deliveries) until every thread that
-// was inside has left. Both sides use seq_cst, so either the reader sees the
-// new generation (and takes the locked path) or the writer sees it inside.
-// Scopes nest; only the outermost one publishes. One seq_cst store per
-// outermost delivery, on a line only this thread writes.
+// was inside has left. Either the reader sees the new generation (and
+// takes the locked path) or the writer sees it inside: a store-load
+// barrier on both sides. It is asymmetric where Linux offers membarrier
+// (private expedited): the reader's mark is a plain store, and the writer
+// (rare: a detach, a destroy_qp) makes every running thread of the process
+// execute a full barrier; elsewhere both sides use seq_cst. Scopes nest;
+// only the outermost one publishes, on a line only this thread writes.
 class DeliveryScope {
  public:
   DeliveryScope();
