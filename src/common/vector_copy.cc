@@ -83,6 +83,14 @@ void vector_copy(void* dst, const void* src, std::size_t n) {
   copy_blocks(dst, src, n);
 }
 
+bool vector_copy_accelerated() {
+#if defined(__x86_64__)
+  return have_avx2();
+#else
+  return false;
+#endif
+}
+
 const char* vector_copy_name() {
 #if defined(__x86_64__)
   if (have_avx2()) return "avx2";

@@ -11,5 +11,8 @@ namespace srdma {
 void vector_copy(void* dst, const void* src, std::size_t n);
 // "avx2" or "32-byte loop": what vector_copy runs on this CPU.
 const char* vector_copy_name();
+// True when vector_copy runs explicit vector moves (AVX2) here; the
+// portable loop is no reason to prefer it over memcpy.
+bool vector_copy_accelerated();
 
 }  // namespace srdma
