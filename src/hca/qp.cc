@@ -35,7 +35,6 @@ QpAttr Qp::attr() const {
 }
 
 Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
-  std::lock_guard post(post_mu_);
   std::lock_guard sq(sq_mu_);
   std::lock_guard rq(rq_mu_);
   const QpState cur = state();
@@ -93,9 +92,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   if (next == QpState::kReset) {
     // RESET empties both queues without completions (IBA 10.3.1).
     sq_prod_ = req_.next = comp_.consumer = 0;
-    rq_next_ = 0;
-    rq_head_.store(0, std::memory_order_relaxed);
-    rq_tail_.store(0, std::memory_order_relaxed);
+    rq_head_ = rq_tail_ = 0;
     req_.rnr_until = {};
     comp_.timeout_at = {};
     comp_.timeout_unstamped = false;
@@ -207,49 +204,30 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
 }
 
 Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
-  std::lock_guard lock(post_mu_);
+  std::lock_guard lock(rq_mu_);
   const QpState s = state();
-  std::uint64_t tail = rq_tail_.load(std::memory_order_relaxed);
-  const std::uint64_t posted_from = tail;
-  Result<void> result;
   for (; wr; wr = wr->next) {
     auto refuse = [&](int code, std::string why) -> Result<void> {
       if (bad_wr) *bad_wr = wr;
       return make_error(code, std::move(why));
     };
-    if (s == QpState::kReset) {
-      result = refuse(EINVAL, "cannot post receives in state RESET");
-      break;
-    }
-    if (tail - rq_head_.load(std::memory_order_acquire) >= init_.caps.max_recv_wr) {
-      result = refuse(ENOMEM, fmt::format("receive queue full ({} WRs)", init_.caps.max_recv_wr));
-      break;
-    }
-    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_recv_sge) {
-      result = refuse(EINVAL, fmt::format("num_sge {} beyond max_recv_sge {}", wr->num_sge, init_.caps.max_recv_sge));
-      break;
-    }
-    RecvWqe& r = rq_[tail % rq_.size()];
+    if (s == QpState::kReset) return refuse(EINVAL, "cannot post receives in state RESET");
+    if (rq_tail_ - rq_head_ >= init_.caps.max_recv_wr)
+      return refuse(ENOMEM, fmt::format("receive queue full ({} WRs)", init_.caps.max_recv_wr));
+    if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_recv_sge)
+      return refuse(EINVAL, fmt::format("num_sge {} beyond max_recv_sge {}", wr->num_sge, init_.caps.max_recv_sge));
+    RecvWqe& r = rq_[rq_tail_ % rq_.size()];
     r.wr_id = wr->wr_id;
     r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
     r.length = 0;
     for (const Sge& sg : r.sges) r.length += sg.length;
     if (s == QpState::kErr) {
-      std::lock_guard rq(rq_mu_);  // complete_recv's (REQUIRES rq_mu_)
       complete_recv(r, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
       continue;
     }
-    // Published one by one: the responder may take each as soon as it is there.
-    rq_tail_.store(++tail);  // seq_cst, then the state load below (set_error's pair)
+    ++rq_tail_;
   }
-  // A QP that entered ERR while these were posted may have flushed the
-  // queue before they arrived: flush them here. Either this load sees ERR,
-  // or the flush (after its seq_cst store of ERR, under rq_mu_) saw them.
-  if (tail != posted_from && state_.load() == QpState::kErr) {
-    std::lock_guard rq(rq_mu_);
-    flush_recv_queue();
-  }
-  return result;
+  return {};
 }
 
 void Qp::receive_response(Message&& msg) {
@@ -275,7 +253,7 @@ void Qp::set_error() {
   {
     std::lock_guard lock(rq_mu_);
     if (state() == QpState::kErr) return;
-    state_.store(QpState::kErr);  // seq_cst: pairs with post_recv's
+    state_.store(QpState::kErr, std::memory_order_release);
     flush_recv_queue();
   }
   dev_.kick_later(shared_from_this());

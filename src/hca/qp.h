@@ -7,18 +7,12 @@
 // WQEs and writes CQEs. Each role's state is a struct only that role writes.
 //
 // Locking: `sq_mu_` guards the send queue, the requester and the completer;
-// `rq_mu_` guards the responder and the receive queue's consumer side;
-// `post_mu_` orders post_recv callers, the receive queue's producers. The
-// receive ring itself is single-producer single-consumer between the two
-// (a release store of rq_tail_ publishes a WQE, of rq_head_ frees its slot),
-// so posting a receive does not take the lock the peer's responder holds
-// while it delivers a message. The send side runs in
+// `rq_mu_` guards the receive queue and the responder. The send side runs in
 // whatever thread holds sq_mu_: a poster (post_send executes in the poster's
 // thread), the link's receive path, or the device timer. Responses arrive in
 // `inbox_` (its own small lock) and are drained by the holder of sq_mu_;
-// kick() makes sure some thread drains them. Lock order: post_mu_, then
-// sq_mu_ of one QP, then rq_mu_ of any QP, then inbox/CQ locks. Never
-// rq_mu_ then sq_mu_.
+// kick() makes sure some thread drains them. Lock order: sq_mu_ of one QP,
+// then rq_mu_ of any QP, then inbox/CQ locks. Never rq_mu_ then sq_mu_.
 // Fast registration (REG_MR, LOCAL_INV, SEND_WITH_INV) takes the device's
 // control mutex under sq_mu_ or rq_mu_; it is a leaf lock (nothing takes
 // a QP, CQ or inbox lock while holding it).
@@ -207,23 +201,13 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
   std::uint8_t timer_armed_timeout_ = 0xff;  // req_.timeout it was a transport deadline for, else 0xff
 
-  // The receive ring: [rq_next_, rq_tail_) are posted and not yet taken,
-  // [rq_head_, rq_next_) taken but their slots not yet given back.
-  std::vector<RecvWqe> rq_;
-  alignas(64) FastMutex post_mu_;          // orders producers; guards the slots at rq_tail_
-  std::atomic<std::uint64_t> rq_tail_{0};  // written under post_mu_ (seq_cst: see post_recv)
-  alignas(64) FastMutex rq_mu_;            // guards rq_next_, resp_; rq_head_'s writer
-  std::atomic<std::uint64_t> rq_head_{0};
-  std::uint64_t rq_next_ = 0;
-  bool rq_empty() const { return rq_next_ == rq_tail_.load(std::memory_order_acquire); }
-  // The oldest posted receive, taken off the queue; its slot stays the
-  // responder's until release_recvs() (complete_recv calls it once the
-  // WQE is read). REQUIRES: rq_mu_, !rq_empty().
-  RecvWqe& take_recv() { return rq_[rq_next_++ % rq_.size()]; }
-  // Gives the taken slots back to post_recv. REQUIRES: rq_mu_.
-  void release_recvs() {
-    if (rq_head_.load(std::memory_order_relaxed) != rq_next_) rq_head_.store(rq_next_, std::memory_order_release);
-  }
+  FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_
+  std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first
+  std::uint64_t rq_head_ = 0, rq_tail_ = 0;
+  bool rq_empty() const { return rq_head_ == rq_tail_; }
+  // The oldest posted receive, taken off the queue. Valid until the next
+  // post_recv (the caller holds rq_mu_). REQUIRES: !rq_empty().
+  RecvWqe& take_recv() { return rq_[rq_head_++ % rq_.size()]; }
   ResponderState resp_;
 
   FastMutex inbox_mu_;  // guards inbox_

@@ -209,7 +209,7 @@ void Qp::fail_wqe(std::uint64_t index, WcStatus status) {
   // The first error ends the QP (IBA 10.8.3.3): the WQEs before this one
   // can no longer be acknowledged and flush, this one completes with the
   // error, and the rest flush when the send side next runs.
-  state_.store(QpState::kErr);  // seq_cst: pairs with post_recv's
+  state_.store(QpState::kErr, std::memory_order_release);
   while (comp_.consumer < index) complete_send(wqe(comp_.consumer++), WcStatus::kWrFlushErr, true);
   complete_send(wqe(comp_.consumer++), status, true);
   req_.next = std::max(req_.next, comp_.consumer);

@@ -28,7 +28,6 @@ void Qp::receive_request(Message&& msg) {
   // requester's transport timer turns that into a retry error.
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return;
   responder_execute(msg);
-  release_recvs();
 }
 
 void Qp::respond(const Message& req, MsgOp op, Message&& resp) {
@@ -48,7 +47,7 @@ void Qp::nak(const Message& req, NakCode code, std::uint8_t rnr_timer) {
   respond(req, MsgOp::kNak, std::move(m));
   if (code == NakCode::kInvalidRequest || code == NakCode::kRemoteAccessError ||
       code == NakCode::kRemoteOperationalError) {
-    state_.store(QpState::kErr);  // seq_cst: pairs with post_recv's
+    state_.store(QpState::kErr, std::memory_order_release);
     flush_recv_queue();
     dev_.kick_later(shared_from_this());  // its send side flushes too
   }
@@ -234,9 +233,6 @@ void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint
   wc.qp_num = qpn_;
   wc.qp_context = init_.qp_context;
   wc.src_qp = src_qp;
-  // The WQE is consumed before its CQE is visible, as on hardware: a
-  // completion handler may repost into the slot at once.
-  release_recvs();
   push_cqe(*init_.recv_cq, wc, solicited);
 }
 
@@ -244,7 +240,6 @@ void Qp::flush_recv_queue() {
   while (!rq_empty()) {
     complete_recv(take_recv(), WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
   }
-  release_recvs();
 }
 
 }  // namespace srdma::hca
