@@ -149,7 +149,9 @@ bool Cq::push(const Wc& wc, bool solicited) {
       t = tail_.load(std::memory_order_relaxed);
       continue;
     }
-    if (t - head_cache_.load(std::memory_order_acquire) >= cqe_.load(std::memory_order_relaxed)) {
+    // Signed: t may be stale enough to lie behind the cached head.
+    if (static_cast<std::int64_t>(t - head_cache_.load(std::memory_order_acquire)) >=
+        static_cast<std::int64_t>(cqe_.load(std::memory_order_relaxed))) {
       OverrunHandler overrun;
       if (!full_or_retry(t, &overrun)) {
         if (overrun) overrun(*this);

@@ -27,6 +27,7 @@ struct CqRing {
   // Set in the tail while a resize moves the CQEs: pushes wait.
   static constexpr std::uint64_t kFrozen = std::uint64_t{1} << 63;
 
+  // REQUIRES: min_entries <= 2^31 (the device's max_cqe is far below).
   explicit CqRing(std::uint32_t min_entries)
       : capacity(std::bit_ceil(std::max<std::uint32_t>(min_entries, 1))), cells(new Cell[capacity]) {}
 

@@ -132,7 +132,9 @@ void quiesce_deliveries() {
   // The caller bumped a generation (seq_cst RMW) before calling: a thread
   // whose odd word we do not see will see that generation. membarrier runs
   // a full barrier on every thread of the process that is running now
-  // (one that is not passes through one when it is switched in).
+  // (one that is not passes through one when it is switched in). Once
+  // registered it does not fail (EPERM means unregistered); the fence is
+  // for a process where registration did not happen.
   if (!kAsymmetricBarrier || syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
     std::atomic_thread_fence(std::memory_order_seq_cst);
   const ScopeSlot* self = tls_depth != 0 ? tls_slot : nullptr;
