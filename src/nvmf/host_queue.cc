@@ -327,7 +327,8 @@ bool HostQueue::check_timeouts(Clock::time_point now) {
     for (std::uint32_t i = 0; i < cfg_.size && !expired; ++i)
       expired = reqs_[i].busy && reqs_[i].deadline < now;
   }
-  if (expired) close(ETIMEDOUT);
+  // The owner fails the whole controller (failed() first, then every
+  // queue), so whoever sees an I/O time out sees the controller failed.
   return expired;
 }
 

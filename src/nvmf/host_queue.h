@@ -83,7 +83,8 @@ class HostQueue {
   // failures are delivered once the drain is back.
   void close(int err);
   bool closed() const { return closed_.load(std::memory_order_acquire); }
-  // A command older than the timeout: closes with ETIMEDOUT. True if so.
+  // True if a command is older than the timeout (the controller then fails
+  // with ETIMEDOUT: HostController::fail closes every queue).
   bool check_timeouts(Clock::time_point now);
 
   std::uint16_t qid() const { return cfg_.qid; }
