@@ -65,7 +65,7 @@ TEST(WorkQueue, AKeyNeverRunsOnTwoThreadsAtOnce) {
   ASSERT_TRUE(eventually([&] { return requeues_left.load() <= 0 && inside.load() == 0; }));
   wq.cancel(&key);
   EXPECT_EQ(overlaps.load(), 0);
-  EXPECT_GT(runs.load(), 2000);
+  EXPECT_GE(runs.load(), 2000);  // each run spends one requeue until none is left
 }
 
 TEST(WorkQueue, DifferentKeysRunInParallel) {
