@@ -558,9 +558,9 @@ TEST(RcEngine, ConcurrentPostAndPoll) {
   EXPECT_EQ(done_b.load(), kOps);
 }
 
-// post_recv and the responder share the receive ring without a common lock:
-// receives posted from one thread while SENDs arrive (RNR retries cover a
-// momentarily empty queue) are consumed once each, in order.
+// Receives posted from one thread while SENDs arrive from another (RNR
+// retries cover a momentarily empty queue) are consumed once each, in
+// order, and a full queue answers ENOMEM until the responder frees a slot.
 TEST(RcEngine, ReceivesPostedWhileSendsArrive) {
   Side a(4096, QpCaps{64, 64, 1, 1, 0}), b(4096, QpCaps{64, 16, 1, 1, 0});
   connect(a, b, kAccessAll, /*rnr_retry=*/7);  // 7: retry forever
@@ -627,7 +627,7 @@ TEST(RcEngine, ReceivesPostedAsTheQpEntersErrorAllFlush) {
     go.store(true);
     for (int spin = 0; spin < round * 10; ++spin) std::this_thread::yield();  // land the ERR at varied points
     // A bad rkey: b's responder moves b to ERR and flushes its receive
-    // queue (modify_qp would exclude the poster; this path does not).
+    // queue from the sending thread while the poster keeps posting.
     Sge s{a.addr(0), 8, a.key};
     SendWr w;
     w.opcode = WrOpcode::kRdmaWrite;
