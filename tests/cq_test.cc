@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hca/event_queue.h"
+#include "eventually.h"
 
 namespace srdma::hca {
 namespace {
@@ -25,13 +26,18 @@ Wc wc_with(std::uint64_t wr_id, WcStatus status = WcStatus::kSuccess) {
   return wc;
 }
 
-// Polls `pred` until it holds or a generous deadline passes (noisy machine).
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(200us);
+using test::eventually;
+
+// Producers' flow control in the stress tests: one credit per CQE the
+// consumer has room for. False once the consumer gave up (`failed`).
+bool take_credit(std::atomic<std::uint32_t>& credits, const std::atomic<bool>& failed) {
+  std::uint32_t c = credits.load();
+  while (c == 0 || !credits.compare_exchange_weak(c, c - 1)) {
+    if (c == 0) {
+      if (failed.load()) return false;
+      std::this_thread::yield();
+      c = credits.load();
+    }
   }
   return true;
 }
@@ -478,14 +484,7 @@ TEST(Cq, StressManyProducersOneConsumer) {
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
       for (std::uint64_t i = 0; i < kPerProducer; ++i) {
-        std::uint32_t c = credits.load();
-        while (c == 0 || !credits.compare_exchange_weak(c, c - 1)) {
-          if (c == 0) {
-            if (failed.load()) return;  // the consumer gave up: no more credits
-            std::this_thread::yield();
-            c = credits.load();
-          }
-        }
+        if (!take_credit(credits, failed)) return;  // the consumer gave up
         if (!cq.push(wc_with((std::uint64_t(p) << 32) | i), (i % 7) == 0)) {
           failed.store(true);
           return;
@@ -535,7 +534,7 @@ TEST(Cq, StressManyProducersOneConsumer) {
 // Two ways to close the race: REPORT_MISSED_EVENTS, or a poll after arming.
 class CqRearm : public ::testing::TestWithParam<bool> {};
 INSTANTIATE_TEST_SUITE_P(Both, CqRearm, ::testing::Values(true, false),
-                         [](const auto& info) { return info.param ? "ReportMissed" : "PollAfterArming"; });
+                         [](const auto& p) { return p.param ? "ReportMissed" : "PollAfterArming"; });
 
 TEST_P(CqRearm, NoEventIsLostBetweenAPushAndTheRearm) {
   const bool report_missed = GetParam();
@@ -609,14 +608,7 @@ TEST(Cq, ResizeWhileProducersPushAndTheConsumerPolls) {
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
       for (std::uint64_t i = 0; i < kPerProducer; ++i) {
-        std::uint32_t c = credits.load();
-        while (c == 0 || !credits.compare_exchange_weak(c, c - 1)) {
-          if (c == 0) {
-            if (failed.load()) return;  // the consumer gave up: no more credits
-            std::this_thread::yield();
-            c = credits.load();
-          }
-        }
+        if (!take_credit(credits, failed)) return;  // the consumer gave up
         if (!cq.push(wc_with((std::uint64_t(p) << 32) | i), false)) {
           failed.store(true);
           return;

@@ -11,21 +11,14 @@
 
 #include "hca/async_events.h"
 #include "hca/cq.h"
+#include "eventually.h"
 
 namespace srdma::hca {
 namespace {
 
 using namespace std::chrono_literals;
 
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
-}
+using test::eventually;
 
 Wc wc_with(std::uint64_t wr_id) {
   Wc wc;

@@ -8,20 +8,14 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
+
 namespace srdma::core {
 namespace {
 
 using namespace std::chrono_literals;
 
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
-}
+using test::eventually;
 
 TEST(WorkQueue, AKeyIsPendingAtMostOnce) {
   WorkQueue wq(1, -1);
