@@ -1,8 +1,8 @@
 // The engine's memory copy. glibc's memcpy on some machines (AMD EPYC with
 // glibc 2.36) takes `rep movsb` for 4-64 KiB copies and runs far below the
-// vector units' speed there; on others it is the fastest there is. So the
-// first copy times both on this machine, per size class, and every copy
-// uses the faster: the vector loop (common/vector_copy.h) or memcpy.
+// vector units' speed there. So copies from 256 bytes to 4 MiB use the
+// vector loop (common/vector_copy.h) where the CPU has one; small and huge
+// copies use memcpy (copy.cc says why).
 #pragma once
 
 #include <cstddef>

@@ -1,17 +1,26 @@
 // A small mutex for the data path's short critical sections (a QP's queue
-// locks, its inbox, a CQ's ring): an uncontended lock and unlock are one
-// atomic instruction each, inline, where std::mutex costs two calls into
-// pthreads. Contended waiters spin briefly, then sleep on the word (C++20
-// atomic wait, a futex on Linux).
+// locks, its inbox, a CQ's consumer lock): an uncontended lock is one atomic
+// instruction, inline, and an unlock is a plain store, where std::mutex
+// costs two calls into pthreads and two locked instructions. Contended
+// waiters spin briefly, then sleep on the word (C++20 atomic wait, a futex
+// on Linux).
 //
-// States: 0 free, 1 locked, 2 locked with (possible) sleepers (Drepper,
-// "Futexes are tricky", mutex #3). Acquire on lock, release on unlock, so it
-// orders memory exactly like std::mutex; ThreadSanitizer sees the atomics.
-// Meets Lockable (lock_guard, unique_lock with try_to_lock). Not recursive.
+// The unlock's store and its check for sleepers are a Dekker pair with the
+// sleeper's announcement: the unlocker runs `store state 0; light fence;
+// load sleepers`, a waiter `sleepers++; heavy fence; load state` before it
+// sleeps (common/asymmetric_fence.h). So either the waiter sees the lock
+// free, or the unlocker sees the waiter and wakes it; the cost of the fence
+// falls on the thread that is about to sleep anyway.
+//
+// Acquire on lock, release on unlock, so it orders memory exactly like
+// std::mutex; ThreadSanitizer sees the atomics. Meets Lockable (lock_guard,
+// unique_lock with try_to_lock). Not recursive.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+
+#include "common/asymmetric_fence.h"
 
 namespace srdma::hca {
 
@@ -22,40 +31,37 @@ class FastMutex {
   FastMutex& operator=(const FastMutex&) = delete;
 
   void lock() {
-    std::uint32_t c = 0;
-    if (state_.compare_exchange_strong(c, 1, std::memory_order_acquire, std::memory_order_relaxed)) [[likely]]
+    if (try_lock()) [[likely]]
       return;
-    lock_slow(c);
+    lock_slow();
   }
   bool try_lock() {
     std::uint32_t c = 0;
     return state_.compare_exchange_strong(c, 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
   void unlock() {
-    if (state_.exchange(0, std::memory_order_release) == 2) [[unlikely]]
+    state_.store(0, std::memory_order_release);
+    asymmetric_light_fence();
+    if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
       state_.notify_one();
   }
 
  private:
-  [[gnu::noinline]] void lock_slow(std::uint32_t c) {
+  [[gnu::noinline]] void lock_slow() {
     for (int spin = 0; spin < 64; ++spin) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
-      c = 0;
-      if (state_.load(std::memory_order_relaxed) == 0 &&
-          state_.compare_exchange_weak(c, 1, std::memory_order_acquire, std::memory_order_relaxed))
-        return;
+      if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
     }
-    // Mark sleepers present; whoever unlocks from 2 wakes one of us.
-    if (c != 2) c = state_.exchange(2, std::memory_order_acquire);
-    while (c != 0) {
-      state_.wait(2, std::memory_order_relaxed);
-      c = state_.exchange(2, std::memory_order_acquire);
-    }
+    sleepers_.fetch_add(1, std::memory_order_relaxed);
+    asymmetric_heavy_fence();
+    while (!try_lock()) state_.wait(1, std::memory_order_relaxed);  // returns at once unless still held
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  std::atomic<std::uint32_t> state_{0};
+  std::atomic<std::uint32_t> state_{0};     // 0 free, 1 held
+  std::atomic<std::uint32_t> sleepers_{0};  // threads past spinning, in lock_slow
 };
 
 }  // namespace srdma::hca

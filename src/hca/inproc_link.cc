@@ -1,9 +1,5 @@
 #include "hca/inproc_link.h"
 
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -12,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/asymmetric_fence.h"
 #include "hca/soft_hca.h"
 
 namespace srdma::hca {
@@ -59,15 +56,6 @@ ScopeRegistry& scope_registry() {
   return *r;
 }
 
-// Whether the writer side of the barrier can be membarrier: registered
-// once, before the first delivery (static initialisation).
-bool register_membarrier() {
-  const long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
-  return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-}
-const bool kAsymmetricBarrier = register_membarrier();
-
 // The thread's slot and nesting depth: plain thread_locals (trivially
 // destructible, so an access is a direct TLS load); the releaser, which has
 // a destructor, is touched only when the thread takes its slot.
@@ -111,15 +99,10 @@ DeliveryScope::DeliveryScope() {
   if (tls_depth++ != 0) return;
   ScopeSlot* s = tls_slot;
   if (s == nullptr) [[unlikely]] s = take_slot();
-  // Ordered before the generation loads that follow (StoreLoad): by the
-  // quiescer's membarrier, or here.
-  const std::uint64_t odd = s->word.load(std::memory_order_relaxed) + 1;
-  if (kAsymmetricBarrier) [[likely]] {
-    s->word.store(odd, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
-  } else {
-    s->word.store(odd, std::memory_order_seq_cst);
-  }
+  // Ordered before the generation loads that follow (StoreLoad) by the
+  // pair of asymmetric fences: the light one here, the quiescer's heavy one.
+  s->word.store(s->word.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  asymmetric_light_fence();
 }
 
 DeliveryScope::~DeliveryScope() {
@@ -130,13 +113,8 @@ DeliveryScope::~DeliveryScope() {
 
 void quiesce_deliveries() {
   // The caller bumped a generation (seq_cst RMW) before calling: a thread
-  // whose odd word we do not see will see that generation. membarrier runs
-  // a full barrier on every thread of the process that is running now
-  // (one that is not passes through one when it is switched in). Once
-  // registered it does not fail (EPERM means unregistered); the fence is
-  // for a process where registration did not happen.
-  if (!kAsymmetricBarrier || syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+  // whose odd word we do not see will see that generation.
+  asymmetric_heavy_fence();
   const ScopeSlot* self = tls_depth != 0 ? tls_slot : nullptr;
   std::vector<std::pair<const ScopeSlot*, std::uint64_t>> inside;
   {

@@ -3,6 +3,7 @@
 #include "hca/qp.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -16,12 +17,14 @@
 namespace srdma::hca {
 
 Qp::Qp(SoftHca& dev, std::uint32_t qpn, QpInit init) : dev_(dev), qpn_(qpn), init_(std::move(init)) {
-  sq_.resize(std::max<std::uint32_t>(init_.caps.max_send_wr, 1));
+  sq_.resize(std::bit_ceil(sq_depth()));
+  sq_mask_ = sq_.size() - 1;
   for (auto& w : sq_) {
     w.sges.reserve(init_.caps.max_send_sge);
     w.inline_data.reserve(init_.caps.max_inline_data);
   }
-  rq_.resize(std::max<std::uint32_t>(init_.caps.max_recv_wr, 1));
+  rq_.resize(std::bit_ceil(std::max<std::uint64_t>(init_.caps.max_recv_wr, 1)));
+  rq_mask_ = rq_.size() - 1;
   for (auto& r : rq_) r.sges.reserve(init_.caps.max_recv_sge);
 }
 
@@ -119,8 +122,8 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
       refuse(EINVAL, fmt::format("cannot post sends in state {}", qp_state_str(s)));
       break;
     }
-    if (sq_prod_ - comp_.consumer >= sq_.size()) {
-      refuse(ENOMEM, fmt::format("send queue full ({} WRs outstanding)", sq_.size()));
+    if (sq_prod_ - comp_.consumer >= sq_depth()) {
+      refuse(ENOMEM, fmt::format("send queue full ({} WRs outstanding)", sq_depth()));
       break;
     }
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_send_sge) {
@@ -216,7 +219,7 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
       return refuse(ENOMEM, fmt::format("receive queue full ({} WRs)", init_.caps.max_recv_wr));
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_recv_sge)
       return refuse(EINVAL, fmt::format("num_sge {} beyond max_recv_sge {}", wr->num_sge, init_.caps.max_recv_sge));
-    RecvWqe& r = rq_[rq_tail_ % rq_.size()];
+    RecvWqe& r = rq_[rq_tail_ & rq_mask_];
     r.wr_id = wr->wr_id;
     r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
     r.length = 0;

@@ -20,6 +20,7 @@
 // std::mutex, cheaper uncontended.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -175,7 +176,11 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                      std::uint32_t imm, std::uint32_t flags, std::uint32_t src_qp, bool solicited = false);
 
-  SendWqe& wqe(std::uint64_t index) { return sq_[index % sq_.size()]; }
+  // The rings are a power of two long (an index is masked, not divided:
+  // a division per WQE lookup was a measurable part of a small message);
+  // the depth the consumer asked for is what post_send/post_recv enforce.
+  SendWqe& wqe(std::uint64_t index) { return sq_[index & sq_mask_]; }
+  std::uint64_t sq_depth() const { return std::max<std::uint32_t>(init_.caps.max_send_wr, 1); }
   void push_cqe(Cq& cq, const Wc& wc, bool solicited);
   // `transport`: `at` is a transport deadline (now + the timeout req_.timeout
   // gave then), so the timer runs at most one timeout from now.
@@ -193,6 +198,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
 
   FastMutex sq_mu_;  // guards sq_, sq_prod_, req_, comp_
   std::vector<SendWqe> sq_;
+  std::uint64_t sq_mask_ = 0;  // sq_.size() - 1
   std::uint64_t sq_prod_ = 0;
   RequesterState req_;
   CompleterState comp_;
@@ -203,11 +209,12 @@ class Qp : public std::enable_shared_from_this<Qp> {
 
   FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_
   std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first
+  std::uint64_t rq_mask_ = 0;  // rq_.size() - 1
   std::uint64_t rq_head_ = 0, rq_tail_ = 0;
   bool rq_empty() const { return rq_head_ == rq_tail_; }
   // The oldest posted receive, taken off the queue. Valid until the next
   // post_recv (the caller holds rq_mu_). REQUIRES: !rq_empty().
-  RecvWqe& take_recv() { return rq_[rq_head_++ % rq_.size()]; }
+  RecvWqe& take_recv() { return rq_[rq_head_++ & rq_mask_]; }
   ResponderState resp_;
 
   FastMutex inbox_mu_;  // guards inbox_

@@ -133,7 +133,7 @@ void Qp::requester_send_one() {
   // 16 PSNs, and when half the send queue waits for one; the responder
   // coalesces the rest (an ACK acknowledges every PSN before it).
   const bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
-  m.ack_req = signaled || (m.psn & 15) == 15 || (req_.next + 1 - comp_.consumer) * 2 >= sq_.size();
+  m.ack_req = signaled || (m.psn & 15) == 15 || (req_.next + 1 - comp_.consumer) * 2 >= sq_depth();
   // A local operation or a fenced WR right behind waits for this one's
   // completion: ask for it rather than wait for the transport timer.
   if (!m.ack_req && req_.next + 1 != sq_prod_) {

@@ -58,7 +58,8 @@ SoftHca::SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAlloc
       pd_alloc_(std::move(pd)),
       qp_alloc_(std::move(qp)),
       cq_alloc_(std::move(cq)),
-      address_(next_address()) {}
+      address_(next_address()),
+      link_(InprocLink::instance()) {}
 
 Result<std::uint32_t> SoftHca::alloc_pd() {
   std::lock_guard lock(mu_);

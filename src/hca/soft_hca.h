@@ -178,7 +178,7 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   AsyncEventDispatcher& async_events();
 
   // For the engine.
-  Link& link();
+  Link& link() { return link_; }
   bool link_knows(std::uint64_t addr) const;
   void receive(Message&& msg);
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
@@ -225,6 +225,7 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   void start_engine();
   void on_cq_overrun(Cq& cq);
   const std::uint64_t address_;
+  Link& link_;  // the wire to other devices (in-process for now)
   std::once_flag engine_once_;
   std::unique_ptr<EngineTimer> timer_;
   std::unique_ptr<AsyncEventDispatcher> async_;

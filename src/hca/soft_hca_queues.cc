@@ -66,7 +66,6 @@ AsyncEventDispatcher& SoftHca::async_events() {
   return *async_;
 }
 
-Link& SoftHca::link() { return InprocLink::instance(); }
 bool SoftHca::link_knows(std::uint64_t addr) const { return InprocLink::instance().knows(addr); }
 
 Result<std::shared_ptr<Cq>> SoftHca::create_cq(std::uint32_t cqe, std::uint32_t comp_vector, void* context) {
