@@ -76,17 +76,23 @@ Result<int> Cq::req_notify(std::uint32_t flags) {
   // Like rxe: an armed NEXT_COMP stays NEXT_COMP; NEXT_COMP wins when both
   // bits are given (the solicited mask is then "any completion").
   const std::uint32_t was = armed_.load(std::memory_order_relaxed);
+  // The arming handshake with push (cq.h): this store, then the tail's
+  // load, both seq_cst. A push that reserved after the load sees the arming.
   armed_.store(((was | arm) & NOTIFY_NEXT_COMP) != 0 ? NOTIFY_NEXT_COMP : NOTIFY_SOLICITED,
-               std::memory_order_relaxed);
-  // Pairs with push's fence: a CQE this arming does not see fires it, and
-  // one it sees (by the tail below, or by the caller's next poll) did not.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if ((flags & NOTIFY_REPORT_MISSED_EVENTS) != 0) {
-    const std::uint64_t t = tail_.load(std::memory_order_relaxed) & ~CqRing::kFrozen;
-    // Counts a reserved CQE still being written: the caller's next poll
-    // may find it a moment later, which is what it loops for.
-    if (t != head_.load(std::memory_order_acquire)) return 1;
-  }
+               std::memory_order_seq_cst);
+  const std::uint64_t t = tail_.load(std::memory_order_seq_cst);  // not frozen: resize holds mu_
+  const std::uint64_t head = head_.load(std::memory_order_acquire);
+  // Counts a reserved CQE still being written: the caller's next poll may
+  // find it a moment later, which is what it loops for.
+  if ((flags & NOTIFY_REPORT_MISSED_EVENTS) != 0 && t != head) return 1;
+  // A push that reserved before the load may have read armed_ before the
+  // store and will make no event: wait until it has published, so that the
+  // caller's next poll finds its CQE. A reservation is a few stores from
+  // its publication; the range is what waits unpolled (usually little).
+  CqRing& ring = *ring_view_.load(std::memory_order_relaxed);  // changes only under mu_
+  for (std::uint64_t pos = head; pos < t; ++pos)
+    while (static_cast<std::int64_t>(ring.at(pos).seq.load(std::memory_order_acquire) - (pos + 1)) < 0)
+      std::this_thread::yield();
   return 0;
 }
 
@@ -160,8 +166,9 @@ bool Cq::push(const Wc& wc, bool solicited) {
       t = tail_.load(std::memory_order_relaxed);
       continue;
     }
-    // Acquire: a resize's new ring and size, through its unfreeze.
-    if (tail_.compare_exchange_weak(t, t + 1, std::memory_order_acquire, std::memory_order_relaxed)) break;
+    // Seq_cst: the arming handshake's barrier (below); acquire: a resize's
+    // new ring and size, through its unfreeze.
+    if (tail_.compare_exchange_weak(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) break;
   }
   // Write and publish. A resize waits for this publish before it moves
   // the CQEs, so the ring seen here stays valid until then.
@@ -182,9 +189,9 @@ bool Cq::push(const Wc& wc, bool solicited) {
     }
   }
 
-  // The arming handshake with req_notify (cq.h): store (publish), fence, load.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const std::uint32_t armed = armed_.load(std::memory_order_relaxed);
+  // The arming handshake with req_notify (cq.h): the reservation, then this
+  // load, both seq_cst; no fence after the publish.
+  const std::uint32_t armed = armed_.load(std::memory_order_seq_cst);
   if (armed == 0) return true;
   if ((armed & NOTIFY_NEXT_COMP) == 0 && !solicited && wc.status == WcStatus::kSuccess) return true;
   Schedule sched = Schedule::kNone;

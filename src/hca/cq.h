@@ -32,12 +32,15 @@
 // line is not read on every push. Capacity is a power of two >= cqe; cqe,
 // the logical size, is what overrun is checked against.
 //
-// Arming: armed_ is read lock-free by every push after it published its
-// CQE, with a seq_cst fence between; req_notify has a fence between its
-// store of armed_ and its reads of tail (REPORT_MISSED_EVENTS) and of the
-// cells (the caller's next poll). So either the push sees the arming and
-// decides the event under mu_, or the arming's side sees the CQE: no
-// event is lost between them.
+// Arming: armed_ is read lock-free by every push after it reserved its
+// position and published its CQE; req_notify stores armed_ and then reads
+// the tail. The four are seq_cst, and the reservation is a locked
+// instruction anyway, so a push pays no fence: either the push reserved
+// after the arming's read of the tail, and it sees the arming and decides
+// the event under mu_; or the arming's side sees the reservation. Then it
+// reports a missed event (REPORT_MISSED_EVENTS), or waits until the CQE is
+// published, so the caller's next poll finds it. No event is lost between
+// them.
 // mu_ (a FastMutex) guards the arming and moderation state, the handlers,
 // the overrun decision and resize; poll_mu_ orders pollers and resize.
 // error_ only goes false -> true, under mu_ (the overrun handler runs once).
