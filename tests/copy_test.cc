@@ -14,7 +14,7 @@ namespace {
 TEST(Copy, EverySizeAndAlignmentIsExact) {
   std::vector<std::uint8_t> src(70000), dst(70000);
   std::iota(src.begin(), src.end(), 0);
-  for (std::size_t n : {0, 1, 7, 16, 31, 32, 33, 127, 128, 129, 255, 256, 257, 4095, 4096, 4097, 65536, 65537}) {
+  for (std::size_t n : {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 127, 128, 129, 255, 256, 257, 4095, 4096, 4097, 65536, 65537}) {
     for (std::size_t off : {0, 1, 3, 31}) {
       std::fill(dst.begin(), dst.end(), 0xEE);
       copy_bytes(dst.data() + off, src.data() + off + 5, n);

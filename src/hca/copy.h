@@ -13,9 +13,30 @@
 
 namespace srdma::hca {
 
-// Below 256 bytes always memcpy (inline: the small-message path).
+// Up to 32 bytes: two overlapping fixed-size moves (a small message's
+// payload is copied without a call into libc); below 256 bytes memcpy.
 void copy_bytes_large(void* dst, const void* src, std::size_t n);
+inline void copy_small(void* dst, const void* src, std::size_t n) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto both_ends = [&]<std::size_t W>() {  // W <= n <= 2W: head and tail words, read before written
+    unsigned char head[W], tail[W];
+    std::memcpy(head, s, W);
+    std::memcpy(tail, s + n - W, W);
+    std::memcpy(d, head, W);
+    std::memcpy(d + n - W, tail, W);
+  };
+  if (n >= 16) return both_ends.template operator()<16>();
+  if (n >= 8) return both_ends.template operator()<8>();
+  if (n >= 4) return both_ends.template operator()<4>();
+  if (n >= 2) return both_ends.template operator()<2>();
+  if (n == 1) *d = *s;
+}
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
+  if (n <= 32) [[likely]] {
+    copy_small(dst, src, n);
+    return;
+  }
   if (n < 256) {
     std::memcpy(dst, src, n);
     return;
