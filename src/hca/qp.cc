@@ -84,10 +84,10 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
     req_.timeout = attr_.timeout;
     req_.retry_cnt = attr_.retry_cnt;
     req_.rnr_retry = attr_.rnr_retry;
-    resp_.access = attr_.qp_access_flags;
+    resp_.access.store(attr_.qp_access_flags, std::memory_order_relaxed);
     resp_.min_rnr_timer = attr_.min_rnr_timer;
   }
-  if (mask & QP_RQ_PSN) resp_.expected_psn = in.rq_psn & 0xffffff;
+  if (mask & QP_RQ_PSN) resp_.expected_psn.store(in.rq_psn & 0xffffff, std::memory_order_release);
   if (mask & QP_SQ_PSN) req_.next_psn = in.sq_psn & 0xffffff;
   if (mask & QP_RETRY_CNT) req_.retries_left = in.retry_cnt;
   if (mask & QP_RNR_RETRY) req_.rnr_retries_left = in.rnr_retry;

@@ -22,12 +22,37 @@ std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
 }  // namespace
 
 void Qp::receive_request(Message&& msg) {
+  if (msg.op == MsgOp::kWrite && responder_write_unlocked(msg)) return;
   std::lock_guard lock(rq_mu_);
   QpState s = state();
   // IBA 10.3.1: a QP in RESET, INIT or ERR drops what arrives; the
   // requester's transport timer turns that into a retry error.
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return;
   responder_execute(msg);
+}
+
+bool Qp::responder_write_unlocked(const Message& msg) {
+  // Requests to a QP come from its one peer, whose requester sends them one
+  // at a time (under its sq_mu_), so the in-sequence WRITE needs no lock of
+  // ours: it touches no receive queue, and everything that can go wrong
+  // (a duplicate, a gap, an access or key error, a state that drops it)
+  // is left to the locked path, which checks again. Two senders aiming at
+  // one QP at once (a misconfigured peer) can both pass the PSN check; each
+  // write was still translated and checked, so nothing outside what their
+  // rkeys grant is touched.
+  const QpState s = state();
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return false;
+  const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_acquire);
+  if (msg.psn != expected) return false;
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return false;
+  auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, init_.pdn);
+  if (!t) return false;
+  PieceList dst;
+  t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
+  copy_pieces(dst, msg.payload);
+  resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
+  if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
+  return true;
 }
 
 void Qp::respond(const Message& req, MsgOp op, Message&& resp) {
@@ -58,8 +83,9 @@ void Qp::responder_execute(Message& msg) {
   // being executed; reads (idempotent) run again and atomics replay their
   // saved result; a gap is a sequence error.
   bool duplicate = false;
-  if (msg.psn != resp_.expected_psn) {
-    std::uint32_t behind = (resp_.expected_psn - msg.psn) & 0xffffff;
+  const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_relaxed);
+  if (msg.psn != expected) {
+    std::uint32_t behind = (expected - msg.psn) & 0xffffff;
     if (behind >= 0x800000) {
       nak(msg, NakCode::kPsnSequenceError);
       return;
@@ -136,7 +162,7 @@ void Qp::responder_execute(Message& msg) {
     }
     case MsgOp::kWrite:
     case MsgOp::kWriteWithImm: {
-      if (!(resp_.access & ACCESS_REMOTE_WRITE)) {
+      if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
@@ -159,7 +185,7 @@ void Qp::responder_execute(Message& msg) {
       break;
     }
     case MsgOp::kReadRequest: {
-      if (!(resp_.access & ACCESS_REMOTE_READ)) {
+      if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
@@ -171,13 +197,13 @@ void Qp::responder_execute(Message& msg) {
       Message m;
       m.length = msg.length;
       t->for_each_piece([&](MemPiece p) { m.payload.push_back(p); });
-      if (!duplicate) resp_.expected_psn = (msg.psn + 1) & 0xffffff;
+      if (!duplicate) resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
       respond(msg, MsgOp::kReadResponse, std::move(m));
       return;
     }
     case MsgOp::kCmpSwap:
     case MsgOp::kFetchAdd: {
-      if (!(resp_.access & ACCESS_REMOTE_ATOMIC)) {
+      if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
@@ -200,7 +226,7 @@ void Qp::responder_execute(Message& msg) {
         orig = word.fetch_add(msg.compare_add, std::memory_order_acq_rel);
       }
       resp_.last_atomic_orig = orig;
-      resp_.expected_psn = (msg.psn + 1) & 0xffffff;
+      resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
       Message m;
       m.atomic_orig = orig;
       respond(msg, MsgOp::kAtomicAck, std::move(m));
@@ -212,7 +238,7 @@ void Qp::responder_execute(Message& msg) {
     case MsgOp::kAtomicAck:
       return;  // responses never reach the responder
   }
-  resp_.expected_psn = (msg.psn + 1) & 0xffffff;
+  resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
   // Coalesced: an ACK only when asked (IBA 9.7.5.1.2); it covers every
   // earlier PSN too.
   if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
