@@ -142,9 +142,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
     bool timeout_unstamped = false;
   };
   // Responder (responder.cc): written only by it (and modify_qp). An
-  // in-sequence RDMA WRITE runs without rq_mu_ (it touches no receive
-  // queue): it reads access and expected_psn and advances expected_psn, so
-  // those two are atomics.
+  // in-sequence RDMA WRITE or READ runs without rq_mu_ (neither touches the
+  // receive queue): it reads access and expected_psn and advances
+  // expected_psn, so those two are atomics.
   struct ResponderState {
     std::atomic<std::uint32_t> access{0};  // qp_access_flags
     std::uint8_t min_rnr_timer = 1;
@@ -169,10 +169,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const;
   Clock::time_point transport_deadline() const;
 
-  // The in-sequence RDMA WRITE, without rq_mu_: true if it executed the
-  // request, false if the locked path must (anything else: a duplicate, a
-  // NAK, a state that drops it).
-  bool responder_write_unlocked(const Message& msg);
+  // An in-sequence RDMA WRITE or READ, without rq_mu_: true if it executed
+  // the request, false if the locked path must (anything else: a
+  // duplicate, a NAK, a state that drops it).
+  bool responder_unlocked(const Message& msg);
   // Receive side, REQUIRES rq_mu_.
   void responder_execute(Message& msg);
   void respond(const Message& req, MsgOp op, Message&& resp);

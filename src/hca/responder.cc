@@ -22,7 +22,7 @@ std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
 }  // namespace
 
 void Qp::receive_request(Message&& msg) {
-  if (msg.op == MsgOp::kWrite && responder_write_unlocked(msg)) return;
+  if ((msg.op == MsgOp::kWrite || msg.op == MsgOp::kReadRequest) && responder_unlocked(msg)) return;
   std::lock_guard lock(rq_mu_);
   QpState s = state();
   // IBA 10.3.1: a QP in RESET, INIT or ERR drops what arrives; the
@@ -31,26 +31,37 @@ void Qp::receive_request(Message&& msg) {
   responder_execute(msg);
 }
 
-bool Qp::responder_write_unlocked(const Message& msg) {
+bool Qp::responder_unlocked(const Message& msg) {
   // Requests to a QP come from its one peer, whose requester sends them one
-  // at a time (under its sq_mu_), so the in-sequence WRITE needs no lock of
-  // ours: it touches no receive queue, and everything that can go wrong
-  // (a duplicate, a gap, an access or key error, a state that drops it)
-  // is left to the locked path, which checks again. Two senders aiming at
-  // one QP at once (a misconfigured peer) can both pass the PSN check; each
-  // write was still translated and checked, so nothing outside what their
-  // rkeys grant is touched.
+  // at a time (under its sq_mu_), so an in-sequence RDMA WRITE or READ
+  // needs no lock of ours: neither touches the receive queue, and
+  // everything that can go wrong (a duplicate, a gap, an access or key
+  // error, a state that drops the request) is left to the locked path,
+  // which checks again. Two senders aiming at one QP at once (a
+  // misconfigured peer) can both pass the PSN check; each access was still
+  // translated and checked, so nothing outside what their rkeys grant is
+  // touched.
   const QpState s = state();
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return false;
   const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_acquire);
   if (msg.psn != expected) return false;
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return false;
-  auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, init_.pdn);
+  const std::uint32_t access = msg.op == MsgOp::kWrite ? ACCESS_REMOTE_WRITE : ACCESS_REMOTE_READ;
+  if (!(resp_.access.load(std::memory_order_relaxed) & access)) return false;
+  auto t = dev_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
   if (!t) return false;
+  const std::uint32_t next = (msg.psn + 1) & 0xffffff;
+  if (msg.op == MsgOp::kReadRequest) {
+    Message m;
+    m.length = msg.length;
+    t->for_each_piece([&](MemPiece p) { m.payload.push_back(p); });
+    resp_.expected_psn.store(next, std::memory_order_release);
+    respond(msg, MsgOp::kReadResponse, std::move(m));
+    return true;
+  }
   PieceList dst;
   t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
   copy_pieces(dst, msg.payload);
-  resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
+  resp_.expected_psn.store(next, std::memory_order_release);
   if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
   return true;
 }
