@@ -29,6 +29,23 @@ TEST(CqPoolBench, RunsBothModesAndCountsWhatItSees) {
   EXPECT_NE(out.str().find("compl/interrupt"), std::string::npos);
 }
 
+TEST(CqPoolBench, ABatchingTargetThreadAnswersToo) {
+  CqPoolBenchOptions o;
+  o.pairs = 4;
+  o.depth = 4;
+  o.seconds = 0.1;
+  o.service_us = 20;
+  std::ostringstream out;
+  auto rows = cq_pool_bench(o, out);
+  ASSERT_TRUE(rows) << rows.error().to_string();
+  ASSERT_EQ(rows->size(), 2u);
+  for (const auto& r : *rows) {
+    EXPECT_GT(r.ops_per_s, 0);
+    EXPECT_GE(r.completions_per_interrupt, 1.0);
+  }
+  EXPECT_NE(out.str().find("in batches after 20 us"), std::string::npos);
+}
+
 TEST(CqPoolBench, RoundsAlternateTheModesAndReportMedians) {
   CqPoolBenchOptions o;
   o.pairs = 2;
@@ -63,6 +80,7 @@ TEST(CqPoolBench, RefusesBadOptions) {
   for (auto bad : {CqPoolBenchOptions{.pairs = 0}, CqPoolBenchOptions{.depth = 0},
                    CqPoolBenchOptions{.vectors = 0}, CqPoolBenchOptions{.seconds = -1},
                    CqPoolBenchOptions{.size = 0}, CqPoolBenchOptions{.rounds = 0},
+                   CqPoolBenchOptions{.service_us = -1},
                    CqPoolBenchOptions{.run_private = false, .run_pool = false}}) {
     auto r = cq_pool_bench(bad, out);
     ASSERT_FALSE(r);

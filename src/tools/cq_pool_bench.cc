@@ -6,6 +6,7 @@
 #include <mutex>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -39,7 +40,7 @@ struct Endpoint {
   // completes an endpoint at a time, so round_trips has one writer.
   alignas(64) std::atomic<std::uint64_t> round_trips{0};
   std::atomic<int> in_handlers{0};  // handlers running and replies queued (teardown waits for 0)
-  struct Target* target = nullptr;  // the responder side answers through it
+  struct Target* target = nullptr;  // with --service-us, the responder side answers through it
   std::atomic<int> errors{0};
 
   void post_recv() {
@@ -80,22 +81,26 @@ struct Endpoint {
       return;
     }
     ep->post_recv();
-    if (!ep->requester) return defer_reply(ep);
+    if (!ep->requester) {
+      if (ep->target != nullptr) return defer_reply(ep);
+      return ep->send();  // a reply for every request, running or not: the requester drains
+    }
     ep->round_trips.store(ep->round_trips.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (ep->running->load(std::memory_order_relaxed)) ep->send();
   }
   static void defer_reply(Endpoint* ep);
 };
 
-// The target's "media": requests are answered in batches after a short
-// service time, as a storage target would, so that completions reach the
-// host in bursts across many QPs -- the case shared CQs are for.
+// The target's "media" (--service-us): requests are answered in batches
+// after a service time, as a storage target would, so that completions
+// reach the host in bursts across many QPs.
 struct Target {
+  explicit Target(std::chrono::microseconds t) : service(t) {}
   std::mutex mu;  // guards pending, stop
   std::condition_variable cv;
   std::vector<Endpoint*> pending;
   bool stop = false;
-  std::chrono::microseconds service{20};
+  const std::chrono::microseconds service;
   std::thread thread{[this] { run(); }};
 
   ~Target() {
@@ -194,7 +199,8 @@ Result<CqPoolBenchRow> run_mode(const CqPoolBenchOptions& o, bool pooled) {
   };
 
   std::atomic<bool> running{true};
-  Target target;
+  std::optional<Target> target;
+  if (o.service_us > 0) target.emplace(std::chrono::microseconds(o.service_us));
   std::vector<std::unique_ptr<Endpoint>> eps;
   const QpCaps caps{static_cast<std::uint32_t>(o.depth), static_cast<std::uint32_t>(o.depth), 1, 1, 0};
   for (int i = 0; i < o.pairs; ++i) {
@@ -214,7 +220,7 @@ Result<CqPoolBenchRow> run_mode(const CqPoolBenchOptions& o, bool pooled) {
       ep->buf = reinterpret_cast<std::uint64_t>(node->mem.data()) + std::uint64_t(i) * o.size * 2;
       ep->size = o.size;
       ep->running = &running;
-      ep->target = &target;
+      ep->target = target ? &*target : nullptr;
     }
     ea->peer = eb.get();
     eb->peer = ea.get();
@@ -286,9 +292,12 @@ Result<std::vector<CqPoolBenchRow>> cq_pool_bench(const CqPoolBenchOptions& o, s
   if (!(o.seconds > 0 && o.seconds <= 600)) return make_error(EINVAL, "-D must be in (0, 600] seconds");
   if (o.size < 1 || o.size > 65536) return make_error(EINVAL, "--size must be 1..65536");
   if (o.rounds < 1 || o.rounds > 100) return make_error(EINVAL, "--rounds must be 1..100");
+  if (o.service_us < 0 || o.service_us > 100000) return make_error(EINVAL, "--service-us must be 0..100000");
   fmt::print(out, "{} RC QP pairs, depth {}, {}-byte SEND/RECV ping-pong, SOFTIRQ poll context, {} vectors, {} s "
-                  "per mode\n",
-             o.pairs, o.depth, o.size, o.vectors, o.seconds);
+                  "per mode; {}\n",
+             o.pairs, o.depth, o.size, o.vectors, o.seconds,
+             o.service_us > 0 ? fmt::format("the target answers in batches after {} us", o.service_us)
+                              : std::string("the target answers from its completion handler"));
   fmt::print(out, " {:<8} {:>5} {:>12} {:>15} {:>14} {:>16} {:>12}\n", "mode", "CQs", "ops/s", "completions/s",
              "interrupts/s", "compl/interrupt", "wakeups/s");
   auto print = [&](const CqPoolBenchRow& r, const char* label) {

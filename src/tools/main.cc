@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   poolbench->add_option("-s,--size", pbo.size, "Message size in bytes")->capture_default_str();
   poolbench->add_option("--rounds", pbo.rounds, "Alternate the modes this many times and compare medians")
       ->capture_default_str();
+  poolbench->add_option("--service-us", pbo.service_us,
+                        "0: the target answers from its completion handler; N: a target thread answers in "
+                        "batches after N us (storage-like bursts)")
+      ->capture_default_str();
   poolbench->add_flag("!--no-dim", pbo.dim, "No adaptive completion-event moderation (an event per completion when armed)");
   std::string pool_mode = "both";
   poolbench->add_option("--mode", pool_mode, "both, or only private or pool (for profiling)")
