@@ -2,20 +2,27 @@
 // locks, its inbox, a CQ's consumer lock): an uncontended lock is one atomic
 // instruction, inline, and an unlock is a plain store, where std::mutex
 // costs two calls into pthreads and two locked instructions. Contended
-// waiters spin briefly, then sleep on the word (C++20 atomic wait, a futex
-// on Linux).
+// waiters spin briefly, then sleep on the word (a futex).
 //
 // The unlock's store and its check for sleepers are a Dekker pair with the
 // sleeper's announcement: the unlocker runs `store state 0; light fence;
 // load sleepers`, a waiter `sleepers++; heavy fence; load state` before it
 // sleeps (common/asymmetric_fence.h). So either the waiter sees the lock
 // free, or the unlocker sees the waiter and wakes it; the cost of the fence
-// falls on the thread that is about to sleep anyway.
+// falls on the thread that is about to sleep anyway. The sleep and the
+// wake are the futex system calls themselves: the kernel compares the word
+// under its own lock, so a waiter whose fence saw the lock held cannot
+// miss a wake issued after it (std::atomic::wait's notify would add a
+// check of its own, a load not ordered after our plain store).
 //
 // Acquire on lock, release on unlock, so it orders memory exactly like
 // std::mutex; ThreadSanitizer sees the atomics. Meets Lockable (lock_guard,
 // unique_lock with try_to_lock). Not recursive.
 #pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -43,7 +50,7 @@ class FastMutex {
     state_.store(0, std::memory_order_release);
     asymmetric_light_fence();
     if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
-      state_.notify_one();
+      wake_one();
   }
 
  private:
@@ -56,8 +63,13 @@ class FastMutex {
     }
     sleepers_.fetch_add(1, std::memory_order_relaxed);
     asymmetric_heavy_fence();
-    while (!try_lock()) state_.wait(1, std::memory_order_relaxed);  // returns at once unless still held
+    while (!try_lock()) futex(FUTEX_WAIT_PRIVATE, 1);  // returns at once unless the word is still 1
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  [[gnu::noinline, gnu::cold]] void wake_one() { futex(FUTEX_WAKE_PRIVATE, 1); }
+  void futex(int op, std::uint32_t val) {
+    static_assert(sizeof(state_) == sizeof(std::uint32_t) && std::atomic<std::uint32_t>::is_always_lock_free);
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), op, val, nullptr, nullptr, 0);
   }
 
   std::atomic<std::uint32_t> state_{0};     // 0 free, 1 held
