@@ -7,9 +7,11 @@
 // WQEs and writes CQEs. Each role's state is a struct only that role writes.
 //
 // Locking: `sq_mu_` guards the send queue, the requester and the completer;
-// `rq_mu_` guards the receive queue and the responder. The send side runs in
-// whatever thread holds sq_mu_: a poster (post_send executes in the poster's
-// thread), the link's receive path, or the device timer. Responses arrive in
+// `rq_mu_` guards the receive queue and the responder (except an in-sequence
+// RDMA WRITE or READ, which runs without it: responder_unlocked). The send
+// side runs in
+// whatever thread holds sq_mu_: a poster (post_send executes in the
+// poster's thread), the link's receive path, or the device timer. Responses arrive in
 // `inbox_` (its own small lock) and are drained by the holder of sq_mu_;
 // kick() makes sure some thread drains them. Lock order: sq_mu_ of one QP,
 // then rq_mu_ of any QP, then inbox/CQ locks. Never rq_mu_ then sq_mu_.
@@ -214,7 +216,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
   std::uint8_t timer_armed_timeout_ = 0xff;  // req_.timeout it was a transport deadline for, else 0xff
 
-  FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_
+  FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_ (see ResponderState)
   std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first
   std::uint64_t rq_mask_ = 0;  // rq_.size() - 1
   std::uint64_t rq_head_ = 0, rq_tail_ = 0;
