@@ -9,12 +9,12 @@
 // Locking: `sq_mu_` guards the send queue, the requester and the completer;
 // `rq_mu_` guards the receive queue and the responder (except an in-sequence
 // RDMA WRITE or READ, which runs without it: responder_unlocked). The send
-// side runs in
-// whatever thread holds sq_mu_: a poster (post_send executes in the
-// poster's thread), the link's receive path, or the device timer. Responses arrive in
-// `inbox_` (its own small lock) and are drained by the holder of sq_mu_;
-// kick() makes sure some thread drains them. Lock order: sq_mu_ of one QP,
-// then rq_mu_ of any QP, then inbox/CQ locks. Never rq_mu_ then sq_mu_.
+// side runs in whatever thread holds sq_mu_: a poster (post_send executes
+// in the poster's thread), the link's receive path, or the device timer.
+// Responses arrive in `inbox_` (its own small lock) and are drained by the
+// holder of sq_mu_; kick() makes sure some thread drains them. Lock order:
+// sq_mu_ of one QP, then rq_mu_ of any QP, then inbox/CQ locks. Never
+// rq_mu_ then sq_mu_.
 // Fast registration (REG_MR, LOCAL_INV, SEND_WITH_INV) takes the device's
 // control mutex under sq_mu_ or rq_mu_; it is a leaf lock (nothing takes
 // a QP, CQ or inbox lock while holding it).
