@@ -8,11 +8,17 @@
 namespace srdma::tools {
 namespace {
 
-TEST(CqPoolBench, RunsBothModesAndCountsWhatItSees) {
+// A short run: few pairs, shallow, a fraction of a second per mode.
+CqPoolBenchOptions quick(int pairs, int depth, double seconds) {
   CqPoolBenchOptions o;
-  o.pairs = 4;
-  o.depth = 4;
-  o.seconds = 0.1;
+  o.pairs = pairs;
+  o.depth = depth;
+  o.seconds = seconds;
+  return o;
+}
+
+TEST(CqPoolBench, RunsBothModesAndCountsWhatItSees) {
+  CqPoolBenchOptions o = quick(4, 4, 0.1);
   std::ostringstream out;
   auto rows = cq_pool_bench(o, out);
   ASSERT_TRUE(rows) << rows.error().to_string();
@@ -30,10 +36,7 @@ TEST(CqPoolBench, RunsBothModesAndCountsWhatItSees) {
 }
 
 TEST(CqPoolBench, ABatchingTargetThreadAnswersToo) {
-  CqPoolBenchOptions o;
-  o.pairs = 4;
-  o.depth = 4;
-  o.seconds = 0.1;
+  CqPoolBenchOptions o = quick(4, 4, 0.1);
   o.service_us = 20;
   std::ostringstream out;
   auto rows = cq_pool_bench(o, out);
@@ -47,10 +50,7 @@ TEST(CqPoolBench, ABatchingTargetThreadAnswersToo) {
 }
 
 TEST(CqPoolBench, RoundsAlternateTheModesAndReportMedians) {
-  CqPoolBenchOptions o;
-  o.pairs = 2;
-  o.depth = 2;
-  o.seconds = 0.05;
+  CqPoolBenchOptions o = quick(2, 2, 0.05);
   o.rounds = 3;
   std::ostringstream out;
   auto rows = cq_pool_bench(o, out);
@@ -62,10 +62,7 @@ TEST(CqPoolBench, RoundsAlternateTheModesAndReportMedians) {
 }
 
 TEST(CqPoolBench, OneModeAlone) {
-  CqPoolBenchOptions o;
-  o.pairs = 2;
-  o.depth = 2;
-  o.seconds = 0.05;
+  CqPoolBenchOptions o = quick(2, 2, 0.05);
   o.run_private = false;
   std::ostringstream out;
   auto rows = cq_pool_bench(o, out);

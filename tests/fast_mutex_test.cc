@@ -26,23 +26,27 @@ TEST(FastMutex, TryLockFailsWhileHeldAndSucceedsAfter) {
   again.join();
 }
 
-TEST(FastMutex, CountsExactlyUnderContention) {
-  // A plain counter: any two holders at once lose an increment (and
-  // ThreadSanitizer reports the race).
+// `threads` threads each increment a plain counter `iters` times under the
+// lock (yielding while holding it every `yield_every`, if non-zero) and
+// return the total: any two holders at once lose an increment (and
+// ThreadSanitizer reports the race).
+std::uint64_t count_under_lock(int threads, int iters, int yield_every) {
   FastMutex mu;
   std::uint64_t counter = 0;
-  constexpr int kThreads = 4, kIters = 50000;
   std::vector<std::thread> ts;
-  for (int t = 0; t < kThreads; ++t)
+  for (int t = 0; t < threads; ++t)
     ts.emplace_back([&] {
-      for (int i = 0; i < kIters; ++i) {
+      for (int i = 0; i < iters; ++i) {
         std::lock_guard lock(mu);
         ++counter;
+        if (yield_every != 0 && i % yield_every == 0) std::this_thread::yield();  // preempted while holding
       }
     });
   for (auto& t : ts) t.join();
-  EXPECT_EQ(counter, std::uint64_t{kThreads} * kIters);
+  return counter;
 }
+
+TEST(FastMutex, CountsExactlyUnderContention) { EXPECT_EQ(count_under_lock(4, 50000, 0), 4u * 50000); }
 
 TEST(FastMutex, SleepersAreWokenByEveryHandoff) {
   // Holders keep the lock long enough that waiters stop spinning and sleep;
@@ -70,21 +74,7 @@ TEST(FastMutex, SleepersAreWokenByEveryHandoff) {
 TEST(FastMutex, ShortHoldsWithManyThreadsNeverStrandAWaiter) {
   // Short critical sections and more threads than cores: unlocks race the
   // waiters' announcement (the Dekker pair this lock relies on) many times.
-  FastMutex mu;
-  std::uint64_t counter = 0;
-  constexpr int kThreads = 8, kIters = 20000;
-  std::vector<std::thread> ts;
-  for (int t = 0; t < kThreads; ++t)
-    ts.emplace_back([&] {
-      for (int i = 0; i < kIters; ++i) {
-        mu.lock();
-        ++counter;
-        if (i % 64 == 0) std::this_thread::yield();  // preempted while holding
-        mu.unlock();
-      }
-    });
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(counter, std::uint64_t{kThreads} * kIters);
+  EXPECT_EQ(count_under_lock(8, 20000, 64), 8u * 20000);
 }
 
 }  // namespace
