@@ -1,21 +1,15 @@
 #include "core/work_queue.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
+
+#include "common/cpu_affinity.h"
 
 namespace srdma::core {
 
 WorkQueue::WorkQueue(unsigned threads, int cpu) {
   for (unsigned i = 0; i < std::max(threads, 1u); ++i) {
     threads_.emplace_back([this] { run(); });
-    if (cpu >= 0) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpu, &set);
-      (void)pthread_setaffinity_np(threads_.back().native_handle(), sizeof set, &set);  // best effort
-    }
+    if (cpu >= 0) (void)pin_thread(threads_.back().native_handle(), cpu);  // best effort
   }
 }
 

@@ -1,11 +1,11 @@
 #include "hca/event_queue.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <string>
 
+#include "common/cpu_affinity.h"
 #include "hca/cq.h"
 
 namespace srdma::hca {
@@ -28,24 +28,11 @@ EventQueue::~EventQueue() {
 }
 
 void EventQueue::pin() {
-  // The vector-th CPU this process may run on (modulo their number): the
-  // online CPUs, minus whatever a cpuset or taskset took away.
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-  const int n = CPU_COUNT(&allowed);
+  // The vector-th CPU this process may run on (modulo their number).
+  const int n = allowed_cpu_count();
   if (n <= 0) return;
-  int want = static_cast<int>(vector_ % static_cast<std::uint32_t>(n));
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, &allowed)) continue;
-    if (want-- > 0) continue;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(c, &one);
-    if (pthread_setaffinity_np(thread_.native_handle(), sizeof(one), &one) == 0)
-      cpu_.store(c, std::memory_order_relaxed);
-    break;
-  }
+  const int c = nth_allowed_cpu(static_cast<int>(vector_ % static_cast<std::uint32_t>(n)));
+  if (pin_thread(thread_.native_handle(), c)) cpu_.store(c, std::memory_order_relaxed);
   std::string name = "srdma-eq" + std::to_string(vector_);
   name.resize(std::min<std::size_t>(name.size(), 15));  // the kernel's limit
   pthread_setname_np(thread_.native_handle(), name.c_str());

@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cpu_affinity.h"
 #include "srdma/access.h"
 #include "srdma/cq.h"
 #include "srdma/device.h"
@@ -609,15 +610,9 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
 class ScopedPin {
  public:
   explicit ScopedPin(int n) {
-    if (sched_getaffinity(0, sizeof old_, &old_) != 0) return;
-    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (!CPU_ISSET(cpu, &old_) || seen++ != n) continue;
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      pinned_ = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-      return;
-    }
+    const int cpu = nth_allowed_cpu(n);
+    if (cpu < 0 || sched_getaffinity(0, sizeof old_, &old_) != 0) return;
+    pinned_ = pin_thread(pthread_self(), cpu);
   }
   ~ScopedPin() {
     if (pinned_) (void)pthread_setaffinity_np(pthread_self(), sizeof old_, &old_);
