@@ -175,6 +175,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // the request, false if the locked path must (anything else: a
   // duplicate, a NAK, a state that drops it).
   bool responder_unlocked(const Message& msg);
+  // A READ's response from the translated memory, for both responder paths
+  // (`duplicate`: the expected PSN stays).
+  void answer_read(const Message& msg, const Translation& t, bool duplicate);
   // Receive side, REQUIRES rq_mu_.
   void responder_execute(Message& msg);
   void respond(const Message& req, MsgOp op, Message&& resp);

@@ -19,15 +19,26 @@ std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(p));
 }
 
+// IBA 10.3.1: a QP in RESET, INIT or ERR drops what arrives; the
+// requester's transport timer turns that into a retry error.
+bool drops_requests(QpState s) { return s == QpState::kReset || s == QpState::kInit || s == QpState::kErr; }
+
 }  // namespace
+
+void Qp::answer_read(const Message& msg, const Translation& t, bool duplicate) {
+  Message m;
+  m.length = msg.length;
+  t.for_each_piece([&](MemPiece p) { m.payload.push_back(p); });
+  // A duplicate READ runs again (it is idempotent) but does not move the
+  // expected PSN back.
+  if (!duplicate) resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
+  respond(msg, MsgOp::kReadResponse, std::move(m));
+}
 
 void Qp::receive_request(Message&& msg) {
   if ((msg.op == MsgOp::kWrite || msg.op == MsgOp::kReadRequest) && responder_unlocked(msg)) return;
   std::lock_guard lock(rq_mu_);
-  QpState s = state();
-  // IBA 10.3.1: a QP in RESET, INIT or ERR drops what arrives; the
-  // requester's transport timer turns that into a retry error.
-  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return;
+  if (drops_requests(state())) return;
   responder_execute(msg);
 }
 
@@ -41,27 +52,21 @@ bool Qp::responder_unlocked(const Message& msg) {
   // misconfigured peer) can both pass the PSN check; each access was still
   // translated and checked, so nothing outside what their rkeys grant is
   // touched.
-  const QpState s = state();
-  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kErr) return false;
+  if (drops_requests(state())) return false;
   const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_acquire);
   if (msg.psn != expected) return false;
   const std::uint32_t access = msg.op == MsgOp::kWrite ? ACCESS_REMOTE_WRITE : ACCESS_REMOTE_READ;
   if (!(resp_.access.load(std::memory_order_relaxed) & access)) return false;
   auto t = dev_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
   if (!t) return false;
-  const std::uint32_t next = (msg.psn + 1) & 0xffffff;
   if (msg.op == MsgOp::kReadRequest) {
-    Message m;
-    m.length = msg.length;
-    t->for_each_piece([&](MemPiece p) { m.payload.push_back(p); });
-    resp_.expected_psn.store(next, std::memory_order_release);
-    respond(msg, MsgOp::kReadResponse, std::move(m));
+    answer_read(msg, *t, /*duplicate=*/false);
     return true;
   }
   PieceList dst;
   t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
   copy_pieces(dst, msg.payload);
-  resp_.expected_psn.store(next, std::memory_order_release);
+  resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
   if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
   return true;
 }
@@ -205,11 +210,7 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
-      Message m;
-      m.length = msg.length;
-      t->for_each_piece([&](MemPiece p) { m.payload.push_back(p); });
-      if (!duplicate) resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
-      respond(msg, MsgOp::kReadResponse, std::move(m));
+      answer_read(msg, *t, duplicate);
       return;
     }
     case MsgOp::kCmpSwap:
