@@ -77,7 +77,7 @@ TEST(CqPoolBench, RefusesBadOptions) {
   for (auto bad : {CqPoolBenchOptions{.pairs = 0}, CqPoolBenchOptions{.depth = 0},
                    CqPoolBenchOptions{.vectors = 0}, CqPoolBenchOptions{.seconds = -1},
                    CqPoolBenchOptions{.size = 0}, CqPoolBenchOptions{.rounds = 0},
-                   CqPoolBenchOptions{.service_us = -1},
+                   CqPoolBenchOptions{.service_us = -1}, CqPoolBenchOptions{.service_us = 100001},
                    CqPoolBenchOptions{.run_private = false, .run_pool = false}}) {
     auto r = cq_pool_bench(bad, out);
     ASSERT_FALSE(r);

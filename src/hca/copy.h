@@ -16,20 +16,23 @@ namespace srdma::hca {
 // Up to 32 bytes: two overlapping fixed-size moves (a small message's
 // payload is copied without a call into libc); below 256 bytes memcpy.
 void copy_bytes_large(void* dst, const void* src, std::size_t n);
+// W <= n <= 2W: the first and the last W bytes, both read before either is
+// written.
+template <std::size_t W>
+inline void copy_ends(unsigned char* d, const unsigned char* s, std::size_t n) {
+  unsigned char head[W], tail[W];
+  std::memcpy(head, s, W);
+  std::memcpy(tail, s + n - W, W);
+  std::memcpy(d, head, W);
+  std::memcpy(d + n - W, tail, W);
+}
 inline void copy_small(void* dst, const void* src, std::size_t n) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
-  auto both_ends = [&]<std::size_t W>() {  // W <= n <= 2W: head and tail words, read before written
-    unsigned char head[W], tail[W];
-    std::memcpy(head, s, W);
-    std::memcpy(tail, s + n - W, W);
-    std::memcpy(d, head, W);
-    std::memcpy(d + n - W, tail, W);
-  };
-  if (n >= 16) return both_ends.template operator()<16>();
-  if (n >= 8) return both_ends.template operator()<8>();
-  if (n >= 4) return both_ends.template operator()<4>();
-  if (n >= 2) return both_ends.template operator()<2>();
+  if (n >= 16) return copy_ends<16>(d, s, n);
+  if (n >= 8) return copy_ends<8>(d, s, n);
+  if (n >= 4) return copy_ends<4>(d, s, n);
+  if (n >= 2) return copy_ends<2>(d, s, n);
   if (n == 1) *d = *s;
 }
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
