@@ -50,19 +50,34 @@ TEST(TptCache, SyncDropsEveryLineAndDeregDropsItsOwn) {
   TptCache c;
   MptFields f;
   f.flags = MPT_FLAG_REGION;
-  c.fill(7, f, c.line_version(7));
+  c.fill(7, f, c.begin_fill(7));
   ASSERT_TRUE(c.lookup(7));
   c.clear();
   EXPECT_FALSE(c.lookup(7));
-  c.fill(7, f, c.line_version(7));
+  c.fill(7, f, c.begin_fill(7));
   ASSERT_TRUE(c.lookup(7));
   // A fill whose version is stale (a store happened since) is refused.
-  std::uint64_t v = c.line_version(9);
+  TptCache::FillTicket v = c.begin_fill(9);
   c.invalidate(9);
   c.fill(9, f, v);
   EXPECT_FALSE(c.lookup(9));
   c.invalidate(7);
   EXPECT_FALSE(c.lookup(7));
+}
+
+// The epoch a line carries is the one read before the MPT: a fill whose
+// ticket predates a clear() (sync_tpt) is dead on arrival, even though no
+// store hit its line.
+TEST(TptCache, FillWhoseTicketPredatesSyncIsInvalid) {
+  TptCache c;
+  MptFields f;
+  f.flags = MPT_FLAG_REGION;
+  TptCache::FillTicket t = c.begin_fill(5);
+  c.clear();
+  c.fill(5, f, t);
+  EXPECT_FALSE(c.lookup(5));
+  c.fill(5, f, c.begin_fill(5));
+  EXPECT_TRUE(c.lookup(5));
 }
 
 }  // namespace

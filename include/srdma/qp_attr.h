@@ -8,6 +8,9 @@ namespace srdma {
 
 // IBA 10.3.1 QP states.
 enum class QpState : std::uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };
+// False for a value outside the enum (a caller's bad cast): such a state is
+// refused at the API and never indexes a table.
+constexpr bool is_valid(QpState s) { return static_cast<unsigned>(s) <= static_cast<unsigned>(QpState::kErr); }
 std::string_view qp_state_str(QpState s);
 
 // Which QpAttr fields a modify_qp sets (like enum ib_qp_attr_mask).
@@ -30,6 +33,7 @@ enum QpAttrMask : std::uint32_t {
   QP_DEST_QPN = 1u << 15,
   QP_EN_SQD_ASYNC_NOTIFY = 1u << 16,
 };
+inline constexpr std::uint32_t kQpAttrMaskAll = (1u << 17) - 1;
 
 struct QpAttr {
   QpState qp_state = QpState::kReset;

@@ -38,6 +38,7 @@ enum SendFlags : std::uint32_t {
   // executes (IBA 10.8.3.3; use it on a LOCAL_INV after RDMA READs).
   SEND_FENCE = 1u << 3,
 };
+inline constexpr std::uint32_t kSendFlagsAll = SEND_SIGNALED | SEND_SOLICITED | SEND_INLINE | SEND_FENCE;
 
 struct SendWr {
   union {

@@ -7,6 +7,7 @@
 
 #include "hca/copy.h"
 #include "hca/cq.h"
+#include "hca/delivery_scope.h"
 #include "hca/qp.h"
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
@@ -60,23 +61,35 @@ void Qp::complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t by
   push_cqe(*init_.send_cq, wc, false);
 }
 
+void Qp::rewind_to(std::uint64_t index) {
+  req_.resend_until = std::max(req_.resend_until, req_.next);
+  req_.next = index;
+  req_.next_psn = wqe(index).psn;
+}
+
 void Qp::completer_handle(Message& msg) {
-  if (state() == QpState::kErr) return;  // responses after an error are dropped
+  QpCounters::SendSide& c = counters_.send;
+  // Header validation (IBA 9.6.1.5): only the connected peer answers us.
+  if (msg.src_addr != req_.dest_addr || msg.src_qpn != req_.dest_qpn) return c.dropped_bad_source.bump();
+  if (is_request(msg.op)) return c.dropped_bad_opcode.bump();
+  if (state() == QpState::kErr) return c.dropped_bad_state.bump();  // responses after an error
   // Find the WQE this response is for: the oldest outstanding one.
-  if (comp_.consumer == req_.next) return;  // nothing outstanding: a stray or duplicate
+  if (comp_.consumer == req_.next) return c.dropped_bad_psn.bump();  // nothing outstanding: stray or duplicate
   SendWqe& w = wqe(comp_.consumer);
   if (msg.psn != w.psn) {
     // A response for an older PSN is a duplicate; for a newer one, it
     // implicitly acknowledges the WQEs before it (only SENDs and WRITEs
     // can be implied, IBA 9.7.5.1.2).
-    if (psn_before(msg.psn, w.psn)) return;
+    if (psn_before(msg.psn, w.psn)) return c.dropped_bad_psn.bump();
+    // A PSN beyond everything sent answers nothing we asked.
+    if (!psn_before(msg.psn, req_.next_psn)) return c.dropped_bad_psn.bump();
+    c.responses_received.bump();
     while (comp_.consumer != req_.next && wqe(comp_.consumer).psn != msg.psn) {
       SendWqe& old = wqe(comp_.consumer);
       if (old.opcode == WrOpcode::kRdmaRead || old.opcode == WrOpcode::kAtomicCmpAndSwp ||
           old.opcode == WrOpcode::kAtomicFetchAndAdd) {
         // A READ or atomic cannot be implied: resend from it.
-        req_.next = comp_.consumer;
-        req_.next_psn = old.psn;
+        rewind_to(comp_.consumer);
         return;
       }
       complete_send(old, WcStatus::kSuccess, false, old.length);
@@ -84,49 +97,54 @@ void Qp::completer_handle(Message& msg) {
       retire_local_wqes();  // executed local operations behind it are done too
     }
     if (comp_.consumer == req_.next) return;
+  } else {
+    c.responses_received.bump();
   }
   SendWqe& cur = wqe(comp_.consumer);
   switch (msg.op) {
     case MsgOp::kAck:
       break;
-    case MsgOp::kReadResponse: {
-      PieceList dst;
-      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst)) {
-        fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
-        return;
-      }
-      copy_pieces(dst, msg.payload);
-      break;
-    }
+    case MsgOp::kReadResponse:
     case MsgOp::kAtomicAck: {
-      PieceList dst;
-      if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst)) {
+      // Translate and place in one translation window (see delivery_scope.h).
+      const bool placed = [&] {
+        TranslationWindow window;
+        PieceList dst;
+        if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst)) return false;
+        if (msg.op == MsgOp::kReadResponse) {
+          copy_pieces(dst, msg.payload);
+        } else {
+          MemPiece src{reinterpret_cast<std::byte*>(&msg.atomic_orig), 8};
+          copy_pieces(dst, std::span<const MemPiece>(&src, 1));
+        }
+        return true;
+      }();
+      if (!placed) {
         fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
         return;
       }
-      MemPiece src{reinterpret_cast<std::byte*>(&msg.atomic_orig), 8};
-      copy_pieces(dst, std::span<const MemPiece>(&src, 1));
       break;
     }
     case MsgOp::kNak:
       switch (msg.nak) {
         case NakCode::kRnr: {
+          c.rnr_naks_received.bump();
           if (req_.rnr_retry != 7 && req_.rnr_retries_left == 0) {
             fail_wqe(comp_.consumer, WcStatus::kRnrRetryExcErr);
             return;
           }
           if (req_.rnr_retry != 7) --req_.rnr_retries_left;
+          c.rnr_retries.bump();
           // Resend from this WQE once the responder's timer has run.
-          req_.next = comp_.consumer;
-          req_.next_psn = cur.psn;
-          req_.rnr_until = Clock::now() + std::chrono::microseconds(rnr_timer_usec(msg.rnr_timer));
+          rewind_to(comp_.consumer);
+          req_.rnr_until = dev_.clock().now() + std::chrono::microseconds(rnr_timer_usec(msg.rnr_timer));
           comp_.timeout_at = {};
           comp_.timeout_unstamped = false;
           return;
         }
         case NakCode::kPsnSequenceError:
-          req_.next = comp_.consumer;
-          req_.next_psn = cur.psn;
+          c.seq_naks_received.bump();
+          rewind_to(comp_.consumer);
           return;
         case NakCode::kInvalidRequest:
         case NakCode::kRemoteAccessError:
@@ -169,20 +187,19 @@ void Qp::completer_check_timeout() {
     return;
   }
   if (comp_.timeout_at == Clock::time_point{}) return;
-  if (Clock::now() < comp_.timeout_at) {
+  if (dev_.clock().now() < comp_.timeout_at) {
     arm_timer(comp_.timeout_at, /*transport=*/true);
     return;
   }
   // Lost request or response: go back to the oldest outstanding WQE.
-  SendWqe& cur = wqe(comp_.consumer);
+  counters_.send.timeouts.bump();
   comp_.timeout_at = {};
   if (req_.retries_left == 0) {
     fail_wqe(comp_.consumer, WcStatus::kRetryExcErr);
     return;
   }
   --req_.retries_left;
-  req_.next = comp_.consumer;
-  req_.next_psn = cur.psn;
+  rewind_to(comp_.consumer);
 }
 
 void Qp::flush_send_queue() {

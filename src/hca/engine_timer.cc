@@ -2,7 +2,12 @@
 
 namespace srdma::hca {
 
-EngineTimer::EngineTimer() : thread_([this] { run(); }) {}
+EngineTimer::EngineTimer(const EngineClock& clock) : clock_(clock), thread_([this] { run(); }) {}
+
+void EngineTimer::poke() {
+  { std::lock_guard lock(mu_); }  // a thread about to sleep has seen the old time and will get this notify
+  cv_.notify_all();
+}
 
 EngineTimer::~EngineTimer() {
   {
@@ -47,9 +52,12 @@ void EngineTimer::run() {
       continue;
     }
     auto first = tasks_.begin();
-    if (first->first > Clock::now()) {
+    if (first->first > clock_.now()) {
       sleeping_ = true;
-      cv_.wait_until(lock, Clock::time_point(first->first));  // a copy: the node may go
+      if (clock_.is_manual())
+        cv_.wait(lock);  // poke() when the clock moves
+      else
+        cv_.wait_until(lock, Clock::time_point(first->first));  // a copy: the node may go
       sleeping_ = false;
       continue;
     }

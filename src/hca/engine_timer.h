@@ -14,14 +14,20 @@
 #include <mutex>
 #include <thread>
 
+#include "hca/engine_clock.h"
 #include "hca/qp.h"
 
 namespace srdma::hca {
 
 class EngineTimer {
  public:
-  EngineTimer();
+  // Deadlines are read on `clock` (it outlives the timer). With a manual
+  // clock the thread sleeps until poke() (ManualClock::advance calls it).
+  explicit EngineTimer(const EngineClock& clock);
   ~EngineTimer();  // stops and joins; pending tasks are dropped
+
+  // Looks at the deadlines again (the clock moved).
+  void poke();
 
   // Kicks `qp` at `at` (or soon after).
   void schedule(std::weak_ptr<Qp> qp, Clock::time_point at);
@@ -30,6 +36,8 @@ class EngineTimer {
 
  private:
   void run();
+
+  const EngineClock& clock_;
 
   std::mutex mu_;  // guards tasks_, stop_ and sleeping_
   std::condition_variable cv_;

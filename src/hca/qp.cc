@@ -38,6 +38,14 @@ QpAttr Qp::attr() const {
 }
 
 Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
+  // Every enum and flag word from the caller is range-checked before it is
+  // used (the transition table is indexed by state): unknown values are
+  // EINVAL and change nothing.
+  if (mask & ~kQpAttrMaskAll) return make_error(EINVAL, fmt::format("unknown attr_mask bits {:#x}", mask & ~kQpAttrMaskAll));
+  if ((mask & QP_STATE) && !is_valid(in.qp_state))
+    return make_error(EINVAL, fmt::format("qp_state {} is not a QP state", static_cast<unsigned>(in.qp_state)));
+  if ((mask & QP_CUR_STATE) && !is_valid(in.cur_qp_state))
+    return make_error(EINVAL, fmt::format("cur_qp_state {} is not a QP state", static_cast<unsigned>(in.cur_qp_state)));
   std::lock_guard sq(sq_mu_);
   std::lock_guard rq(rq_mu_);
   const QpState cur = state();
@@ -85,6 +93,8 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
     req_.retry_cnt = attr_.retry_cnt;
     req_.rnr_retry = attr_.rnr_retry;
     resp_.access.store(attr_.qp_access_flags, std::memory_order_relaxed);
+    resp_.peer_addr.store(attr_.dest_addr, std::memory_order_relaxed);
+    resp_.peer_qpn.store(attr_.dest_qp_num, std::memory_order_relaxed);
     resp_.min_rnr_timer = attr_.min_rnr_timer;
   }
   if (mask & QP_RQ_PSN) resp_.expected_psn.store(in.rq_psn & 0xffffff, std::memory_order_release);
@@ -94,7 +104,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
 
   if (next == QpState::kReset) {
     // RESET empties both queues without completions (IBA 10.3.1).
-    sq_prod_ = req_.next = comp_.consumer = 0;
+    sq_prod_ = req_.next = comp_.consumer = req_.resend_until = 0;
     rq_head_ = rq_tail_ = 0;
     req_.rnr_until = {};
     comp_.timeout_at = {};
@@ -130,8 +140,20 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
       refuse(EINVAL, fmt::format("num_sge {} beyond max_send_sge {}", wr->num_sge, init_.caps.max_send_sge));
       break;
     }
+    if (wr->num_sge > 0 && wr->sg_list == nullptr) {
+      refuse(EINVAL, fmt::format("num_sge {} with a NULL sg_list", wr->num_sge));
+      break;
+    }
     if (static_cast<unsigned>(wr->opcode) > static_cast<unsigned>(WrOpcode::kLocalInv)) {
-      refuse(EINVAL, "unknown opcode");
+      refuse(EINVAL, fmt::format("unknown opcode {}", static_cast<unsigned>(wr->opcode)));
+      break;
+    }
+    if (wr->send_flags & ~kSendFlagsAll) {
+      refuse(EINVAL, fmt::format("unknown send_flags bits {:#x}", wr->send_flags & ~kSendFlagsAll));
+      break;
+    }
+    if (wr->opcode == WrOpcode::kRegMr && (wr->access & ~kAccessAll)) {
+      refuse(EINVAL, fmt::format("unknown access bits {:#x} in REG_MR", wr->access & ~kAccessAll));
       break;
     }
     const bool local_op = wr->opcode == WrOpcode::kRegMr || wr->opcode == WrOpcode::kLocalInv;
@@ -219,6 +241,8 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
       return refuse(ENOMEM, fmt::format("receive queue full ({} WRs)", init_.caps.max_recv_wr));
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_recv_sge)
       return refuse(EINVAL, fmt::format("num_sge {} beyond max_recv_sge {}", wr->num_sge, init_.caps.max_recv_sge));
+    if (wr->num_sge > 0 && wr->sg_list == nullptr)
+      return refuse(EINVAL, fmt::format("num_sge {} with a NULL sg_list", wr->num_sge));
     RecvWqe& r = rq_[rq_tail_ & rq_mask_];
     r.wr_id = wr->wr_id;
     r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);

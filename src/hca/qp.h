@@ -30,8 +30,11 @@
 #include <mutex>
 #include <vector>
 
+#include "hca/engine_clock.h"
 #include "hca/fast_mutex.h"
 #include "hca/message.h"
+#include "hca/qp_counters.h"
+#include "srdma/counters.h"
 #include "srdma/qp_attr.h"
 #include "srdma/status.h"
 #include "srdma/wr.h"
@@ -50,7 +53,6 @@ struct QpInit {
   void* qp_context = nullptr;
 };
 
-using Clock = std::chrono::steady_clock;
 
 // REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
 constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op == WrOpcode::kLocalInv; }
@@ -68,6 +70,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   const std::shared_ptr<Cq>& recv_cq() const { return init_.recv_cq; }
   QpState state() const { return state_.load(std::memory_order_acquire); }
   QpAttr attr() const;
+  // What the transport did on this QP so far (any thread; see qp_counters.h).
+  TransportCounters counters() const { return counters_.snapshot(); }
 
   Result<void> modify(const QpAttr& attr, std::uint32_t mask);
   // Posts a list; on error *bad_wr names the first WR not posted (everything
@@ -133,6 +137,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
     Clock::time_point rnr_until{};          // no sends before this
     std::uint8_t rnr_retries_left = 7;
     std::uint8_t retries_left = 7;
+    // WQEs below this index were sent before: sending one again is a
+    // retransmission (go-back-N after a timeout, a NAK or an RNR wait).
+    std::uint64_t resend_until = 0;
   };
   // Completer (completer.cc): written only by it.
   struct CompleterState {
@@ -152,6 +159,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::uint8_t min_rnr_timer = 1;
     std::atomic<std::uint32_t> expected_psn{0};
     std::uint64_t last_atomic_orig = 0;
+    // The connected peer (IBA 9.6 / C9-xx: a connected QP accepts requests
+    // only from its destination address and QPN), set at modify time.
+    std::atomic<std::uint64_t> peer_addr{0};
+    std::atomic<std::uint32_t> peer_qpn{0};
   };
 
   enum class ReqStep { kIdle, kSend, kWaitRnr, kFlush };  // requester.cc state machine
@@ -164,6 +175,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void requester_execute_local(SendWqe& w);
   void retire_local_wqes();
   void completer_handle(Message& msg);
+  // Go-back-N: the next send is the WQE at `index` (REQUIRES sq_mu_).
+  void rewind_to(std::uint64_t index);
   void completer_check_timeout();
   void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);
   void flush_send_queue();
@@ -175,6 +188,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // the request, false if the locked path must (anything else: a
   // duplicate, a NAK, a state that drops it).
   bool responder_unlocked(const Message& msg);
+  // The request comes from the connected peer's address and QPN.
+  bool from_peer(const Message& msg) const;
   // A READ's response from the translated memory, for both responder paths
   // (`duplicate`: the expected PSN stays).
   void answer_read(const Message& msg, const Translation& t, bool duplicate);
@@ -234,6 +249,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::atomic<bool> inbox_ready_{false};
 
   std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none
+
+  QpCounters counters_;
 };
 
 }  // namespace srdma::hca

@@ -64,7 +64,7 @@ Qp::ReqStep Qp::requester_next_step() {
   if (s != QpState::kRts) return ReqStep::kIdle;
   if (req_.next == sq_prod_) return ReqStep::kIdle;
   if (req_.rnr_until != Clock::time_point{}) [[unlikely]] {
-    if (Clock::now() < req_.rnr_until) return ReqStep::kWaitRnr;
+    if (dev_.clock().now() < req_.rnr_until) return ReqStep::kWaitRnr;
     req_.rnr_until = {};  // the wait is over: no more clock reads
   }
   // Fence: wait for the completions of everything before (a response runs
@@ -88,7 +88,7 @@ bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, Pie
 Clock::time_point Qp::transport_deadline() const {
   // 4.096 us * 2^timeout (IBA 9.7.6.1.3); timeout 0 means infinite.
   if (req_.timeout == 0) return {};
-  return Clock::now() + std::chrono::nanoseconds(4096LL << std::min<int>(req_.timeout, 31));
+  return dev_.clock().now() + std::chrono::nanoseconds(4096LL << std::min<int>(req_.timeout, 31));
 }
 
 void Qp::requester_execute_local(SendWqe& w) {
@@ -194,6 +194,8 @@ void Qp::requester_send_one() {
     case WrOpcode::kLocalInv:
       return;
   }
+  counters_.send.requests_sent.bump();
+  if (req_.next < req_.resend_until) [[unlikely]] counters_.send.retransmissions.bump();
   req_.next_psn = (req_.next_psn + 1) & 0xffffff;
   ++req_.next;
   // An unknown destination loses the request; the transport timer retries.

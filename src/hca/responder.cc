@@ -6,6 +6,7 @@
 
 #include "hca/copy.h"
 #include "hca/cq.h"
+#include "hca/delivery_scope.h"
 #include "hca/link.h"
 #include "hca/qp.h"
 #include "hca/soft_hca.h"
@@ -19,9 +20,11 @@ std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(p));
 }
 
-// IBA 10.3.1: a QP in RESET, INIT or ERR drops what arrives; the
-// requester's transport timer turns that into a retry error.
-bool drops_requests(QpState s) { return s == QpState::kReset || s == QpState::kInit || s == QpState::kErr; }
+// IBA 10.3.1: only a QP in RTR, RTS or SQD executes requests; every other
+// state (and any value that is no state at all) drops what arrives, and the
+// requester's transport timer turns that into a retry error. A whitelist:
+// a state nobody thought of is closed, not open.
+bool accepts_requests(QpState s) { return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd; }
 
 }  // namespace
 
@@ -35,10 +38,30 @@ void Qp::answer_read(const Message& msg, const Translation& t, bool duplicate) {
   respond(msg, MsgOp::kReadResponse, std::move(m));
 }
 
+bool Qp::from_peer(const Message& msg) const {
+  return msg.src_addr == resp_.peer_addr.load(std::memory_order_relaxed) &&
+         msg.src_qpn == resp_.peer_qpn.load(std::memory_order_relaxed);
+}
+
 void Qp::receive_request(Message&& msg) {
   if ((msg.op == MsgOp::kWrite || msg.op == MsgOp::kReadRequest) && responder_unlocked(msg)) return;
   std::lock_guard lock(rq_mu_);
-  if (drops_requests(state())) return;
+  if (!accepts_requests(state())) {
+    counters_.recv.dropped_bad_state.bump();
+    return;
+  }
+  // IBA 9.6.1.5 (header validation of a connected QP): a request from any
+  // address or QPN but the peer's is silently dropped. Executing it would
+  // let a third party write our memory and move our expected PSN.
+  if (!from_peer(msg)) {
+    counters_.recv.dropped_bad_source.bump();
+    return;
+  }
+  if (!is_request(msg.op)) {
+    counters_.recv.dropped_bad_opcode.bump();
+    return;
+  }
+  counters_.recv.requests_received.bump();
   responder_execute(msg);
 }
 
@@ -52,20 +75,30 @@ bool Qp::responder_unlocked(const Message& msg) {
   // misconfigured peer) can both pass the PSN check; each access was still
   // translated and checked, so nothing outside what their rkeys grant is
   // touched.
-  if (drops_requests(state())) return false;
+  if (!accepts_requests(state()) || !from_peer(msg)) return false;  // the locked path counts the drop
   const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_acquire);
   if (msg.psn != expected) return false;
   const std::uint32_t access = msg.op == MsgOp::kWrite ? ACCESS_REMOTE_WRITE : ACCESS_REMOTE_READ;
   if (!(resp_.access.load(std::memory_order_relaxed) & access)) return false;
-  auto t = dev_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
-  if (!t) return false;
   if (msg.op == MsgOp::kReadRequest) {
+    // A READ stores nothing here: its pieces are read once, right away.
+    auto t = dev_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
+    if (!t) return false;
+    counters_.recv.requests_received.bump();
     answer_read(msg, *t, /*duplicate=*/false);
     return true;
   }
-  PieceList dst;
-  t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
-  copy_pieces(dst, msg.payload);
+  {
+    // From the translation to the last store (see delivery_scope.h): an
+    // invalidation of this rkey waits for it.
+    TranslationWindow window;
+    auto t = dev_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
+    if (!t) return false;
+    PieceList dst;
+    t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
+    copy_pieces(dst, msg.payload);
+  }
+  counters_.recv.requests_received.bump();
   resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
   if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
   return true;
@@ -78,6 +111,7 @@ void Qp::respond(const Message& req, MsgOp op, Message&& resp) {
   resp.src_qpn = qpn_;
   resp.dst_qpn = req.src_qpn;
   resp.psn = req.psn;
+  counters_.recv.responses_sent.bump();
   dev_.link().send(std::move(resp));
 }
 
@@ -85,6 +119,8 @@ void Qp::nak(const Message& req, NakCode code, std::uint8_t rnr_timer) {
   Message m;
   m.nak = code;
   m.rnr_timer = rnr_timer;
+  if (code == NakCode::kRnr) counters_.recv.rnr_naks_sent.bump();
+  if (code == NakCode::kPsnSequenceError) counters_.recv.seq_naks_sent.bump();
   respond(req, MsgOp::kNak, std::move(m));
   if (code == NakCode::kInvalidRequest || code == NakCode::kRemoteAccessError ||
       code == NakCode::kRemoteOperationalError) {
@@ -107,6 +143,7 @@ void Qp::responder_execute(Message& msg) {
       return;
     }
     duplicate = true;
+    counters_.recv.duplicate_requests.bump();
     if (msg.op == MsgOp::kCmpSwap || msg.op == MsgOp::kFetchAdd) {
       Message m;
       m.atomic_orig = resp_.last_atomic_orig;
@@ -136,22 +173,24 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kInvalidRequest);
         return;
       }
-      PieceList dst;
-      bool ok = true;
-      for (const Sge& s : r.sges) {
-        auto t = dev_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
-        if (!t) {
-          ok = false;
-          break;
+      // Translate and place inside one translation window, and nothing
+      // else in it (the NAK below may block on a peer's lock).
+      const bool placed = [&] {
+        TranslationWindow window;
+        PieceList dst;
+        for (const Sge& s : r.sges) {
+          auto t = dev_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
+          if (!t) return false;
+          t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
         }
-        t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
-      }
-      if (!ok) {
+        copy_pieces(dst, msg.payload);
+        return true;
+      }();
+      if (!placed) {
         complete_recv(r, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, msg.src_qpn);
         nak(msg, NakCode::kRemoteOperationalError);
         return;
       }
-      copy_pieces(dst, msg.payload);
       if (msg.op == MsgOp::kSendWithInv) {
         // IETH (IBA 9.4.1.3): after the message is placed, the responder
         // invalidates the R_Key it names, in this QP's PD, before the
@@ -186,14 +225,19 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kRnr, resp_.min_rnr_timer);
         return;
       }
-      auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
-      if (!t) {
+      const bool placed = [&] {
+        TranslationWindow window;
+        auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
+        if (!t) return false;
+        PieceList dst;
+        t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
+        copy_pieces(dst, msg.payload);
+        return true;
+      }();
+      if (!placed) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
-      PieceList dst;
-      t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
-      copy_pieces(dst, msg.payload);
       if (msg.op == MsgOp::kWriteWithImm) {
         complete_recv(take_recv(), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, msg.length, msg.imm, WC_WITH_IMM,
                       msg.src_qpn, msg.solicited);
@@ -223,19 +267,24 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kInvalidRequest);
         return;
       }
-      auto t = dev_.translate(msg.rkey, msg.va, 8, ACCESS_REMOTE_ATOMIC, pdn);
-      if (!t) {
+      std::uint64_t orig = 0;
+      const bool executed = [&] {
+        TranslationWindow window;
+        auto t = dev_.translate(msg.rkey, msg.va, 8, ACCESS_REMOTE_ATOMIC, pdn);
+        if (!t) return false;
+        std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
+        auto word = atomic_at(target);
+        if (msg.op == MsgOp::kCmpSwap) {
+          orig = msg.compare_add;
+          word.compare_exchange_strong(orig, msg.swap, std::memory_order_acq_rel);
+        } else {
+          orig = word.fetch_add(msg.compare_add, std::memory_order_acq_rel);
+        }
+        return true;
+      }();
+      if (!executed) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
-      }
-      std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
-      auto word = atomic_at(target);
-      std::uint64_t orig;
-      if (msg.op == MsgOp::kCmpSwap) {
-        orig = msg.compare_add;
-        word.compare_exchange_strong(orig, msg.swap, std::memory_order_acq_rel);
-      } else {
-        orig = word.fetch_add(msg.compare_add, std::memory_order_acq_rel);
       }
       resp_.last_atomic_orig = orig;
       resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "hca/delivery_scope.h"
 #include "hca/engine_timer.h"
 #include "hca/inproc_link.h"
 #include "srdma/access.h"
@@ -127,6 +128,9 @@ Result<void> SoftHca::dereg_mr(std::uint32_t key) {
   // (in this order: see tpt_cache.h).
   mpt_.write(index, MptFields{});
   tpt_.invalidate(index);
+  // A store translated before this point may still be landing: wait for
+  // it before the MTTs (and the key) can be handed to anyone else.
+  quiesce_translations();
   mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
                      MttPool::kMain});
   (void)mpt_.free_key(key);
@@ -136,9 +140,10 @@ Result<void> SoftHca::dereg_mr(std::uint32_t key) {
 MptFields SoftHca::lookup_mpt_miss(std::uint32_t index) const {
   // The line's version first, then the MPT: see tpt_cache.h for why this
   // order makes a fill that races with dereg_mr harmless.
-  const std::uint64_t line_version = tpt_.line_version(index);
+  const TptCache::FillTicket ticket = tpt_.begin_fill(index);
   MptFields f = mpt_.read(index);
-  if (f.is_region() && f.status == kMptStatusHw) tpt_.fill(index, f, line_version);
+  TptCache::run_fill_hook(index);
+  if (f.is_region() && f.status == kMptStatusHw) tpt_.fill(index, f, ticket);
   return f;
 }
 

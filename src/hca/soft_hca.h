@@ -23,12 +23,14 @@
 #include "alloc/index_allocator.h"
 #include "hca/async_events.h"
 #include "hca/cq.h"
+#include "hca/engine_clock.h"
 #include "hca/event_queue.h"
 #include "hca/link.h"
 #include "hca/mpt_table.h"
 #include "hca/qp.h"
 #include "hca/mtt_table.h"
 #include "hca/tpt_cache.h"
+#include "srdma/counters.h"
 #include "srdma/profile.h"
 #include "srdma/status.h"
 #include "srdma/translation.h"
@@ -177,6 +179,14 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   EventQueue& event_queue(std::uint32_t vector);
   AsyncEventDispatcher& async_events();
 
+  // What the transport did: the sum over this device's QPs, past and
+  // present, plus the packets no QP could take (unknown destination QPN).
+  TransportCounters counters() const;
+  // The transport and RNR timers run on `clock` from now on (tests).
+  // REQUIRES: `clock` outlives the device; called before the first QP.
+  void use_manual_clock(ManualClock& clock);
+  const EngineClock& clock() const { return clock_; }
+
   // For the engine.
   Link& link() { return link_; }
   bool link_knows(std::uint64_t addr) const;
@@ -233,6 +243,10 @@ class SoftHca : public std::enable_shared_from_this<SoftHca> {
   mutable std::shared_mutex queues_mu_;  // guards qps_ and cqs_
   std::unordered_map<std::uint32_t, std::shared_ptr<Qp>> qps_;
   std::unordered_map<std::uint32_t, std::weak_ptr<Cq>> cqs_;
+  EngineClock clock_;
+  std::atomic<std::uint64_t> dropped_unknown_qp_{0};
+  mutable std::mutex retired_mu_;  // guards retired_counters_
+  TransportCounters retired_counters_;  // of destroyed QPs
 };
 
 // Inline: every data-path byte goes through here.

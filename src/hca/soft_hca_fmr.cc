@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "hca/delivery_scope.h"
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
 
@@ -96,6 +97,9 @@ Result<std::uint32_t> SoftHca::map_phys_fmr(std::uint32_t key, std::span<const s
   f.status = kMptStatusSw;
   mpt_.write(index, f);
   tpt_.invalidate(index);
+  //    Stores through the old key that are still landing finish first:
+  //    they read the MTTs step 2 rewrites.
+  quiesce_translations();
   // 2. The MTTs (relaxed stores; published by step 4's release).
   mtt_.write(mtt_.first_entry(slot->mtts), page_list);
   // 3. Key, start and length, still software-owned.
@@ -127,7 +131,11 @@ Result<void> SoftHca::unmap_fmr(std::span<const std::uint32_t> keys) {
   }
   // Until here a cached translation of these keys still works (lazy, as on
   // the HCA); one SYNC_TPT for the whole list ends that.
-  if (!keys.empty()) sync_tpt();
+  if (!keys.empty()) {
+    sync_tpt();
+    // ... and a store translated before it has landed when we return.
+    quiesce_translations();
+  }
   return {};
 }
 
@@ -140,6 +148,7 @@ Result<void> SoftHca::dealloc_fmr(std::uint32_t key) {
   const std::uint32_t index = mpt_.index_of(key);
   mpt_.write(index, MptFields{});
   tpt_.invalidate(index);
+  quiesce_translations();
   mtt_.free(slot->mtts);
   (void)mpt_.free_key(slot->alloc_key);
   fmrs_.erase(index);

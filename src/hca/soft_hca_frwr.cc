@@ -12,6 +12,7 @@
 // the data path allocates nothing.
 #include <fmt/format.h>
 
+#include "hca/delivery_scope.h"
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
 
@@ -64,6 +65,7 @@ Result<void> SoftHca::dealloc_fast_reg_mr(std::uint32_t alloc_key) {
   // As dereg_mr: the entry first, then the cached translation.
   mpt_.write(index, MptFields{});
   tpt_.invalidate(index);
+  quiesce_translations();  // stores translated before still landing finish first
   mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
                      MttPool::kMain});
   (void)mpt_.free_key(alloc_key);
@@ -136,6 +138,10 @@ Result<void> SoftHca::local_invalidate(std::uint32_t key, std::uint32_t pdn) {
   f.length = 0;
   mpt_.write(index, f);
   tpt_.invalidate(index);
+  // A store through the key translated before this point has landed when
+  // the invalidation completes (the WR's CQE, or the SEND_WITH_INV's
+  // receive completion, comes after this returns).
+  quiesce_translations();
   return {};
 }
 

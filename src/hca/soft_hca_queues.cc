@@ -48,7 +48,7 @@ SoftHca::~SoftHca() {
 
 void SoftHca::start_engine() {
   std::call_once(engine_once_, [this] {
-    timer_ = std::make_unique<EngineTimer>();
+    timer_ = std::make_unique<EngineTimer>(clock_);
     async_ = std::make_unique<AsyncEventDispatcher>();
     for (std::int64_t v = 0; v < profile_.num_comp_vectors; ++v)
       eqs_.push_back(std::make_unique<EventQueue>(static_cast<std::uint32_t>(v)));
@@ -167,6 +167,10 @@ Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
   }
   // A delivery that found the QP through a route cache may still run in it.
   quiesce_deliveries();
+  {
+    std::lock_guard lock(retired_mu_);
+    retired_counters_ += qp->counters();  // the device's totals keep what it did
+  }
   qp->send_cq()->usecnt.fetch_sub(1);
   qp->recv_cq()->usecnt.fetch_sub(1);
   std::lock_guard lock(mu_);
@@ -190,7 +194,10 @@ void SoftHca::receive(Message&& msg) {
       auto it = qps_.find(msg.dst_qpn & 0xffffff);
       if (it != qps_.end()) held = it->second;
     }
-    if (!held || held->qpn() != msg.dst_qpn) return;  // no such QP: dropped (IBA 9.6.1.5)
+    if (!held || held->qpn() != msg.dst_qpn) {  // no such QP: dropped (IBA 9.6.1.5)
+      dropped_unknown_qp_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     route = QpRoute{generation, address_, msg.dst_qpn, held.get()};
     qp = held.get();
   }
@@ -198,6 +205,28 @@ void SoftHca::receive(Message&& msg) {
     qp->receive_request(std::move(msg));
   else
     qp->receive_response(std::move(msg));
+}
+
+void SoftHca::use_manual_clock(ManualClock& clock) {
+  clock_.use(&clock);
+  start_engine();
+  clock.on_advance([weak = weak_from_this()] {
+    if (auto dev = weak.lock()) dev->timer_->poke();
+  });
+}
+
+TransportCounters SoftHca::counters() const {
+  TransportCounters sum;
+  {
+    std::lock_guard lock(retired_mu_);
+    sum = retired_counters_;
+  }
+  {
+    std::shared_lock lock(queues_mu_);
+    for (const auto& [qpn, qp] : qps_) sum += qp->counters();
+  }
+  sum.dropped_for(DropReason::kUnknownQp) += dropped_unknown_qp_.load(std::memory_order_relaxed);
+  return sum;
 }
 
 void SoftHca::schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at) {

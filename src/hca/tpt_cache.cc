@@ -77,9 +77,8 @@ std::uint64_t TptCache::misses() const {
   return n;
 }
 
-void TptCache::fill(std::uint32_t index, const MptFields& f, std::uint64_t line_version) {
-  std::uint32_t e = epoch_.load(std::memory_order_acquire);
-  (void)lines_[slot(index)].try_store_if_unchanged(line_version, Line{index, e, f});
+void TptCache::fill(std::uint32_t index, const MptFields& f, const FillTicket& ticket) {
+  (void)lines_[slot(index)].try_store_if_unchanged(ticket.line_version, Line{index, ticket.epoch, f});
 }
 
 void TptCache::invalidate(std::uint32_t index) {

@@ -14,9 +14,12 @@
 // epoch equals the cache's current epoch, so clear() (sync_tpt) is one
 // atomic increment instead of a store to every line: every line filled
 // before it, and every fill that read the old epoch and lands after it, is
-// invalid from then on. invalidate() and clear() always take effect; fill()
-// is conditional: the filler reads the line's version BEFORE it reads the
-// MPT, and fills only if no store hit the line since. A deregistration
+// invalid from then on. The epoch a line carries is the one the filler read
+// BEFORE it read the MPT (FillTicket), never the one current when it
+// stores: a fill that read the MPT just before an FMR unmap's sync_tpt and
+// stores just after it is dead on arrival. invalidate() and clear() always
+// take effect; fill() is conditional: the filler reads the line's version
+// BEFORE it reads the MPT, and fills only if no store hit the line since. A deregistration
 // writes the MPT and then stores to the line (invalidate, unconditionally),
 // so either the fill lands first and is wiped before dereg returns, or the
 // filler's CAS fails, or the filler read the line version after the
@@ -63,9 +66,30 @@ class TptCache {
     if (hit) out = l.fields;
     return hit;
   }
-  // The version to pass to fill(); read it before reading the MPT.
-  std::uint64_t line_version(std::uint32_t index) const { return lines_[slot(index)].version(); }
-  void fill(std::uint32_t index, const MptFields& f, std::uint64_t line_version);
+  // What a fill must have seen before it read the MPT: the line's version
+  // and the cache's epoch. Take it BEFORE reading the MPT.
+  struct FillTicket {
+    std::uint64_t line_version = 0;
+    std::uint32_t epoch = 0;
+  };
+  FillTicket begin_fill(std::uint32_t index) const {
+    FillTicket t;
+    t.line_version = lines_[slot(index)].version();
+    t.epoch = epoch_.load(std::memory_order_acquire);
+    return t;
+  }
+  // Stores the line, tagged with the ticket's epoch, if nothing stored to
+  // it since the ticket was taken. A clear() after the ticket leaves the
+  // line dead on arrival.
+  void fill(std::uint32_t index, const MptFields& f, const FillTicket& ticket);
+
+  // Tests only: runs between a miss's MPT read and its fill, so a test can
+  // hold a filler there while another thread unmaps or deregisters.
+  using FillHook = void (*)(std::uint32_t index);
+  static void set_fill_hook_for_test(FillHook hook) { fill_hook_.store(hook, std::memory_order_release); }
+  static void run_fill_hook(std::uint32_t index) {
+    if (FillHook h = fill_hook_.load(std::memory_order_acquire)) [[unlikely]] h(index);
+  }
   void invalidate(std::uint32_t index);
   void clear();  // sync_tpt
 
@@ -93,6 +117,7 @@ class TptCache {
   }
   void count_slow(bool hit) const;
 
+  static inline std::atomic<FillHook> fill_hook_{nullptr};
   alignas(64) std::array<Seqlock<Line>, kLines> lines_{};
   alignas(64) std::atomic<std::uint32_t> epoch_{1};
   std::atomic<std::uint64_t> syncs_{0};

@@ -1,0 +1,65 @@
+// A QP's transport counters as the roles bump them: one relaxed word each,
+// on lines of their own per side, so that counting costs the data path no
+// locked instruction and no shared line with the other side.
+//
+// Each counter has one writer at a time: the send side's under sq_mu_, the
+// responder's under rq_mu_ or on its unlocked path (which a QP's one peer
+// feeds one request at a time). A racing second sender (only a
+// misconfigured or hostile one) can lose an increment, never corrupt one.
+// Readers (snapshot) may run on any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "srdma/counters.h"
+
+namespace srdma::hca {
+
+class Counter {
+ public:
+  void bump(std::uint64_t n = 1) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  std::uint64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> v_{0};
+};
+
+struct QpCounters {
+  // Send side (requester and completer).
+  struct alignas(64) SendSide {
+    Counter requests_sent, responses_received, retransmissions, timeouts;
+    Counter rnr_naks_received, rnr_retries, seq_naks_received;
+    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_opcode;
+  } send;
+  // Receive side (responder).
+  struct alignas(64) RecvSide {
+    Counter requests_received, responses_sent, rnr_naks_sent, seq_naks_sent, duplicate_requests;
+    Counter dropped_bad_source, dropped_bad_state, dropped_bad_opcode;
+  } recv;
+
+  TransportCounters snapshot() const;
+};
+
+inline TransportCounters QpCounters::snapshot() const {
+  TransportCounters c;
+  c.requests_sent = send.requests_sent.get();
+  c.responses_received = send.responses_received.get();
+  c.retransmissions = send.retransmissions.get();
+  c.timeouts = send.timeouts.get();
+  c.rnr_naks_received = send.rnr_naks_received.get();
+  c.rnr_retries = send.rnr_retries.get();
+  c.seq_naks_received = send.seq_naks_received.get();
+  c.requests_received = recv.requests_received.get();
+  c.responses_sent = recv.responses_sent.get();
+  c.rnr_naks_sent = recv.rnr_naks_sent.get();
+  c.seq_naks_sent = recv.seq_naks_sent.get();
+  c.duplicate_requests = recv.duplicate_requests.get();
+  c.dropped_for(DropReason::kBadSource) = send.dropped_bad_source.get() + recv.dropped_bad_source.get();
+  c.dropped_for(DropReason::kBadState) = send.dropped_bad_state.get() + recv.dropped_bad_state.get();
+  c.dropped_for(DropReason::kBadPsn) = send.dropped_bad_psn.get();
+  c.dropped_for(DropReason::kBadOpcode) = send.dropped_bad_opcode.get() + recv.dropped_bad_opcode.get();
+  return c;
+}
+
+}  // namespace srdma::hca
