@@ -143,7 +143,15 @@ void Qp::completer_handle(Message& msg) {
           return;
         }
         case NakCode::kPsnSequenceError:
+          // Go back to the PSN the responder expects. Like a timeout, a
+          // retry that makes no progress spends retry_cnt (as rxe does):
+          // a responder that NAKs for ever cannot keep us resending for ever.
           c.seq_naks_received.bump();
+          if (req_.retries_left == 0) {
+            fail_wqe(comp_.consumer, WcStatus::kRetryExcErr);
+            return;
+          }
+          --req_.retries_left;
           rewind_to(comp_.consumer);
           return;
         case NakCode::kInvalidRequest:

@@ -1,0 +1,116 @@
+// Two QPs on software HCAs of the in-process link, for tests at the device
+// level: a registered buffer per side, connect(), post(), and CQ polling.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "hca/soft_hca.h"
+#include "srdma/access.h"
+
+namespace srdma::hca::test {
+
+inline Profile small_profile() {
+  Profile p;
+  p.num_mpt = 1 << 10;
+  p.num_mtt_segs = 1 << 12;
+  p.fmr_reserved_mtt_segs = 1 << 10;
+  p.num_qp = 64;
+  p.num_cq = 64;
+  p.num_comp_vectors = 2;
+  return validate_profile(p).value();
+}
+
+struct Side {
+  std::shared_ptr<SoftHca> dev;
+  std::uint32_t pdn = 0;
+  std::shared_ptr<Cq> scq, rcq;
+  std::shared_ptr<Qp> qp;
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
+  std::uint32_t key = 0;
+
+  // `clock`: the transport and RNR timers run on it (nullptr: real time).
+  explicit Side(ManualClock* clock = nullptr) {
+    dev = SoftHca::open(small_profile()).value();
+    if (clock) dev->use_manual_clock(*clock);
+    pdn = dev->alloc_pd().value();
+    scq = dev->create_cq(256, 0, nullptr).value();
+    rcq = dev->create_cq(256, 1, nullptr).value();
+    qp = dev->create_qp(QpInit{pdn, scq, rcq, QpCaps{64, 64, 4, 4, 128}, false, nullptr}).value();
+    key = reg(buf.data(), buf.size(), kAccessAll);
+  }
+  std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
+    std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
+    std::vector<std::uint64_t> pages;
+    for (std::uint64_t x = a & ~std::uint64_t{4095}; x < a + len; x += 4096) pages.push_back(x);
+    return dev->reg_mr(MrAttr{pdn, a, len, access, 12}, pages).value();
+  }
+  std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
+};
+
+struct PathParams {
+  std::uint8_t rnr_retry = 7;
+  std::uint8_t retry_cnt = 2;
+  std::uint8_t timeout = 10;
+  std::uint8_t min_rnr_timer = 1;
+};
+
+// Brings `s` to RTS towards `peer_addr`/`peer_qpn`.
+inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, const PathParams& p = {}) {
+  QpAttr at;
+  at.qp_state = QpState::kInit;
+  at.qp_access_flags = kAccessAll;
+  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+  at.qp_state = QpState::kRtr;
+  at.dest_addr = peer_addr;
+  at.dest_qp_num = peer_qpn;
+  at.min_rnr_timer = p.min_rnr_timer;
+  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                  QP_MIN_RNR_TIMER));
+  at.qp_state = QpState::kRts;
+  at.rnr_retry = p.rnr_retry;
+  at.timeout = p.timeout;
+  at.retry_cnt = p.retry_cnt;
+  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+}
+
+inline void connect(Side& a, Side& b, const PathParams& p = {}) {
+  bring_up(a, b.dev->address(), b.qp->qpn(), p);
+  bring_up(b, a.dev->address(), a.qp->qpn(), p);
+}
+
+inline Result<void> post(Side& s, SendWr wr) {
+  const SendWr* bad = nullptr;
+  return s.qp->post_send(&wr, &bad);
+}
+
+// Polls until n completions arrived or a generous deadline passed.
+inline std::vector<Wc> poll_n(Cq& cq, std::size_t n, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  std::vector<Wc> out;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+    Wc wc[16];
+    int k = cq.poll(wc);
+    out.insert(out.end(), wc, wc + k);
+    if (k == 0) std::this_thread::yield();
+  }
+  return out;
+}
+
+inline SendWr write_wr(std::uint64_t wr_id, const Sge& sge, std::uint64_t remote_addr, std::uint32_t rkey,
+                       std::uint32_t flags = SEND_SIGNALED) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.send_flags = flags;
+  w.remote_addr = remote_addr;
+  w.rkey = rkey;
+  return w;
+}
+
+}  // namespace srdma::hca::test

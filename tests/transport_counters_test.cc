@@ -1,0 +1,142 @@
+// The transport counters, per QP and per device, in scenarios that fix the
+// exact counts. Timer paths run on a manual clock.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "hca_pair.h"
+
+namespace srdma::hca {
+namespace {
+
+using test::connect;
+using test::poll_n;
+using test::post;
+using test::Side;
+using test::write_wr;
+
+TEST(TransportCounters, WriteAndReadCountEachPacketOnce) {
+  Side a, b;
+  connect(a, b);
+  Sge sge{a.addr(), 256, a.key};
+  ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
+  SendWr r = write_wr(2, sge, b.addr(), b.key);
+  r.opcode = WrOpcode::kRdmaRead;
+  ASSERT_TRUE(post(a, r));
+  ASSERT_EQ(poll_n(*a.scq, 2).size(), 2u);
+  TransportCounters ca = a.qp->counters(), cb = b.qp->counters();
+  EXPECT_EQ(ca.requests_sent, 2u);
+  EXPECT_EQ(ca.responses_received, 2u);
+  EXPECT_EQ(ca.retransmissions, 0u);
+  EXPECT_EQ(cb.requests_received, 2u);
+  EXPECT_EQ(cb.responses_sent, 2u);
+  EXPECT_EQ(cb.dropped_total(), 0u);
+  // The device sums its QPs, and keeps a destroyed QP's counts.
+  EXPECT_EQ(a.dev->counters().requests_sent, 2u);
+  ASSERT_TRUE(a.dev->destroy_qp(a.qp));
+  EXPECT_EQ(a.dev->counters().requests_sent, 2u);
+}
+
+// rnr_retry = 3 and no receive posted: the SEND draws exactly four RNR
+// NAKs and is resent exactly three times, then fails.
+TEST(TransportCounters, RnrRetryExceededCountsEveryRetry) {
+  ManualClock clock;
+  Side a(&clock), b(&clock);
+  test::PathParams p;
+  p.rnr_retry = 3;
+  connect(a, b, p);
+  Sge sge{a.addr(), 32, a.key};
+  SendWr s = write_wr(1, sge, 0, 0);
+  s.opcode = WrOpcode::kSend;
+  ASSERT_TRUE(post(a, s));
+  std::vector<Wc> wcs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (wcs.empty() && std::chrono::steady_clock::now() < deadline) {
+    clock.advance(std::chrono::milliseconds(1));
+    wcs = poll_n(*a.scq, 1, std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRnrRetryExcErr);
+  TransportCounters ca = a.qp->counters(), cb = b.qp->counters();
+  EXPECT_EQ(ca.rnr_naks_received, 4u);
+  EXPECT_EQ(ca.rnr_retries, 3u);
+  EXPECT_EQ(ca.retransmissions, 3u);
+  EXPECT_EQ(ca.requests_sent, 4u);
+  EXPECT_EQ(cb.rnr_naks_sent, 4u);
+  EXPECT_EQ(ca.timeouts, 0u);
+}
+
+// Brings `s` from RESET to RTS again with the given PSNs.
+void restart(Side& s, Side& peer, std::uint32_t sq_psn, std::uint32_t rq_psn, std::uint8_t retry_cnt) {
+  QpAttr at;
+  at.qp_state = QpState::kReset;
+  ASSERT_TRUE(s.qp->modify(at, QP_STATE));
+  at.qp_state = QpState::kInit;
+  at.qp_access_flags = kAccessAll;
+  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+  at.qp_state = QpState::kRtr;
+  at.dest_addr = peer.dev->address();
+  at.dest_qp_num = peer.qp->qpn();
+  at.rq_psn = rq_psn;
+  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                  QP_MIN_RNR_TIMER));
+  at.qp_state = QpState::kRts;
+  at.sq_psn = sq_psn;
+  at.timeout = 0;  // no transport timer: only responses move the requester
+  at.retry_cnt = retry_cnt;
+  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+}
+
+// A request behind the expected PSN is a duplicate: acknowledged again,
+// not executed again.
+TEST(TransportCounters, DuplicateIsAcknowledgedNotExecuted) {
+  Side a, b;
+  connect(a, b);
+  restart(b, a, 0, 100, 2);  // b expects PSN 100; a sends PSN 0
+  std::memset(b.buf.data(), 0, 16);
+  std::memset(a.buf.data(), 0x3c, 16);
+  Sge sge{a.addr(), 16, a.key};
+  ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
+  auto wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(b.qp->counters().duplicate_requests, 1u);
+  EXPECT_EQ(b.qp->counters().requests_received, 1u);
+  EXPECT_EQ(b.buf[0], 0) << "a duplicate is not executed again";
+}
+
+// A request ahead of the expected PSN draws a sequence-error NAK; the
+// requester goes back and resends, and a responder that keeps NAKing costs
+// retry_cnt: exactly retry_cnt retransmissions, then RETRY_EXC_ERR.
+TEST(TransportCounters, SequenceErrorNaksSpendRetryCount) {
+  Side a, b;
+  connect(a, b);
+  restart(a, b, 200, 0, 2);  // b expects PSN 0; a sends PSN 200
+  std::memset(b.buf.data(), 0, 16);
+  Sge sge{a.addr(), 16, a.key};
+  ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
+  auto wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  TransportCounters ca = a.qp->counters(), cb = b.qp->counters();
+  EXPECT_EQ(ca.seq_naks_received, 3u);
+  EXPECT_EQ(ca.retransmissions, 2u);
+  EXPECT_EQ(ca.requests_sent, 3u);
+  EXPECT_EQ(cb.seq_naks_sent, 3u);
+  EXPECT_EQ(b.buf[0], 0);
+}
+
+// A packet for a QPN the device does not have is dropped and counted on
+// the device.
+TEST(TransportCounters, UnknownDestinationQpIsCountedOnTheDevice) {
+  ManualClock clock;
+  Side a(&clock), b;
+  test::bring_up(a, b.dev->address(), 0xabcde);
+  Sge sge{a.addr(), 8, a.key};
+  ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
+  EXPECT_EQ(b.dev->counters().dropped_for(DropReason::kUnknownQp), 1u);
+  EXPECT_EQ(a.qp->counters().requests_sent, 1u);
+}
+
+}  // namespace
+}  // namespace srdma::hca
