@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "srdma/async_event.h"
+#include "srdma/counters.h"
 #include "srdma/cq.h"
 #include "srdma/cq_pool.h"
 #include "srdma/pd.h"
@@ -91,6 +92,9 @@ class Device {
   std::vector<TableUsage> table_usage() const;
   std::vector<BuddyUsage> buddy_usage() const;
   TptStats tpt_stats() const;
+  // The transport's counters summed over the device's QPs, past and
+  // present, plus the packets no QP could take (counters.h).
+  TransportCounters counters() const;
   // Bytes of address space the device tables take; they are touched lazily.
   std::size_t table_bytes() const;
 

@@ -14,6 +14,12 @@ enum class PollContext : std::uint8_t {
   kUnboundWorkqueue,  // a shared worker pool
 };
 
+// False for a value outside the enum (a caller's bad cast): refused with
+// EINVAL wherever a poll context comes in.
+constexpr bool is_valid(PollContext c) {
+  return static_cast<unsigned>(c) <= static_cast<unsigned>(PollContext::kUnboundWorkqueue);
+}
+
 // "direct", "softirq", "workqueue", "unbound".
 std::string_view poll_context_name(PollContext c);
 std::optional<PollContext> parse_poll_context(std::string_view name);

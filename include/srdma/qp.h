@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "srdma/counters.h"
 #include "srdma/poll_context.h"
 #include "srdma/qp_attr.h"
 #include "srdma/status.h"
@@ -85,6 +86,9 @@ class QueuePair {
   Result<void> post_recv(const RecvWr& wr, const RecvWr** bad_wr = nullptr);
 
   std::uint32_t qp_num() const;
+  // What the transport did on this QP: packets, retransmissions, NAKs,
+  // drops by reason (counters.h). Any thread.
+  TransportCounters counters() const;
   void* context() const;
   // The CQs it completes into (assigned ones included).
   CompletionQueue* send_cq() const;

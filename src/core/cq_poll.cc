@@ -88,6 +88,7 @@ Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::alloc_cq(DeviceState&
                                                                    std::shared_ptr<DeviceState> keep,
                                                                    void* cq_context, std::uint32_t nr_cqe,
                                                                    std::uint32_t comp_vector, PollContext ctx) {
+  if (!is_valid(ctx)) return make_error(EINVAL, fmt::format("poll context {} is not one", static_cast<unsigned>(ctx)));
   auto cq = create_cq(dev, std::move(keep), CqInit{.cqe = nr_cqe, .comp_vector = comp_vector, .context = cq_context});
   if (!cq) return cq;
   detail::CqState& s = *(*cq)->state_;

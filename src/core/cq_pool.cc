@@ -33,6 +33,7 @@ const PoolCq* CqPool::find_locked(std::uint32_t id) const {
 }
 
 Result<PoolCq> CqPool::get(std::uint32_t nr_cqe, int comp_vector_hint, PollContext ctx) {
+  if (!is_valid(ctx)) return make_error(EINVAL, fmt::format("poll context {} is not one", static_cast<unsigned>(ctx)));
   if (ctx == PollContext::kDirect)
     return make_error(EINVAL, "DIRECT CQs are polled by their owner and cannot be shared");
   if (nr_cqe == 0) return make_error(EINVAL, "nr_cqe is 0");

@@ -52,6 +52,8 @@ TptStats Device::tpt_stats() const {
   return TptStats{c.hits(), c.misses(), c.syncs()};
 }
 
+TransportCounters Device::counters() const { return state_->hca->counters(); }
+
 Result<ProtectionDomain> Device::alloc_pd() {
   if (state_->removed) return make_error(ENODEV, "the device has been removed");
   auto pdn = state_->hca->alloc_pd();

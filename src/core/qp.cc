@@ -47,10 +47,23 @@ Result<void> QueuePair::connect(const RcConnection& c) {
 }
 QpState QueuePair::state() const { return state_->qp->state(); }
 std::uint32_t QueuePair::qp_num() const { return state_->qp->qpn(); }
+TransportCounters QueuePair::counters() const { return state_->qp->counters(); }
 void* QueuePair::context() const { return state_->qp->context(); }
 
+namespace {
+// REG_MR: the MR's mapping now, as a page-list view for the device.
+bool resolve_fast_reg(const MemoryRegion* mr, hca::FastRegView& out) {
+  if (!mr->valid() || mr->type() != MrType::kMemReg) return false;
+  out.page_shift = static_cast<std::uint8_t>(mr->page_shift());
+  out.iova = mr->iova();
+  out.length = mr->length();
+  out.pages = mr->page_list();
+  return true;
+}
+}  // namespace
+
 Result<void> QueuePair::post_send(const SendWr& wr, const SendWr** bad_wr) {
-  return state_->qp->post_send(&wr, bad_wr);
+  return state_->qp->post_send(&wr, bad_wr, &resolve_fast_reg);
 }
 
 Result<void> QueuePair::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {

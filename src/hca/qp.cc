@@ -12,7 +12,6 @@
 #include "hca/qp_rules.h"
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
-#include "srdma/mr.h"
 
 namespace srdma::hca {
 
@@ -119,7 +118,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   return {};
 }
 
-Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
+Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve) {
   std::lock_guard lock(sq_mu_);
   const QpState s = state();
   Result<void> result;
@@ -161,8 +160,8 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
       refuse(EINVAL, "REG_MR and LOCAL_INV carry no data: SEND_INLINE makes no sense");
       break;
     }
-    if (wr->opcode == WrOpcode::kRegMr &&
-        (!wr->mr || !wr->mr->valid() || wr->mr->type() != MrType::kMemReg)) {
+    FastRegView mapping;
+    if (wr->opcode == WrOpcode::kRegMr && (!wr->mr || !resolve || !resolve(wr->mr, mapping))) {
       refuse(EINVAL, "REG_MR needs a live MR from alloc_mr(kMemReg)");
       break;
     }
@@ -199,12 +198,11 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr) {
       if (wr->opcode == WrOpcode::kRegMr) {
         // The mapping is the MR's now, not when the WQE executes: the
         // consumer may map the MR again as soon as this returns.
-        const MemoryRegion& mr = *wr->mr;
         w.access = wr->access;
-        w.page_shift = static_cast<std::uint8_t>(mr.page_shift());
-        w.iova = mr.iova();
-        w.mr_length = mr.length();
-        w.pages.assign(mr.page_list().begin(), mr.page_list().end());
+        w.page_shift = mapping.page_shift;
+        w.iova = mapping.iova;
+        w.mr_length = mapping.length;
+        w.pages.assign(mapping.pages.begin(), mapping.pages.end());
       }
       ++sq_prod_;
       continue;

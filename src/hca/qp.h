@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "hca/engine_clock.h"
@@ -54,6 +55,20 @@ struct QpInit {
 };
 
 
+// A REG_MR work request's mapping as the device sees it: the verbs core
+// resolves the WR's MemoryRegion into this page-list view at post time (the
+// device never looks inside a core object). The span is copied before
+// post_send returns.
+struct FastRegView {
+  std::uint8_t page_shift = 12;
+  std::uint64_t iova = 0;
+  std::uint64_t length = 0;
+  std::span<const std::uint64_t> pages;
+};
+// Fills `out` for a live fast-registration MR (alloc_mr(kMemReg)); false
+// for anything else.
+using FastRegResolver = bool (*)(const MemoryRegion* mr, FastRegView& out);
+
 // REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
 constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op == WrOpcode::kLocalInv; }
 
@@ -76,7 +91,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Result<void> modify(const QpAttr& attr, std::uint32_t mask);
   // Posts a list; on error *bad_wr names the first WR not posted (everything
   // before it is posted, nothing after it).
-  Result<void> post_send(const SendWr* wr, const SendWr** bad_wr);
+  // `resolve` turns a REG_MR WR's MR into its mapping; without one, REG_MR
+  // is refused (EINVAL).
+  Result<void> post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve = nullptr);
   Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr);
 
   // From the link: a request for the responder, a response for the completer.

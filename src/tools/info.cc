@@ -72,6 +72,19 @@ Result<void> info(const Profile& requested, std::ostream& out) {
                  poll_context_name(c.ctx), c.cqe, c.cqe_used, c.qps, c.completions, c.interrupts,
                  c.completions_per_interrupt);
   }
+  // The device's transport counters (a device that has moved no packet yet
+  // shows zeros; the names are those of the QP and device queries).
+  const TransportCounters tc = dev->counters();
+  fmt::print(out, "transport counters\n");
+  for (auto [name, v] : {std::pair{"requests_sent", tc.requests_sent}, {"requests_received", tc.requests_received},
+                         {"responses_sent", tc.responses_sent}, {"responses_received", tc.responses_received},
+                         {"retransmissions", tc.retransmissions}, {"timeouts", tc.timeouts},
+                         {"rnr_naks_sent", tc.rnr_naks_sent}, {"rnr_naks_received", tc.rnr_naks_received},
+                         {"rnr_retries", tc.rnr_retries}, {"seq_naks_sent", tc.seq_naks_sent},
+                         {"seq_naks_received", tc.seq_naks_received}, {"duplicate_requests", tc.duplicate_requests}})
+    fmt::print(out, "  {:<22} {}\n", name, v);
+  for (std::size_t r = 0; r < kNumDropReasons; ++r)
+    fmt::print(out, "  dropped_{:<14} {}\n", drop_reason_str(static_cast<DropReason>(r)), tc.dropped[r]);
   fmt::print(out, "footprint\n  {:<22} {}\n  {:<22} {}\n", "table address space", dev->table_bytes(),
              "resident after open", rss_after > rss_before ? rss_after - rss_before : 0);
   return {};
