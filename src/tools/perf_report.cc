@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "hca/copy.h"
 #include "tools/perf.h"
 
 namespace srdma::tools {
@@ -55,6 +56,7 @@ void print_header(const PerfReport& r, std::ostream& out) {
     fmt::print(out, " Sides           : {}\n", s.single_thread ? "one thread, alternating" : "one thread each");
   fmt::print(out, " rdma_cm QPs\t : OFF\n");
   fmt::print(out, " Data ex. method : in-process\n");
+  fmt::print(out, " Engine copy     : {} ({})\n", hca::copy_routine_for(65536), hca::engine_copy_choice().how);
   fmt::print(out, "{}\n", kRule);
   address_line(out, "local", r.local);
   address_line(out, "remote", r.remote);
