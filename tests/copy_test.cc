@@ -5,10 +5,13 @@
 // side; and the choice of routine, SRDMA_COPY included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/vector_copy.h"
@@ -139,6 +142,38 @@ TEST(CopyDeathTest, AnUnknownValueWarnsAndChoosesPerMachine) {
   EXPECT_EXIT(copy_once_and_report("fastest"), ::testing::ExitedWithCode(0),
               "srdma: warning: SRDMA_COPY=fastest is not one of avx2, movsb, memcpy, auto; choosing per "
               "machine\nroutine=[a-z0-9]+ how=per machine");
+}
+
+// Per machine, the engine's first copies of 4 KiB or more take turns among
+// the candidates until each has its samples, from several threads at once
+// here; every copy stays exact, and then one routine is chosen.
+void copy_from_threads_until_chosen() {
+  setenv("SRDMA_COPY", "auto", 1);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      const auto src = random_bytes(8192 + t);
+      std::vector<std::uint8_t> dst(src.size());
+      for (int i = 0; i < 200; ++i) {
+        std::fill(dst.begin(), dst.end(), 0);
+        copy_bytes(dst.data(), src.data(), src.size() - i);
+        if (!std::equal(src.begin(), src.end() - i, dst.begin()) || std::any_of(dst.end() - i, dst.end(), [](auto b) { return b != 0; }))
+          ++wrong;
+      }
+    });
+  for (auto& t : threads) t.join();
+  const CopyChoice c = engine_copy_choice();
+  std::fprintf(stderr, "wrong=%d deciding=%d routine=%s how=%s\n", wrong.load(), c.deciding, copy_routine_name(c.routine),
+               c.how.c_str());
+  std::exit(0);
+}
+
+TEST(CopyDeathTest, PerMachineTheEngineCopiesChoose) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(copy_from_threads_until_chosen(), ::testing::ExitedWithCode(0),
+              "wrong=0 deciding=0 routine=[a-z0-9]+ how=per machine: .*chosen on the engine's first copies of >= 4 "
+              "KiB, median .* GB/s");
 }
 
 TEST(Copy, PiecesSplitDifferentlyOnEachSide) {

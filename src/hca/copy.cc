@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -51,83 +52,106 @@ bool available(CopyRoutine r) {
   return false;
 }
 
-// The per-machine choice. The prior comes from the CPU's features: glibc's
-// memcpy where the CPU says `rep movsb` is fast (FSRM: glibc then copies
-// these sizes with it, or with wider vectors than ours), else the AVX2
-// loop, else memcpy. Then each available candidate is timed the way the
-// engine copies a 64 KiB RDMA WRITE: one source and one destination buffer,
-// page-aligned like registered memory, and between two copies other memory
-// traffic (the engine's translation, WQE and CQE lines; here 8 KiB of
-// scratch), each copy timed alone, not a back-to-back loop, which favoured
-// `rep movsb` on a host where the engine ran slower with it
-// (docs/BENCHMARKS.md). Candidates take turns in each round; each keeps its
-// fastest round (the machine is shared: a slow round is someone else's). A
-// candidate displaces the prior only if it is more than 5% faster, so noise
-// does not flip the choice between near-equal routines. About 0.5 ms, once.
-CopyChoice calibrate() {
-  CopyChoice c;
-  const bool fsrm = cpu_has_fsrm();
-  c.routine = fsrm                                  ? CopyRoutine::kMemcpy
-              : available(CopyRoutine::kVectorLoop) ? CopyRoutine::kVectorLoop
-                                                    : CopyRoutine::kMemcpy;
-  constexpr std::size_t kSize = 64 * 1024, kScratch = 8 * 1024;
-  constexpr int kCopies = 4, kRounds = 16;
-  auto* src = static_cast<unsigned char*>(std::aligned_alloc(4096, kSize));
-  auto* dst = static_cast<unsigned char*>(std::aligned_alloc(4096, kSize));
-  auto* scratch = static_cast<unsigned char*>(std::aligned_alloc(4096, kScratch));
-  if (src == nullptr || dst == nullptr || scratch == nullptr) {
-    std::free(src);
-    std::free(dst);
-    std::free(scratch);
-    c.how = fmt::format("CPU features (fsrm {}); no timing: out of memory", fsrm ? "yes" : "no");
-    return c;
-  }
-  std::memset(src, 0x5a, kSize);
-  std::memset(dst, 0, kSize);
-  std::memset(scratch, 0, kScratch);
-  using clock = std::chrono::steady_clock;
-  double best_ns[std::size(kCopyRoutines)] = {};
-  for (int round = 0; round < kRounds; ++round) {
-    for (std::size_t i = 0; i < std::size(kCopyRoutines); ++i) {
-      if (!available(kCopyRoutines[i])) continue;
-      CopyFn volatile fn_ptr = routine_fn(kCopyRoutines[i]);
-      CopyFn fn = fn_ptr;  // opaque: the copies stay
-      if (round == 0) fn(dst, src, kSize);  // warm this routine's code and the lines
-      double ns = 0;
-      for (int k = 0; k < kCopies; ++k) {
-        for (std::size_t j = 0; j < kScratch; j += 64) scratch[j] = static_cast<unsigned char>(scratch[j] + 1);
-        asm volatile("" ::: "memory");
-        const auto t0 = clock::now();
-        fn(dst, src, kSize);
-        asm volatile("" ::: "memory");
-        ns += std::chrono::duration<double, std::nano>(clock::now() - t0).count();
-      }
-      if (best_ns[i] == 0 || ns < best_ns[i]) best_ns[i] = ns;
-    }
-  }
-  std::free(src);
-  std::free(dst);
-  std::free(scratch);
-  auto gb_s = [&](std::size_t i) { return best_ns[i] > 0 ? kSize * double{kCopies} / best_ns[i] : 0.0; };
-  const auto prior = static_cast<std::size_t>(c.routine);
-  std::size_t pick = prior;
-  for (std::size_t i = 0; i < std::size(kCopyRoutines); ++i)
-    if (gb_s(i) > 1.05 * gb_s(prior) && gb_s(i) > gb_s(pick)) pick = i;
-  c.routine = kCopyRoutines[pick];
-  c.how = fmt::format("per machine: fsrm {}, prior {}; timed 64 KiB copies:", fsrm ? "yes" : "no",
-                      copy_routine_name(kCopyRoutines[prior]));
-  for (std::size_t i = 0; i < std::size(kCopyRoutines); ++i)
-    if (best_ns[i] > 0) c.how += fmt::format(" {} {:.1f}", copy_routine_name(kCopyRoutines[i]), gb_s(i));
-  c.how += " GB/s";
-  return c;
+// The routine the CPU's features suggest: glibc's memcpy where the CPU says
+// `rep movsb` is fast (FSRM: glibc then copies these sizes with it, or with
+// wider vectors than ours), else the AVX2 loop, else memcpy.
+CopyRoutine prior_routine() {
+  if (cpu_has_fsrm()) return CopyRoutine::kMemcpy;
+  return available(CopyRoutine::kVectorLoop) ? CopyRoutine::kVectorLoop : CopyRoutine::kMemcpy;
+}
+
+std::string features() { return fmt::format("fsrm {}, erms {}", cpu_has_fsrm() ? "yes" : "no", cpu_has_erms() ? "yes" : "no"); }
+
+// The per-machine choice is made on the engine's own copies: a timing
+// outside the engine, even one that imitates it, misleads (a back-to-back
+// loop favoured `rep movsb` on a host where the engine ran slower with it;
+// here one 64 KiB copy at a time between 8 KiB of other traffic put the
+// AVX2 loop 15% behind, while inside the engine it was level;
+// docs/BENCHMARKS.md). So until the choice is made, the engine's copies of
+// kSampleFrom bytes or more take turns among the candidates and each is
+// timed; its time per byte is a sample. When every candidate has
+// kSamples, the one with the lowest median wins, and the prior keeps its
+// place unless another is more than 3% faster (noise does not flip the
+// choice between near-equal routines). A median of interleaved samples
+// shrugs off a preemption or a slow period, which hit one sample or all
+// candidates alike. Copies that find another thread sampling, and copies
+// below kSampleFrom, use the prior meanwhile.
+constexpr std::size_t kSampleFrom = 4096;
+constexpr int kSamples = 31;
+constexpr std::size_t kCandidatesMax = std::size(kCopyRoutines);
+
+struct Engine {
+  std::mutex mu;  // guards choice (its `how` changes once, when the sampling ends)
+  CopyChoice choice;
+  CopyFn prior = copy_memcpy;
+  // The sampling, by whoever holds `sampling`.
+  std::atomic_flag sampling = ATOMIC_FLAG_INIT;
+  CopyRoutine candidates[kCandidatesMax] = {};
+  std::size_t n_candidates = 0;
+  std::size_t next = 0;
+  float ns_per_kib[kCandidatesMax][kSamples] = {};
+  int count[kCandidatesMax] = {};
+};
+
+Engine& engine() {
+  static Engine e;
+  return e;
 }
 
 std::atomic<CopyFn> g_copy{nullptr};
 
-// The first copy of 256 bytes or more: choose, publish, copy.
-[[gnu::noinline, gnu::cold]] void first_copy(void* dst, const void* src, std::size_t n) {
-  CopyFn fn = routine_fn(engine_copy_choice().routine);
+void decide(Engine& e) {
+  double median[kCandidatesMax] = {};
+  std::size_t prior = 0, pick = 0;
+  for (std::size_t i = 0; i < e.n_candidates; ++i) {
+    std::sort(e.ns_per_kib[i], e.ns_per_kib[i] + kSamples);
+    median[i] = e.ns_per_kib[i][kSamples / 2];
+    if (e.candidates[i] == e.choice.routine) prior = i;
+  }
+  pick = prior;
+  for (std::size_t i = 0; i < e.n_candidates; ++i)
+    if (median[i] * 1.03 < median[prior] && median[i] < median[pick]) pick = i;
+  std::string how = fmt::format("per machine: {}, prior {}; chosen on the engine's first copies of >= 4 KiB, median",
+                                features(), copy_routine_name(e.choice.routine));
+  for (std::size_t i = 0; i < e.n_candidates; ++i)
+    how += fmt::format(" {} {:.1f}", copy_routine_name(e.candidates[i]), median[i] > 0 ? 1024 / median[i] : 0.0);
+  how += " GB/s";
+  const CopyRoutine chosen = e.candidates[pick];
+  {
+    std::lock_guard lock(e.mu);
+    e.choice.routine = chosen;
+    e.choice.how = std::move(how);
+    e.choice.deciding = false;
+  }
+  g_copy.store(routine_fn(chosen), std::memory_order_release);
+}
+
+void sampling_copy(void* dst, const void* src, std::size_t n) {
+  Engine& e = engine();
+  if (n < kSampleFrom || e.sampling.test_and_set(std::memory_order_acquire)) return e.prior(dst, src, n);
+  if (g_copy.load(std::memory_order_relaxed) != sampling_copy) {  // decided meanwhile
+    e.sampling.clear(std::memory_order_release);
+    return routine_fn(engine_copy_choice().routine)(dst, src, n);
+  }
+  const std::size_t i = e.next++ % e.n_candidates;
+  CopyFn fn = routine_fn(e.candidates[i]);
+  const auto t0 = std::chrono::steady_clock::now();
   fn(dst, src, n);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (e.count[i] < kSamples)
+    e.ns_per_kib[i][e.count[i]++] =
+        static_cast<float>(std::chrono::duration<double, std::nano>(t1 - t0).count() * 1024 / static_cast<double>(n));
+  bool full = true;
+  for (std::size_t j = 0; j < e.n_candidates; ++j) full = full && e.count[j] == kSamples;
+  if (full) decide(e);
+  e.sampling.clear(std::memory_order_release);
+}
+
+// The first copy of 256 bytes or more: read SRDMA_COPY, publish the routine
+// (or the sampling), copy.
+[[gnu::noinline, gnu::cold]] void first_copy(void* dst, const void* src, std::size_t n) {
+  (void)engine_copy_choice();
+  g_copy.load(std::memory_order_acquire)(dst, src, n);
 }
 
 }  // namespace
@@ -158,24 +182,40 @@ CopyChoice choose_copy_routine(const char* env) {
         break;
       }
       // rep movsb runs without ERMS too, slowly; forcing it is allowed.
-      return CopyChoice{r, fmt::format("SRDMA_COPY={}", v), {}};
+      return CopyChoice{r, false, fmt::format("SRDMA_COPY={}", v), {}};
     }
     if (warning.empty()) warning = fmt::format("SRDMA_COPY={} is not one of avx2, movsb, memcpy, auto", v);
     warning += "; choosing per machine";
   }
-  CopyChoice c = calibrate();
+  CopyChoice c;
+  c.routine = prior_routine();
+  c.how = fmt::format("per machine: {}, prior {}; choosing on the engine's first copies of >= 4 KiB", features(),
+                      copy_routine_name(c.routine));
+  c.deciding = true;
   c.warning = std::move(warning);
   return c;
 }
 
-const CopyChoice& engine_copy_choice() {
-  static const CopyChoice choice = [] {
+CopyChoice engine_copy_choice() {
+  Engine& e = engine();
+  static const bool once = [&] {
     CopyChoice c = choose_copy_routine(std::getenv("SRDMA_COPY"));
     if (!c.warning.empty()) std::fprintf(stderr, "srdma: warning: %s\n", c.warning.c_str());
-    g_copy.store(routine_fn(c.routine), std::memory_order_release);
-    return c;
+    e.prior = routine_fn(c.routine);
+    for (CopyRoutine r : kCopyRoutines)
+      if (available(r)) e.candidates[e.n_candidates++] = r;
+    const bool sample = c.deciding && e.n_candidates > 1;
+    if (!sample) c.deciding = false;
+    {
+      std::lock_guard lock(e.mu);
+      e.choice = std::move(c);
+    }
+    g_copy.store(sample ? sampling_copy : e.prior, std::memory_order_release);
+    return true;
   }();
-  return choice;
+  (void)once;
+  std::lock_guard lock(e.mu);
+  return e.choice;
 }
 
 void copy_bytes_large(void* dst, const void* src, std::size_t n) {
@@ -190,7 +230,7 @@ void copy_bytes_large(void* dst, const void* src, std::size_t n) {
 const char* copy_routine_for(std::size_t n) {
   if (n <= 32) return "inline";
   if (n < 256 || n >= kChosenBelow) return "memcpy";
-  return copy_routine_name(engine_copy_choice().routine);
+  return copy_routine_name(engine_copy_choice().routine);  // the prior while deciding
 }
 
 std::size_t copy_pieces_general(std::span<const MemPiece> dst, std::span<const MemPiece> src) {

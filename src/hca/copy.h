@@ -60,19 +60,23 @@ void copy_with(CopyRoutine r, void* dst, const void* src, std::size_t n);
 
 // How the routine was chosen.
 struct CopyChoice {
-  CopyRoutine routine = CopyRoutine::kVectorLoop;
-  std::string how;      // "SRDMA_COPY=movsb", or what the calibration measured
-  std::string warning;  // non-empty when SRDMA_COPY had a value we do not take
+  CopyRoutine routine = CopyRoutine::kVectorLoop;  // while deciding: the prior, used meanwhile
+  bool deciding = false;  // per machine, and the engine's copies have not yet decided
+  std::string how;        // "SRDMA_COPY=movsb", or the CPU features and what the timing measured
+  std::string warning;    // non-empty when SRDMA_COPY had a value we do not take
 };
-// The choice for an SRDMA_COPY value (nullptr or "" or "auto": per machine,
-// from the CPU's features and a short timing of each candidate). An unknown
-// value, or "avx2" on a CPU without AVX2, falls back to the per-machine
-// choice with a warning. The engine calls this once, at its first copy of
-// 256 bytes or more, with getenv("SRDMA_COPY"), and prints the warning to
-// stderr.
+// The choice for an SRDMA_COPY value. A routine's name forces it. nullptr,
+// "" or "auto": per machine, a prior from the CPU's features (deciding),
+// then the engine's own first copies of 4 KiB or more take turns among the
+// candidates, timed, and the fastest (median) stays for the process
+// (copy.cc). An unknown value, or "avx2" on a CPU without AVX2, falls back
+// to the per-machine choice with a warning. The engine calls this once, at
+// its first copy of 256 bytes or more, with getenv("SRDMA_COPY"), and
+// prints the warning to stderr.
 CopyChoice choose_copy_routine(const char* env);
-// The engine's choice (made now if no copy has made it yet).
-const CopyChoice& engine_copy_choice();
+// The engine's choice so far (read from the environment now if no copy has
+// done it yet).
+CopyChoice engine_copy_choice();
 
 // "memcpy", "inline" or the chosen routine's name: what copy_bytes uses for
 // n bytes in this process.

@@ -56,7 +56,6 @@ void print_header(const PerfReport& r, std::ostream& out) {
     fmt::print(out, " Sides           : {}\n", s.single_thread ? "one thread, alternating" : "one thread each");
   fmt::print(out, " rdma_cm QPs\t : OFF\n");
   fmt::print(out, " Data ex. method : in-process\n");
-  fmt::print(out, " Engine copy     : {} ({})\n", hca::copy_routine_for(65536), hca::engine_copy_choice().how);
   fmt::print(out, "{}\n", kRule);
   address_line(out, "local", r.local);
   address_line(out, "remote", r.remote);
@@ -94,6 +93,8 @@ void print_footer(const PerfReport& r, std::ostream& out) {
     fmt::print(out, " latencies are half the round trip\n");
   else
     fmt::print(out, " latencies are the full round trip\n");
+  const hca::CopyChoice engine_copy = hca::engine_copy_choice();
+  fmt::print(out, " engine copy of 256 B - 4 MiB: {} ({})\n", hca::copy_routine_name(engine_copy.routine), engine_copy.how);
 }
 
 void print_report(const PerfReport& r, std::ostream& out) {
