@@ -63,21 +63,23 @@ CopyRoutine prior_routine() {
 std::string features() { return fmt::format("fsrm {}, erms {}", cpu_has_fsrm() ? "yes" : "no", cpu_has_erms() ? "yes" : "no"); }
 
 // The per-machine choice is made on the engine's own copies: a timing
-// outside the engine, even one that imitates it, misleads (a back-to-back
-// loop favoured `rep movsb` on a host where the engine ran slower with it;
-// here one 64 KiB copy at a time between 8 KiB of other traffic put the
-// AVX2 loop 15% behind, while inside the engine it was level;
-// docs/BENCHMARKS.md). So until the choice is made, the engine's copies of
-// kSampleFrom bytes or more take turns among the candidates and each is
-// timed; its time per byte is a sample. When every candidate has
-// kSamples, the one with the lowest median wins, and the prior keeps its
-// place unless another is more than 3% faster (noise does not flip the
-// choice between near-equal routines). A median of interleaved samples
-// shrugs off a preemption or a slow period, which hit one sample or all
-// candidates alike. Copies that find another thread sampling, and copies
-// below kSampleFrom, use the prior meanwhile.
+// outside the engine, even one that imitates it, can mislead (a
+// back-to-back loop favoured `rep movsb` on a host where the engine ran
+// slower with it; docs/BENCHMARKS.md). So until the choice is made, the
+// engine's copies of kSampleFrom bytes or more take turns among the
+// candidates, kBlock copies in a row each, and each copy is timed; its
+// time per byte is a sample, except for the first kSkip of a block (a
+// precaution: a copy right after another routine's may pay for that
+// routine's cache state). When every candidate has kSamples, the one with
+// the lowest median wins, and the prior keeps its place unless another is
+// more than 3% faster (noise does not flip the choice between near-equal
+// routines). A median of interleaved samples shrugs off a preemption or a
+// slow period, which hit one sample or all candidates alike. Copies that
+// find another thread sampling, and copies below kSampleFrom, use the
+// prior meanwhile. About 120 copies, once per process.
 constexpr std::size_t kSampleFrom = 4096;
-constexpr int kSamples = 31;
+constexpr std::size_t kBlock = 8, kSkip = 2;
+constexpr int kSamples = 5 * static_cast<int>(kBlock - kSkip);
 constexpr std::size_t kCandidatesMax = std::size(kCopyRoutines);
 
 struct Engine {
@@ -133,12 +135,13 @@ void sampling_copy(void* dst, const void* src, std::size_t n) {
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
   }
-  const std::size_t i = e.next++ % e.n_candidates;
+  const std::size_t at = e.next++;
+  const std::size_t i = at / kBlock % e.n_candidates;
   CopyFn fn = routine_fn(e.candidates[i]);
   const auto t0 = std::chrono::steady_clock::now();
   fn(dst, src, n);
   const auto t1 = std::chrono::steady_clock::now();
-  if (e.count[i] < kSamples)
+  if (at % kBlock >= kSkip && e.count[i] < kSamples)
     e.ns_per_kib[i][e.count[i]++] =
         static_cast<float>(std::chrono::duration<double, std::nano>(t1 - t0).count() * 1024 / static_cast<double>(n));
   bool full = true;
@@ -202,8 +205,12 @@ CopyChoice engine_copy_choice() {
     CopyChoice c = choose_copy_routine(std::getenv("SRDMA_COPY"));
     if (!c.warning.empty()) std::fprintf(stderr, "srdma: warning: %s\n", c.warning.c_str());
     e.prior = routine_fn(c.routine);
+    // Not raw `rep movsb`: glibc's memcpy takes it itself for these sizes
+    // where the CPU has ERMS or FSRM, with its own thresholds and alignment,
+    // and in the engine it never beat memcpy here (docs/BENCHMARKS.md);
+    // SRDMA_COPY=movsb still forces it.
     for (CopyRoutine r : kCopyRoutines)
-      if (available(r)) e.candidates[e.n_candidates++] = r;
+      if (available(r) && r != CopyRoutine::kMovsb) e.candidates[e.n_candidates++] = r;
     const bool sample = c.deciding && e.n_candidates > 1;
     if (!sample) c.deciding = false;
     {
