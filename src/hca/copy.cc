@@ -65,18 +65,25 @@ std::string features() { return fmt::format("fsrm {}, erms {}", cpu_has_fsrm() ?
 // The per-machine choice is made on the engine's own copies: a timing
 // outside the engine, even one that imitates it, can mislead (a
 // back-to-back loop favoured `rep movsb` on a host where the engine ran
-// slower with it; docs/BENCHMARKS.md). So until the choice is made, the
-// engine's copies of kSampleFrom bytes or more take turns among the
-// candidates, kBlock copies in a row each, and each copy is timed; its
-// time per byte is a sample, except for the first kSkip of a block (a
-// precaution: a copy right after another routine's may pay for that
-// routine's cache state). When every candidate has kSamples, the one with
-// the lowest median wins, and the prior keeps its place unless another is
-// more than 3% faster (noise does not flip the choice between near-equal
-// routines). A median of interleaved samples shrugs off a preemption or a
-// slow period, which hit one sample or all candidates alike. Copies that
-// find another thread sampling, and copies below kSampleFrom, use the
-// prior meanwhile. About 120 copies, once per process.
+// slower with it), and so can timing each copy alone: here the AVX2 loop
+// timed alone looked 10-15% slower than memcpy, yet the engine ran level
+// or faster with it (its stores drain while the engine goes on; a timed
+// copy waits for them; docs/BENCHMARKS.md). So until the choice is made,
+// the engine's copies of kSampleFrom bytes or more take turns among the
+// candidates, kBlock copies in a row each, and a sample is the time from
+// the start of one copy to the start of the next one of the same size in
+// the same thread, per byte: the copy and what the engine does after it,
+// the cost that the routine decides. The first kSkip copies of a block
+// are not counted (the previous routine's cache state). When every
+// candidate has kSamples, the one with the lowest median wins, and the
+// prior keeps its place unless another is more than 3% faster: noise does
+// not flip the choice between near-equal routines, and where the copies
+// do not follow each other closely (waits between messages fill the
+// intervals) the routines look alike and the prior stays. A median of
+// interleaved samples shrugs off a preemption or a slow period, which hit
+// one sample or all candidates alike. Copies that find another thread
+// sampling, and copies below kSampleFrom, use the prior meanwhile. About
+// 130 copies, once per process.
 constexpr std::size_t kSampleFrom = 4096;
 constexpr std::size_t kBlock = 8, kSkip = 2;
 constexpr int kSamples = 5 * static_cast<int>(kBlock - kSkip);
@@ -93,6 +100,12 @@ struct Engine {
   std::size_t next = 0;
   float ns_per_kib[kCandidatesMax][kSamples] = {};
   int count[kCandidatesMax] = {};
+  // The previous sampled copy: when it started, its size, thread, routine
+  // and place in its block.
+  std::chrono::steady_clock::time_point last_start;
+  std::size_t last_n = 0;
+  const void* last_thread = nullptr;
+  std::size_t last_candidate = 0, last_at = 0;
 };
 
 Engine& engine() {
@@ -113,7 +126,7 @@ void decide(Engine& e) {
   pick = prior;
   for (std::size_t i = 0; i < e.n_candidates; ++i)
     if (median[i] * 1.03 < median[prior] && median[i] < median[pick]) pick = i;
-  std::string how = fmt::format("per machine: {}, prior {}; chosen on the engine's first copies of >= 4 KiB, median",
+  std::string how = fmt::format("per machine: {}, prior {}; chosen on the engine's first copies of >= 4 KiB, median per copy cycle",
                                 features(), copy_routine_name(e.choice.routine));
   for (std::size_t i = 0; i < e.n_candidates; ++i)
     how += fmt::format(" {} {:.1f}", copy_routine_name(e.candidates[i]), median[i] > 0 ? 1024 / median[i] : 0.0);
@@ -135,18 +148,29 @@ void sampling_copy(void* dst, const void* src, std::size_t n) {
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
   }
-  const std::size_t at = e.next++;
-  const std::size_t i = at / kBlock % e.n_candidates;
-  CopyFn fn = routine_fn(e.candidates[i]);
-  const auto t0 = std::chrono::steady_clock::now();
-  fn(dst, src, n);
-  const auto t1 = std::chrono::steady_clock::now();
-  if (at % kBlock >= kSkip && e.count[i] < kSamples)
-    e.ns_per_kib[i][e.count[i]++] =
-        static_cast<float>(std::chrono::duration<double, std::nano>(t1 - t0).count() * 1024 / static_cast<double>(n));
+  static thread_local const char thread_tag = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (e.last_thread == &thread_tag && e.last_n == n && e.last_at % kBlock >= kSkip) {
+    const std::size_t c = e.last_candidate;
+    if (e.count[c] < kSamples)
+      e.ns_per_kib[c][e.count[c]++] = static_cast<float>(
+          std::chrono::duration<double, std::nano>(now - e.last_start).count() * 1024 / static_cast<double>(n));
+  }
   bool full = true;
   for (std::size_t j = 0; j < e.n_candidates; ++j) full = full && e.count[j] == kSamples;
-  if (full) decide(e);
+  if (full) {
+    decide(e);
+    e.sampling.clear(std::memory_order_release);
+    return routine_fn(engine_copy_choice().routine)(dst, src, n);
+  }
+  const std::size_t at = e.next++;
+  const std::size_t i = at / kBlock % e.n_candidates;
+  routine_fn(e.candidates[i])(dst, src, n);
+  e.last_start = now;
+  e.last_n = n;
+  e.last_thread = &thread_tag;
+  e.last_candidate = i;
+  e.last_at = at;
   e.sampling.clear(std::memory_order_release);
 }
 
