@@ -100,13 +100,23 @@ struct Engine {
   std::size_t next = 0;
   float ns_per_kib[kCandidatesMax][kSamples] = {};
   int count[kCandidatesMax] = {};
-  // The previous sampled copy: when it started, its size, thread, routine
-  // and place in its block.
-  std::chrono::steady_clock::time_point last_start;
-  std::size_t last_n = 0;
-  const void* last_thread = nullptr;
-  std::size_t last_candidate = 0, last_at = 0;
+  std::size_t tries = 0;  // sampled copies so far
 };
+
+// A thread's previous copy, if it was sampled: when it started, its size
+// and routine, and whether the interval after it counts.
+struct LastCopy {
+  std::chrono::steady_clock::time_point start;
+  std::size_t n = 0;  // 0: none, or not sampled
+  std::size_t candidate = 0;
+  bool counts = false;
+};
+thread_local LastCopy t_last;
+
+// Copies that never follow each other in one thread (many threads taking
+// turns, sizes always changing) never fill the samples: after this many
+// sampled copies the prior stays.
+constexpr std::size_t kGiveUpAfter = 3000;
 
 Engine& engine() {
   static Engine e;
@@ -114,6 +124,16 @@ Engine& engine() {
 }
 
 std::atomic<CopyFn> g_copy{nullptr};
+
+void publish(Engine& e, CopyRoutine chosen, std::string how) {
+  {
+    std::lock_guard lock(e.mu);
+    e.choice.routine = chosen;
+    e.choice.how = std::move(how);
+    e.choice.deciding = false;
+  }
+  g_copy.store(routine_fn(chosen), std::memory_order_release);
+}
 
 void decide(Engine& e) {
   double median[kCandidatesMax] = {};
@@ -131,46 +151,45 @@ void decide(Engine& e) {
   for (std::size_t i = 0; i < e.n_candidates; ++i)
     how += fmt::format(" {} {:.1f}", copy_routine_name(e.candidates[i]), median[i] > 0 ? 1024 / median[i] : 0.0);
   how += " GB/s";
-  const CopyRoutine chosen = e.candidates[pick];
-  {
-    std::lock_guard lock(e.mu);
-    e.choice.routine = chosen;
-    e.choice.how = std::move(how);
-    e.choice.deciding = false;
-  }
-  g_copy.store(routine_fn(chosen), std::memory_order_release);
+  publish(e, e.candidates[pick], std::move(how));
 }
 
 void sampling_copy(void* dst, const void* src, std::size_t n) {
   Engine& e = engine();
-  if (n < kSampleFrom || e.sampling.test_and_set(std::memory_order_acquire)) return e.prior(dst, src, n);
+  if (n < kSampleFrom) return e.prior(dst, src, n);
+  if (e.sampling.test_and_set(std::memory_order_acquire)) {
+    t_last.n = 0;  // the next interval would hold this copy too
+    return e.prior(dst, src, n);
+  }
   if (g_copy.load(std::memory_order_relaxed) != sampling_copy) {  // decided meanwhile
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
   }
-  static thread_local const char thread_tag = 0;
   const auto now = std::chrono::steady_clock::now();
-  if (e.last_thread == &thread_tag && e.last_n == n && e.last_at % kBlock >= kSkip) {
-    const std::size_t c = e.last_candidate;
+  if (t_last.n == n && t_last.counts) {
+    const std::size_t c = t_last.candidate;
     if (e.count[c] < kSamples)
       e.ns_per_kib[c][e.count[c]++] = static_cast<float>(
-          std::chrono::duration<double, std::nano>(now - e.last_start).count() * 1024 / static_cast<double>(n));
+          std::chrono::duration<double, std::nano>(now - t_last.start).count() * 1024 / static_cast<double>(n));
   }
   bool full = true;
   for (std::size_t j = 0; j < e.n_candidates; ++j) full = full && e.count[j] == kSamples;
-  if (full) {
-    decide(e);
+  if (full || ++e.tries > kGiveUpAfter) {
+    if (full)
+      decide(e);
+    else
+      publish(e, e.choice.routine,
+              fmt::format("per machine: {}, prior {}; kept: the engine's copies of >= 4 KiB did not follow each other "
+                          "closely enough to be timed",
+                          features(), copy_routine_name(e.choice.routine)));
+    t_last.n = 0;
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
   }
   const std::size_t at = e.next++;
   const std::size_t i = at / kBlock % e.n_candidates;
   routine_fn(e.candidates[i])(dst, src, n);
-  e.last_start = now;
-  e.last_n = n;
-  e.last_thread = &thread_tag;
-  e.last_candidate = i;
-  e.last_at = at;
+  t_last = LastCopy{now, n, i, at % kBlock >= kSkip};
   e.sampling.clear(std::memory_order_release);
 }
 
