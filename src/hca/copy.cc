@@ -83,7 +83,7 @@ std::string features() { return fmt::format("fsrm {}, erms {}", cpu_has_fsrm() ?
 // interleaved samples shrugs off a preemption or a slow period, which hit
 // one sample or all candidates alike. Copies that find another thread
 // sampling, and copies below kSampleFrom, use the prior meanwhile. About
-// 130 copies, once per process.
+// 80 copies, once per process.
 constexpr std::size_t kSampleFrom = 4096;
 constexpr std::size_t kBlock = 8, kSkip = 2;
 constexpr int kSamples = 5 * static_cast<int>(kBlock - kSkip);
