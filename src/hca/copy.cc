@@ -255,6 +255,8 @@ CopyChoice engine_copy_choice() {
     for (CopyRoutine r : kCopyRoutines)
       if (available(r) && r != CopyRoutine::kMovsb) e.candidates[e.n_candidates++] = r;
     const bool sample = c.deciding && e.n_candidates > 1;
+    if (c.deciding && !sample)
+      c.how = fmt::format("per machine: {}; {}, the only candidate here", features(), copy_routine_name(c.routine));
     if (!sample) c.deciding = false;
     {
       std::lock_guard lock(e.mu);
