@@ -60,7 +60,9 @@ CopyRoutine prior_routine() {
   return available(CopyRoutine::kVectorLoop) ? CopyRoutine::kVectorLoop : CopyRoutine::kMemcpy;
 }
 
-std::string features() { return fmt::format("fsrm {}, erms {}", cpu_has_fsrm() ? "yes" : "no", cpu_has_erms() ? "yes" : "no"); }
+std::string features() {
+  return fmt::format("fsrm {}, erms {}", cpu_has_fsrm() ? "yes" : "no", cpu_has_erms() ? "yes" : "no");
+}
 
 // The per-machine choice is made on the engine's own copies: a timing
 // outside the engine, even one that imitates it, can mislead (a
@@ -73,19 +75,24 @@ std::string features() { return fmt::format("fsrm {}, erms {}", cpu_has_fsrm() ?
 // candidates, kBlock copies in a row each, and a sample is the time from
 // the start of one copy to the start of the next one of the same size in
 // the same thread, per byte: the copy and what the engine does after it,
-// the cost that the routine decides. The first kSkip copies of a block
-// are not counted (the previous routine's cache state). When every
-// candidate has kSamples, the one with the lowest median wins, and the
-// prior keeps its place unless another is more than 3% faster: noise does
-// not flip the choice between near-equal routines, and where the copies
-// do not follow each other closely (waits between messages fill the
-// intervals) the routines look alike and the prior stays. A median of
-// interleaved samples shrugs off a preemption or a slow period, which hit
-// one sample or all candidates alike. Copies that find another thread
-// sampling, and copies below kSampleFrom, use the prior meanwhile. About
-// 80 copies, once per process.
+// the cost that the routine decides. The sampling starts after kWarmUp
+// such copies (the first ones here ran in a start-up state that favoured
+// memcpy by about 12%, against level later), and the blocks are kGap
+// copies apart, so that they spread over a stretch of the run; the first
+// kSkip copies of a block are not counted (the previous routine's cache
+// state). When every candidate has kSamples, the one with the lowest
+// median wins, and the prior keeps its place unless another is more than
+// 3% faster: noise does not flip the choice between near-equal routines,
+// and where the copies do not follow each other closely (waits between
+// messages fill the intervals) the routines look alike and the prior
+// stays. A median of interleaved samples shrugs off a preemption or a slow
+// period, which hit one sample or all candidates alike. Copies outside the
+// blocks, copies that find another thread sampling, and copies below
+// kSampleFrom use the prior. About 2,100 copies of 4 KiB or more, once
+// per process.
 constexpr std::size_t kSampleFrom = 4096;
 constexpr std::size_t kBlock = 8, kSkip = 2;
+constexpr std::size_t kWarmUp = 1000, kGap = 100;
 constexpr int kSamples = 5 * static_cast<int>(kBlock - kSkip);
 constexpr std::size_t kCandidatesMax = std::size(kCopyRoutines);
 
@@ -97,10 +104,10 @@ struct Engine {
   std::atomic_flag sampling = ATOMIC_FLAG_INIT;
   CopyRoutine candidates[kCandidatesMax] = {};
   std::size_t n_candidates = 0;
-  std::size_t next = 0;
+  std::size_t seen = 0;  // copies of >= kSampleFrom bytes this far, sampled or not
   float ns_per_kib[kCandidatesMax][kSamples] = {};
   int count[kCandidatesMax] = {};
-  std::size_t tries = 0;  // sampled copies so far
+  std::size_t tries = 0;  // copies under the sampling flag so far
 };
 
 // A thread's previous copy, if it was sampled: when it started, its size
@@ -115,8 +122,8 @@ thread_local LastCopy t_last;
 
 // Copies that never follow each other in one thread (many threads taking
 // turns, sizes always changing) never fill the samples: after this many
-// sampled copies the prior stays.
-constexpr std::size_t kGiveUpAfter = 3000;
+// copies under the sampling flag the prior stays.
+constexpr std::size_t kGiveUpAfter = 20000;
 
 Engine& engine() {
   static Engine e;
@@ -146,8 +153,9 @@ void decide(Engine& e) {
   pick = prior;
   for (std::size_t i = 0; i < e.n_candidates; ++i)
     if (median[i] * 1.03 < median[prior] && median[i] < median[pick]) pick = i;
-  std::string how = fmt::format("per machine: {}, prior {}; chosen on the engine's first copies of >= 4 KiB, median per copy cycle",
-                                features(), copy_routine_name(e.choice.routine));
+  std::string how =
+      fmt::format("per machine: {}, prior {}; chosen on the engine's own copies of >= 4 KiB, median per copy cycle",
+                  features(), copy_routine_name(e.choice.routine));
   for (std::size_t i = 0; i < e.n_candidates; ++i)
     how += fmt::format(" {} {:.1f}", copy_routine_name(e.candidates[i]), median[i] > 0 ? 1024 / median[i] : 0.0);
   how += " GB/s";
@@ -186,10 +194,17 @@ void sampling_copy(void* dst, const void* src, std::size_t n) {
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
   }
-  const std::size_t at = e.next++;
-  const std::size_t i = at / kBlock % e.n_candidates;
+  const std::size_t seen = e.seen++;
+  const std::size_t period = kBlock + kGap;
+  if (seen < kWarmUp || (seen - kWarmUp) % period >= kBlock) {  // not sampled
+    t_last.n = 0;
+    e.sampling.clear(std::memory_order_release);
+    return e.prior(dst, src, n);
+  }
+  const std::size_t block = (seen - kWarmUp) / period, at = (seen - kWarmUp) % period;
+  const std::size_t i = block % e.n_candidates;
   routine_fn(e.candidates[i])(dst, src, n);
-  t_last = LastCopy{now, n, i, at % kBlock >= kSkip};
+  t_last = LastCopy{now, n, i, at >= kSkip};
   e.sampling.clear(std::memory_order_release);
 }
 
@@ -235,7 +250,7 @@ CopyChoice choose_copy_routine(const char* env) {
   }
   CopyChoice c;
   c.routine = prior_routine();
-  c.how = fmt::format("per machine: {}, prior {}; choosing on the engine's first copies of >= 4 KiB", features(),
+  c.how = fmt::format("per machine: {}, prior {}; choosing on the engine's own copies of >= 4 KiB", features(),
                       copy_routine_name(c.routine));
   c.deciding = true;
   c.warning = std::move(warning);

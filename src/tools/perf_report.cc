@@ -94,7 +94,8 @@ void print_footer(const PerfReport& r, std::ostream& out) {
   else
     fmt::print(out, " latencies are the full round trip\n");
   const hca::CopyChoice engine_copy = hca::engine_copy_choice();
-  fmt::print(out, " engine copy of 256 B - 4 MiB: {} ({})\n", hca::copy_routine_name(engine_copy.routine), engine_copy.how);
+  fmt::print(out, " engine copy of 256 B - 4 MiB: {} ({})\n", hca::copy_routine_name(engine_copy.routine),
+             engine_copy.how);
 }
 
 void print_report(const PerfReport& r, std::ostream& out) {
