@@ -21,6 +21,13 @@ namespace srdma::hca {
 namespace {
 
 constexpr std::size_t kGuard = 64;
+// Under ThreadSanitizer (races, not bytes: the other builds check every
+// alignment) every 7th alignment, or the byte checks take a minute.
+#if defined(__SANITIZE_THREAD__)
+constexpr std::size_t kAlignStep = 7;
+#else
+constexpr std::size_t kAlignStep = 1;
+#endif
 constexpr std::uint8_t kGuardByte = 0xEE;
 
 // A source no shorter pattern repeats in: a wrong offset shows.
@@ -59,8 +66,9 @@ void check_routine(F&& copy, const std::string& what) {
   const auto src = random_bytes((4u << 20) + 4096);
   std::vector<std::uint8_t> dst((4u << 20) + 4096);
   for (std::size_t n = 0; n <= 300; ++n)
-    for (std::size_t soff = 0; soff < 64; ++soff)
-      for (std::size_t doff = 0; doff < 64; ++doff) ASSERT_TRUE(copies_exactly(copy, src, dst, n, soff, doff));
+    for (std::size_t soff = 0; soff < 64; soff += kAlignStep)
+      for (std::size_t doff = 0; doff < 64; doff += kAlignStep)
+        ASSERT_TRUE(copies_exactly(copy, src, dst, n, soff, doff));
   for (std::size_t n : {511, 512, 1023, 2048, 4095, 4096, 4097, 65535, 65536, 65537, (1 << 20) + 3, (4 << 20) - 1,
                         (4 << 20) + 5})
     for (std::size_t soff : {0, 1, 31, 32, 63})
