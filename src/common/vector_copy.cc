@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -72,6 +73,20 @@ bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
 }
+
+// CPUID.(EAX=7,ECX=0): EBX bit 9 is ERMS, EDX bit 4 is FSRM.
+struct Leaf7 {
+  unsigned ebx = 0, edx = 0;
+};
+const Leaf7& leaf7() {
+  static const Leaf7 l = [] {
+    Leaf7 r;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) r = Leaf7{b, d};
+    return r;
+  }();
+  return l;
+}
 #endif
 
 }  // namespace
@@ -86,6 +101,30 @@ void vector_copy(void* dst, const void* src, std::size_t n) {
 bool vector_copy_accelerated() {
 #if defined(__x86_64__)
   return have_avx2();
+#else
+  return false;
+#endif
+}
+
+void movsb_copy(void* dst, const void* src, std::size_t n) {
+#if defined(__x86_64__)
+  asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+bool cpu_has_erms() {
+#if defined(__x86_64__)
+  return (leaf7().ebx >> 9) & 1;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_fsrm() {
+#if defined(__x86_64__)
+  return (leaf7().edx >> 4) & 1;
 #else
   return false;
 #endif

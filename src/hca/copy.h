@@ -1,13 +1,16 @@
-// The engine's memory copy. glibc's memcpy on some machines (AMD EPYC with
-// glibc 2.36) takes `rep movsb` for 4-64 KiB copies and runs far below the
-// vector units' speed there. So copies from 256 bytes to 4 MiB use the
-// vector loop (common/vector_copy.h) where the CPU has one; small and huge
-// copies use memcpy (copy.cc says why).
+// The engine's memory copy. Up to 32 bytes inline (no call); below 256
+// bytes memcpy; from 256 bytes to 4 MiB one routine chosen once per process
+// for this machine (copy.cc): the AVX2 loop (common/vector_copy.h), `rep
+// movsb` or glibc's memcpy, none of which is fastest on every CPU; beyond
+// 4 MiB memcpy, whose non-temporal stores spare the cache. SRDMA_COPY=
+// avx2|movsb|memcpy|auto in the environment forces the routine (auto: the
+// per-machine choice).
 #pragma once
 
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <string>
 
 #include "srdma/translation.h"
 
@@ -47,7 +50,36 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   copy_bytes_large(dst, src, n);
 }
 
-// "memcpy" or the vector loop's name: what copy_bytes uses for n bytes here.
+// The routines the engine can copy 256 B - 4 MiB with.
+enum class CopyRoutine : unsigned char { kVectorLoop, kMovsb, kMemcpy };
+inline constexpr CopyRoutine kCopyRoutines[] = {CopyRoutine::kVectorLoop, CopyRoutine::kMovsb, CopyRoutine::kMemcpy};
+// "avx2" (or "32-byte loop" without AVX2), "movsb", "memcpy".
+const char* copy_routine_name(CopyRoutine r);
+// Copies n bytes with routine r, whatever the engine uses (tests, benchmarks).
+void copy_with(CopyRoutine r, void* dst, const void* src, std::size_t n);
+
+// How the routine was chosen.
+struct CopyChoice {
+  CopyRoutine routine = CopyRoutine::kVectorLoop;  // while deciding: the prior, used meanwhile
+  bool deciding = false;  // per machine, and the engine's copies have not yet decided
+  std::string how;        // "SRDMA_COPY=movsb", or the CPU features and what the timing measured
+  std::string warning;    // non-empty when SRDMA_COPY had a value we do not take
+};
+// The choice for an SRDMA_COPY value. A routine's name forces it. nullptr,
+// "" or "auto": per machine, a prior from the CPU's features (deciding),
+// then the engine's own first copies of 4 KiB or more take turns among the
+// candidates, timed, and the fastest (median) stays for the process
+// (copy.cc). An unknown value, or "avx2" on a CPU without AVX2, falls back
+// to the per-machine choice with a warning. The engine calls this once, at
+// its first copy of 256 bytes or more, with getenv("SRDMA_COPY"), and
+// prints the warning to stderr.
+CopyChoice choose_copy_routine(const char* env);
+// The engine's choice so far (read from the environment now if no copy has
+// done it yet).
+CopyChoice engine_copy_choice();
+
+// "memcpy", "inline" or the chosen routine's name: what copy_bytes uses for
+// n bytes in this process.
 const char* copy_routine_for(std::size_t n);
 
 // Copies min(total of dst, total of src) bytes from the src pieces into the

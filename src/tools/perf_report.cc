@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "hca/copy.h"
 #include "tools/perf.h"
 
 namespace srdma::tools {
@@ -92,6 +93,9 @@ void print_footer(const PerfReport& r, std::ostream& out) {
     fmt::print(out, " latencies are half the round trip\n");
   else
     fmt::print(out, " latencies are the full round trip\n");
+  const hca::CopyChoice engine_copy = hca::engine_copy_choice();
+  fmt::print(out, " engine copy of 256 B - 4 MiB: {} ({})\n", hca::copy_routine_name(engine_copy.routine),
+             engine_copy.how);
 }
 
 void print_report(const PerfReport& r, std::ostream& out) {
