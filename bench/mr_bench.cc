@@ -107,7 +107,7 @@ void BM_HcaRegDereg(benchmark::State& st) {
   if (!profile) die("validate_profile: " + profile.error().to_string());
   auto hca = srdma::hca::SoftHca::open(*profile);
   if (!hca) die("SoftHca::open: " + hca.error().to_string());
-  auto pdn = (*hca)->alloc_pd();
+  auto pdn = (*hca)->tables().alloc_pd();
   if (!pdn) die("alloc_pd: " + pdn.error().to_string());
   const std::size_t npages = static_cast<std::size_t>(st.range(0));
   const auto base = reinterpret_cast<std::uint64_t>(e.buf);
@@ -115,12 +115,12 @@ void BM_HcaRegDereg(benchmark::State& st) {
   for (std::size_t i = 0; i < npages; ++i) pages[i] = base + i * kPage;
   const srdma::hca::MrAttr attr{*pdn, base, npages * kPage, srdma::ACCESS_LOCAL_WRITE, 12};
   for (auto _ : st) {
-    auto key = (*hca)->reg_mr(attr, pages);
+    auto key = (*hca)->tables().reg_mr(attr, pages);
     if (!key) [[unlikely]] {
       st.SkipWithError(("reg_mr: " + key.error().to_string()).c_str());
       break;
     }
-    if (auto r = (*hca)->dereg_mr(*key); !r) [[unlikely]] {
+    if (auto r = (*hca)->tables().dereg_mr(*key); !r) [[unlikely]] {
       st.SkipWithError(("dereg_mr: " + r.error().to_string()).c_str());
       break;
     }

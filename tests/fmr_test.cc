@@ -279,24 +279,24 @@ TEST(FmrHca, NoReservationFallsBackToTheMainBuddyAndDeregMrRefusesFmrs) {
   Profile p = validate_profile(test::small_profile()).value();
   p.fmr_reserved_mtt_segs = 0;
   auto dev = hca::SoftHca::open(p).value();
-  const std::uint32_t pdn = dev->alloc_pd().value();
+  const std::uint32_t pdn = dev->tables().alloc_pd().value();
   auto usage = dev->buddy_usage();
   ASSERT_EQ(usage.size(), 1u) << "no FMR buddy";
   const auto before = usage[0].free_per_order;
-  const std::uint32_t key = dev->alloc_fmr(pdn, kRw, {64, 4, 12}).value();
+  const std::uint32_t key = dev->tables().alloc_fmr(pdn, kRw, {64, 4, 12}).value();
   EXPECT_NE(dev->buddy_usage()[0].free_per_order, before);
-  EXPECT_EQ(dev->dereg_mr(key).error().code, EINVAL) << "an FMR is not a memory region to dereg";
+  EXPECT_EQ(dev->tables().dereg_mr(key).error().code, EINVAL) << "an FMR is not a memory region to dereg";
   alignas(4096) static std::uint8_t page[4096];
   const std::uint64_t pages[] = {reinterpret_cast<std::uint64_t>(page)};
-  const std::uint32_t k2 = dev->map_phys_fmr(key, pages, 0).value();
-  EXPECT_EQ(dev->map_phys_fmr(key, pages, 0).error().code, EINVAL) << "a stale key names no FMR";
-  EXPECT_EQ(dev->dealloc_fmr(k2).error().code, EBUSY);
-  EXPECT_EQ(dev->dereg_mr(k2).error().code, EINVAL);
+  const std::uint32_t k2 = dev->tables().map_phys_fmr(key, pages, 0).value();
+  EXPECT_EQ(dev->tables().map_phys_fmr(key, pages, 0).error().code, EINVAL) << "a stale key names no FMR";
+  EXPECT_EQ(dev->tables().dealloc_fmr(k2).error().code, EBUSY);
+  EXPECT_EQ(dev->tables().dereg_mr(k2).error().code, EINVAL);
   const std::uint32_t keys[] = {k2};
-  ASSERT_TRUE(dev->unmap_fmr(keys));
-  ASSERT_TRUE(dev->dealloc_fmr(k2));
+  ASSERT_TRUE(dev->tables().unmap_fmr(keys));
+  ASSERT_TRUE(dev->tables().dealloc_fmr(k2));
   EXPECT_EQ(dev->buddy_usage()[0].free_per_order, before);
-  EXPECT_EQ(dev->dealloc_fmr(k2).error().code, EINVAL);
+  EXPECT_EQ(dev->tables().dealloc_fmr(k2).error().code, EINVAL);
 }
 
 // A translator racing map/unmap must only ever see whole mappings: the key,

@@ -35,18 +35,18 @@ struct Side {
   // `clock`: the transport and RNR timers run on it (nullptr: real time).
   explicit Side(ManualClock* clock = nullptr) {
     dev = SoftHca::open(small_profile()).value();
-    if (clock) dev->use_manual_clock(*clock);
-    pdn = dev->alloc_pd().value();
-    scq = dev->create_cq(256, 0, nullptr).value();
-    rcq = dev->create_cq(256, 1, nullptr).value();
-    qp = dev->create_qp(QpInit{pdn, scq, rcq, QpCaps{64, 64, 4, 4, 128}, false, nullptr}).value();
+    if (clock) dev->engine().use_manual_clock(*clock);
+    pdn = dev->tables().alloc_pd().value();
+    scq = dev->engine().create_cq(256, 0, nullptr).value();
+    rcq = dev->engine().create_cq(256, 1, nullptr).value();
+    qp = dev->engine().create_qp(QpInit{pdn, scq, rcq, QpCaps{64, 64, 4, 4, 128}, false, nullptr}).value();
     key = reg(buf.data(), buf.size(), kAccessAll);
   }
   std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
     std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
     std::vector<std::uint64_t> pages;
     for (std::uint64_t x = a & ~std::uint64_t{4095}; x < a + len; x += 4096) pages.push_back(x);
-    return dev->reg_mr(MrAttr{pdn, a, len, access, 12}, pages).value();
+    return dev->tables().reg_mr(MrAttr{pdn, a, len, access, 12}, pages).value();
   }
   std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
 };
@@ -78,8 +78,8 @@ inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, c
 }
 
 inline void connect(Side& a, Side& b, const PathParams& p = {}) {
-  bring_up(a, b.dev->address(), b.qp->qpn(), p);
-  bring_up(b, a.dev->address(), a.qp->qpn(), p);
+  bring_up(a, b.dev->engine().address(), b.qp->qpn(), p);
+  bring_up(b, a.dev->engine().address(), a.qp->qpn(), p);
 }
 
 inline Result<void> post(Side& s, SendWr wr) {

@@ -56,17 +56,17 @@ std::uint32_t index_of(const SoftHca& dev, std::uint32_t key) {
 TEST(ProtectionHoles, FmrRefillRacingUnmapLeavesNoTranslation) {
   Side b;
   std::uint64_t page = b.addr(4096) & ~std::uint64_t{4095};
-  std::uint32_t fmr = b.dev->alloc_fmr(b.pdn, kAccessAll, {1, 4, 12}).value();
-  std::uint32_t key = b.dev->map_phys_fmr(fmr, std::span(&page, 1), 0x10000).value();
+  std::uint32_t fmr = b.dev->tables().alloc_fmr(b.pdn, kAccessAll, {1, 4, 12}).value();
+  std::uint32_t key = b.dev->tables().map_phys_fmr(fmr, std::span(&page, 1), 0x10000).value();
 
   FillGate gate(index_of(*b.dev, key));
-  auto filler = std::async(std::launch::async, [&] { return b.dev->translate(key, 0x10000, 8, 0, b.pdn).has_value(); });
+  auto filler = std::async(std::launch::async, [&] { return b.dev->tables().translate(key, 0x10000, 8, 0, b.pdn).has_value(); });
   gate.wait_reached();  // the filler has read the mapped MPT, not yet filled
-  ASSERT_TRUE(b.dev->unmap_fmr(std::span(&key, 1)));
+  ASSERT_TRUE(b.dev->tables().unmap_fmr(std::span(&key, 1)));
   gate.release();
   EXPECT_TRUE(filler.get());  // it translated before the unmap: fine
   // Once unmap_fmr has returned, the key translates nowhere.
-  auto after = b.dev->translate(key, 0x10000, 8, 0, b.pdn);
+  auto after = b.dev->tables().translate(key, 0x10000, 8, 0, b.pdn);
   ASSERT_FALSE(after.has_value());
   EXPECT_EQ(after.error(), Refusal::kNotHwOwned);
 }
@@ -77,13 +77,13 @@ TEST(ProtectionHoles, WriteThroughUnmappedFmrKeyNeverLands) {
   Side a, b;
   connect(a, b);
   std::uint64_t page = b.addr(8192) & ~std::uint64_t{4095};
-  std::uint32_t fmr = b.dev->alloc_fmr(b.pdn, kAccessAll, {1, 4, 12}).value();
-  std::uint32_t key = b.dev->map_phys_fmr(fmr, std::span(&page, 1), 0x20000).value();
+  std::uint32_t fmr = b.dev->tables().alloc_fmr(b.pdn, kAccessAll, {1, 4, 12}).value();
+  std::uint32_t key = b.dev->tables().map_phys_fmr(fmr, std::span(&page, 1), 0x20000).value();
   {
     FillGate gate(index_of(*b.dev, key));
-    auto filler = std::async(std::launch::async, [&] { (void)b.dev->translate(key, 0x20000, 8, 0, b.pdn); });
+    auto filler = std::async(std::launch::async, [&] { (void)b.dev->tables().translate(key, 0x20000, 8, 0, b.pdn); });
     gate.wait_reached();
-    ASSERT_TRUE(b.dev->unmap_fmr(std::span(&key, 1)));
+    ASSERT_TRUE(b.dev->tables().unmap_fmr(std::span(&key, 1)));
     gate.release();
     filler.get();
   }
@@ -120,12 +120,12 @@ TEST(ProtectionHoles, DeregMrWaitsForAStoreTranslatedBeforeIt) {
 
   std::uint64_t seen_at_return = 0;
   auto dereg = std::async(std::launch::async, [&] {
-    bool ok = b.dev->dereg_mr(key).has_value();
+    bool ok = b.dev->tables().dereg_mr(key).has_value();
     std::memcpy(&seen_at_return, region.data(), 8);
     return ok;
   });
   // dereg_mr has taken the key away (the MPT no longer translates it) ...
-  while (b.dev->translate(key, va, 8, 0, b.pdn)) std::this_thread::yield();
+  while (b.dev->tables().translate(key, va, 8, 0, b.pdn)) std::this_thread::yield();
   // ... and now the held store may go on.
   gate.release();
   ASSERT_TRUE(poster.get());
@@ -283,7 +283,7 @@ TEST(ProtectionHoles, ConnectedQpHearsOnlyItsPeer) {
   ManualClock clock;  // c's retries never run: nobody advances it
   Side a, b, c(&clock);
   connect(a, b);
-  test::bring_up(c, b.dev->address(), b.qp->qpn());
+  test::bring_up(c, b.dev->engine().address(), b.qp->qpn());
   std::memset(b.buf.data(), 0, 128);
   std::memset(c.buf.data(), 0x66, 64);
   Sge csge{c.addr(), 64, c.key};

@@ -35,10 +35,10 @@ struct Side {
 
   explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}) {
     dev = SoftHca::open(test_profile()).value();
-    pdn = dev->alloc_pd().value();
-    scq = dev->create_cq(cqe, 0, nullptr).value();
-    rcq = dev->create_cq(cqe, 1, nullptr).value();
-    qp = dev->create_qp(QpInit{pdn, scq, rcq, caps, false, nullptr}).value();
+    pdn = dev->tables().alloc_pd().value();
+    scq = dev->engine().create_cq(cqe, 0, nullptr).value();
+    rcq = dev->engine().create_cq(cqe, 1, nullptr).value();
+    qp = dev->engine().create_qp(QpInit{pdn, scq, rcq, caps, false, nullptr}).value();
     key = reg(buf.data(), buf.size(), kAccessAll);
   }
   std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
@@ -46,7 +46,7 @@ struct Side {
     std::uint64_t first = a & ~std::uint64_t{4095};
     std::vector<std::uint64_t> pages;
     for (std::uint64_t x = first; x < a + len; x += 4096) pages.push_back(x);
-    return dev->reg_mr(MrAttr{pdn, a, len, access, 12}, pages).value();
+    return dev->tables().reg_mr(MrAttr{pdn, a, len, access, 12}, pages).value();
   }
   std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
 };
@@ -59,7 +59,7 @@ void connect(Side& a, Side& b, std::uint32_t access = kAccessAll, std::uint8_t r
     at.qp_access_flags = access;
     ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
     at.qp_state = QpState::kRtr;
-    at.dest_addr = peer.dev->address();
+    at.dest_addr = peer.dev->engine().address();
     at.dest_qp_num = peer.qp->qpn();
     at.min_rnr_timer = min_rnr_timer;
     ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN |
@@ -446,19 +446,19 @@ TEST(RcEngine, ModifyQpRules) {
 
 TEST(RcEngine, CapsBeyondTheDeviceAreEinval) {
   auto dev = SoftHca::open(test_profile()).value();
-  auto pd = dev->alloc_pd().value();
-  auto cq = dev->create_cq(16, 0, nullptr).value();
-  auto r = dev->create_qp(QpInit{pd, cq, cq, QpCaps{100000, 1, 1, 1, 0}, false, nullptr});
+  auto pd = dev->tables().alloc_pd().value();
+  auto cq = dev->engine().create_cq(16, 0, nullptr).value();
+  auto r = dev->engine().create_qp(QpInit{pd, cq, cq, QpCaps{100000, 1, 1, 1, 0}, false, nullptr});
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().reason.find("max_send_wr"), std::string::npos);
-  r = dev->create_qp(QpInit{pd, cq, cq, QpCaps{1, 1, 1, 1, 100000}, false, nullptr});
+  r = dev->engine().create_qp(QpInit{pd, cq, cq, QpCaps{1, 1, 1, 1, 100000}, false, nullptr});
   EXPECT_NE(r.error().reason.find("max_inline_data"), std::string::npos);
-  EXPECT_EQ(dev->create_cq(0, 0, nullptr).error().code, EINVAL);
-  EXPECT_EQ(dev->create_cq(16, 5, nullptr).error().code, EINVAL);
-  auto qp = dev->create_qp(QpInit{pd, cq, cq, QpCaps{1, 1, 1, 1, 0}, false, nullptr}).value();
-  EXPECT_EQ(dev->destroy_cq(cq).error().code, EBUSY);
-  ASSERT_TRUE(dev->destroy_qp(qp));
-  EXPECT_TRUE(dev->destroy_cq(cq));
+  EXPECT_EQ(dev->engine().create_cq(0, 0, nullptr).error().code, EINVAL);
+  EXPECT_EQ(dev->engine().create_cq(16, 5, nullptr).error().code, EINVAL);
+  auto qp = dev->engine().create_qp(QpInit{pd, cq, cq, QpCaps{1, 1, 1, 1, 0}, false, nullptr}).value();
+  EXPECT_EQ(dev->engine().destroy_cq(cq).error().code, EBUSY);
+  ASSERT_TRUE(dev->engine().destroy_qp(qp));
+  EXPECT_TRUE(dev->engine().destroy_cq(cq));
 }
 
 TEST(RcEngine, CqOverrunMovesQpsToError) {
@@ -485,8 +485,8 @@ TEST(RcEngine, CqOverrunMovesQpsToError) {
   EXPECT_EQ(a.scq->poll(wc), 2) << "the two CQEs written were not overwritten";
   EXPECT_EQ(wc[0].wr_id, 0u);
   EXPECT_EQ(wc[1].wr_id, 1u);
-  a.dev->async_events().flush();
-  EXPECT_EQ(a.dev->async_events().count(AsyncEventType::kCqErr), 1u);
+  a.dev->engine().async_events().flush();
+  EXPECT_EQ(a.dev->engine().async_events().count(AsyncEventType::kCqErr), 1u);
 }
 
 TEST(RcEngine, LoopbackToItself) {

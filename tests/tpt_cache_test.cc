@@ -17,7 +17,7 @@ TEST(TptCache, DeregisteredKeyNeverTranslatesAfterDeregReturns) {
   p.num_mtt_segs = 1 << 10;
   p.fmr_reserved_mtt_segs = 1 << 8;
   auto dev = SoftHca::open(validate_profile(p).value()).value();
-  const std::uint32_t pdn = dev->alloc_pd().value();
+  const std::uint32_t pdn = dev->tables().alloc_pd().value();
   alignas(4096) static std::uint8_t buf[4096];
   const auto va = reinterpret_cast<std::uint64_t>(buf);
   const std::uint64_t pages[] = {va};
@@ -29,17 +29,17 @@ TEST(TptCache, DeregisteredKeyNeverTranslatesAfterDeregReturns) {
     translators.emplace_back([&] {
       while (!stop.load(std::memory_order_relaxed)) {
         std::uint32_t k = live_key.load(std::memory_order_relaxed);
-        (void)dev->translate(k, va, 8, 0, pdn);  // misses and fills, racing dereg
+        (void)dev->tables().translate(k, va, 8, 0, pdn);  // misses and fills, racing dereg
       }
     });
   }
   int violations = 0;
   const int iterations = 300000;
   for (int i = 0; i < iterations; ++i) {
-    std::uint32_t key = dev->reg_mr(MrAttr{pdn, va, 64, 0, 12}, pages).value();
+    std::uint32_t key = dev->tables().reg_mr(MrAttr{pdn, va, 64, 0, 12}, pages).value();
     live_key.store(key, std::memory_order_relaxed);
-    ASSERT_TRUE(dev->dereg_mr(key));
-    if (dev->translate(key, va, 8, 0, pdn)) ++violations;
+    ASSERT_TRUE(dev->tables().dereg_mr(key));
+    if (dev->tables().translate(key, va, 8, 0, pdn)) ++violations;
   }
   stop = true;
   for (auto& t : translators) t.join();

@@ -32,9 +32,9 @@ TEST(TransportCounters, WriteAndReadCountEachPacketOnce) {
   EXPECT_EQ(cb.responses_sent, 2u);
   EXPECT_EQ(cb.dropped_total(), 0u);
   // The device sums its QPs, and keeps a destroyed QP's counts.
-  EXPECT_EQ(a.dev->counters().requests_sent, 2u);
-  ASSERT_TRUE(a.dev->destroy_qp(a.qp));
-  EXPECT_EQ(a.dev->counters().requests_sent, 2u);
+  EXPECT_EQ(a.dev->engine().counters().requests_sent, 2u);
+  ASSERT_TRUE(a.dev->engine().destroy_qp(a.qp));
+  EXPECT_EQ(a.dev->engine().counters().requests_sent, 2u);
 }
 
 // rnr_retry = 3 and no receive posted: the SEND draws exactly four RNR
@@ -75,7 +75,7 @@ void restart(Side& s, Side& peer, std::uint32_t sq_psn, std::uint32_t rq_psn, st
   at.qp_access_flags = kAccessAll;
   ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
   at.qp_state = QpState::kRtr;
-  at.dest_addr = peer.dev->address();
+  at.dest_addr = peer.dev->engine().address();
   at.dest_qp_num = peer.qp->qpn();
   at.rq_psn = rq_psn;
   ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
@@ -131,10 +131,10 @@ TEST(TransportCounters, SequenceErrorNaksSpendRetryCount) {
 TEST(TransportCounters, UnknownDestinationQpIsCountedOnTheDevice) {
   ManualClock clock;
   Side a(&clock), b;
-  test::bring_up(a, b.dev->address(), 0xabcde);
+  test::bring_up(a, b.dev->engine().address(), 0xabcde);
   Sge sge{a.addr(), 8, a.key};
   ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
-  EXPECT_EQ(b.dev->counters().dropped_for(DropReason::kUnknownQp), 1u);
+  EXPECT_EQ(b.dev->engine().counters().dropped_for(DropReason::kUnknownQp), 1u);
   EXPECT_EQ(a.qp->counters().requests_sent, 1u);
 }
 

@@ -48,7 +48,7 @@ Result<void> CompletionQueue::destroy() {
   if (state_->destroyed) return make_error(EINVAL, "the CQ is already destroyed");
   if (state_->channel && state_->channel->channel->unacked(state_->cq.get()) > 0)
     return make_error(EBUSY, "the CQ has unacknowledged channel events (ack_events first)");
-  auto r = state_->hca->destroy_cq(state_->cq);
+  auto r = state_->hca->engine().destroy_cq(state_->cq);
   if (!r) return r;
   state_->cq->set_event_handler(nullptr);
   if (state_->worker) state_->worker->cancel(state_.get());
@@ -104,7 +104,7 @@ Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::create_cq(DeviceState
   auto public_cq = std::unique_ptr<CompletionQueue>(new CompletionQueue(std::move(s), init.context));
   // The device CQ's context is the public object, so channel events and
   // handlers can find it.
-  auto cq = dev.hca->create_cq(init.cqe, init.comp_vector, public_cq.get());
+  auto cq = dev.hca->engine().create_cq(init.cqe, init.comp_vector, public_cq.get());
   if (!cq) {
     public_cq->state_->destroyed = true;
     return std::unexpected(cq.error());

@@ -48,15 +48,15 @@ std::vector<BuddyUsage> Device::buddy_usage() const { return state_->hca->buddy_
 std::size_t Device::table_bytes() const { return state_->hca->table_bytes(); }
 
 TptStats Device::tpt_stats() const {
-  const auto& c = state_->hca->tpt_cache();
+  const auto& c = state_->hca->tables().tpt_cache();
   return TptStats{c.hits(), c.misses(), c.syncs()};
 }
 
-TransportCounters Device::counters() const { return state_->hca->counters(); }
+TransportCounters Device::counters() const { return state_->hca->engine().counters(); }
 
 Result<ProtectionDomain> Device::alloc_pd() {
   if (state_->removed) return make_error(ENODEV, "the device has been removed");
-  auto pdn = state_->hca->alloc_pd();
+  auto pdn = state_->hca->tables().alloc_pd();
   if (!pdn) return std::unexpected(pdn.error());
   auto s = std::make_shared<detail::PdState>();
   s->device = state_;
@@ -67,23 +67,23 @@ Result<ProtectionDomain> Device::alloc_pd() {
 std::expected<Translation, Refusal> Device::translate(std::uint32_t key, std::uint64_t iova,
                                                       std::uint64_t length, std::uint32_t access,
                                                       std::uint32_t pd_num) const {
-  return state_->hca->translate(key, iova, length, access, pd_num);
+  return state_->hca->tables().translate(key, iova, length, access, pd_num);
 }
 
-void Device::sync_tpt() { state_->hca->sync_tpt(); }
+void Device::sync_tpt() { state_->hca->tables().sync_tpt(); }
 
-std::uint64_t Device::address() const { return state_->hca->address(); }
+std::uint64_t Device::address() const { return state_->hca->engine().address(); }
 
 void Device::set_async_event_handler(std::function<void(const AsyncEvent&)> handler) {
-  state_->hca->async_events().set_handler(std::move(handler));
+  state_->hca->engine().async_events().set_handler(std::move(handler));
 }
 
-void Device::flush_async_events() { state_->hca->async_events().flush(); }
+void Device::flush_async_events() { state_->hca->engine().async_events().flush(); }
 
 std::vector<CompVectorStats> Device::comp_vector_stats() const {
   std::vector<CompVectorStats> out;
   for (std::uint32_t v = 0; v < static_cast<std::uint32_t>(profile().num_comp_vectors); ++v) {
-    const auto& eq = state_->hca->event_queue(v);
+    const auto& eq = state_->hca->engine().event_queue(v);
     out.push_back(CompVectorStats{v, eq.cpu(), eq.interrupts(), eq.events(), eq.cqes(), eq.completions_handled()});
   }
   return out;

@@ -53,7 +53,7 @@ struct PdState {
   std::atomic<bool> dealloced{false};
 
   ~PdState() {
-    if (!dealloced.load()) (void)device->hca->dealloc_pd(pdn);
+    if (!dealloced.load()) (void)device->hca->tables().dealloc_pd(pdn);
   }
 };
 

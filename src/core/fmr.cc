@@ -46,7 +46,7 @@ std::uint32_t Fmr::pd_num() const { return pd_ ? pd_->pdn : 0; }
 
 Result<void> Fmr::map_phys(std::span<const std::uint64_t> pages, std::uint64_t iova) {
   if (!pd_) return make_error(EINVAL, "the FMR is deallocated");
-  auto key = pd_->device->hca->map_phys_fmr(key_, pages, iova);
+  auto key = pd_->device->hca->tables().map_phys_fmr(key_, pages, iova);
   if (!key) return std::unexpected(key.error());
   key_ = *key;
   mapped_ = true;
@@ -64,7 +64,7 @@ Result<void> Fmr::unmap() {
 Result<void> Fmr::dealloc() {
   if (!pd_) return make_error(EINVAL, "the FMR is already deallocated");
   if (mapped_) return make_error(EBUSY, fmt::format("FMR {:#x} is mapped; unmap it first", key_));
-  auto r = pd_->device->hca->dealloc_fmr(key_);
+  auto r = pd_->device->hca->tables().dealloc_fmr(key_);
   if (!r) return r;
   pd_->usecnt.fetch_sub(1);
   pd_.reset();
@@ -86,7 +86,7 @@ Result<void> unmap_fmrs(std::span<Fmr* const> fmrs) {
                                             f->pd_->device->name, device->name));
     keys.push_back(f->key_);
   }
-  auto r = fmrs.front()->pd_->device->hca->unmap_fmr(keys);
+  auto r = fmrs.front()->pd_->device->hca->tables().unmap_fmr(keys);
   if (!r) return r;
   for (Fmr* f : fmrs) {
     f->mapped_ = false;

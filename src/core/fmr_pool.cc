@@ -20,7 +20,7 @@ Result<std::unique_ptr<FmrPool>> FmrPool::create(ProtectionDomain& pd, FmrPoolPa
   if (!pd.valid()) return make_error(EINVAL, "the protection domain is deallocated");
   if (params.pool_size == 0) return make_error(EINVAL, "an FMR pool needs pool_size >= 1");
   if (params.dirty_watermark == 0) return make_error(EINVAL, "an FMR pool needs dirty_watermark >= 1");
-  const std::uint32_t device_max = pd.state_->device->hca->max_map_per_fmr();
+  const std::uint32_t device_max = pd.state_->device->hca->tables().max_map_per_fmr();
   std::uint32_t max_remaps = params.max_remaps == 0 ? device_max : params.max_remaps;
   if (max_remaps > device_max)
     return make_error(EINVAL, fmt::format("max_remaps {} above the device's max_map_per_fmr {}", max_remaps,

@@ -49,8 +49,8 @@ Result<void> MemoryRegion::dereg() {
   // A fast-registration MR is freed by the key the device allocated: the
   // consumer's key may have moved on (inc_rkey) whether or not a REG_MR
   // installed it.
-  auto r = type_ == MrType::kMemReg ? pd_->device->hca->dealloc_fast_reg_mr(alloc_key_)
-                                    : pd_->device->hca->dereg_mr(key_);
+  auto r = type_ == MrType::kMemReg ? pd_->device->hca->tables().dealloc_fast_reg_mr(alloc_key_)
+                                    : pd_->device->hca->tables().dereg_mr(key_);
   if (!r) return r;
   pd_->usecnt.fetch_sub(1);
   pd_.reset();

@@ -17,7 +17,7 @@ Result<void> ProtectionDomain::dealloc() {
   if (!state_) return make_error(EINVAL, "the protection domain is already deallocated");
   if (int n = state_->usecnt.load(); n > 0)
     return make_error(EBUSY, fmt::format("PD {} is still used by {} memory region(s) or QP(s)", state_->pdn, n));
-  auto r = state_->device->hca->dealloc_pd(state_->pdn);
+  auto r = state_->device->hca->tables().dealloc_pd(state_->pdn);
   if (!r) return r;
   state_->dealloced = true;
   state_.reset();
@@ -52,7 +52,7 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, st
   std::vector<std::uint64_t> pages(npages);
   for (std::uint64_t i = 0; i < npages; ++i) pages[i] = first_page + (i << page_shift);
   hca::MrAttr attr{state_->pdn, start, length, access, static_cast<std::uint8_t>(page_shift)};
-  auto key = state_->device->hca->reg_mr(attr, pages);
+  auto key = state_->device->hca->tables().reg_mr(attr, pages);
   if (!key) return std::unexpected(key.error());
   state_->usecnt.fetch_add(1);
   return MemoryRegion(state_, *key, addr, length, access);
@@ -67,7 +67,7 @@ namespace detail {
 
 Result<MemoryRegion> MrAccess::alloc_mr(const std::shared_ptr<PdState>& pd, MrType type, std::uint32_t max_num_sg) {
   if (type != MrType::kMemReg) return make_error(EINVAL, "alloc_mr makes kMemReg MRs only (reg_mr makes user ones)");
-  auto key = pd->device->hca->alloc_fast_reg_mr(pd->pdn, max_num_sg);
+  auto key = pd->device->hca->tables().alloc_fast_reg_mr(pd->pdn, max_num_sg);
   if (!key) return std::unexpected(key.error());
   pd->usecnt.fetch_add(1);
   MemoryRegion mr(pd, *key, nullptr, 0, 0);
@@ -87,8 +87,8 @@ Result<Fmr> ProtectionDomain::alloc_fmr(std::uint32_t access, const FmrAttr& att
   // IBA 10.6.3.1, as for reg_mr.
   if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
     return make_error(EINVAL, "remote write or atomic access requires LOCAL_WRITE");
-  auto key = state_->device->hca->alloc_fmr(
-      state_->pdn, access, hca::SoftHca::FmrLimits{attr.max_pages, attr.max_maps, attr.page_shift});
+  auto key = state_->device->hca->tables().alloc_fmr(
+      state_->pdn, access, hca::TranslationTables::FmrLimits{attr.max_pages, attr.max_maps, attr.page_shift});
   if (!key) return std::unexpected(key.error());
   state_->usecnt.fetch_add(1);
   return Fmr(state_, *key, access, attr);

@@ -12,7 +12,7 @@ QueuePair::QueuePair(std::unique_ptr<detail::QpState> s) : state_(std::move(s)) 
 
 QueuePair::~QueuePair() {
   if (!state_ || state_->destroyed) return;
-  (void)state_->pd->device->hca->destroy_qp(state_->qp);
+  (void)state_->pd->device->hca->engine().destroy_qp(state_->qp);
   state_->pd->usecnt.fetch_sub(1);
   // The assigned CQs' entries go back to the pool with the QP (the leases).
 }
@@ -77,7 +77,7 @@ int vector_for_cpu(detail::DeviceState& dev, int cpu) {
   if (cpu < 0) return -1;  // round robin
   const auto n = static_cast<std::uint32_t>(dev.hca->profile().num_comp_vectors);
   for (std::uint32_t v = 0; v < n; ++v)
-    if (dev.hca->event_queue(v).cpu() == cpu) return static_cast<int>(v);
+    if (dev.hca->engine().event_queue(v).cpu() == cpu) return static_cast<int>(v);
   return cpu;  // the pool takes it mod n
 }
 
@@ -113,7 +113,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
   hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq->state_->cq, init.cap, init.sq_sig_all,
                  init.qp_context};
-  auto qp = dev->hca->create_qp(std::move(hi));
+  auto qp = dev->hca->engine().create_qp(std::move(hi));
   if (!qp) return std::unexpected(qp.error());
   s->pd = state_;
   s->qp = std::move(*qp);

@@ -9,7 +9,8 @@
 #include "hca/cq.h"
 #include "hca/delivery_scope.h"
 #include "hca/qp.h"
-#include "hca/soft_hca.h"
+#include "hca/queue_engine.h"
+#include "hca/translation_tables.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
@@ -137,7 +138,7 @@ void Qp::completer_handle(Message& msg) {
           c.rnr_retries.bump();
           // Resend from this WQE once the responder's timer has run.
           rewind_to(comp_.consumer);
-          req_.rnr_until = dev_.clock().now() + std::chrono::microseconds(rnr_timer_usec(msg.rnr_timer));
+          req_.rnr_until = engine_.clock().now() + std::chrono::microseconds(rnr_timer_usec(msg.rnr_timer));
           comp_.timeout_at = {};
           comp_.timeout_unstamped = false;
           return;
@@ -195,7 +196,7 @@ void Qp::completer_check_timeout() {
     return;
   }
   if (comp_.timeout_at == Clock::time_point{}) return;
-  if (dev_.clock().now() < comp_.timeout_at) {
+  if (engine_.clock().now() < comp_.timeout_at) {
     arm_timer(comp_.timeout_at, /*transport=*/true);
     return;
   }

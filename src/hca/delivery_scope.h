@@ -5,7 +5,7 @@
 // every thread would otherwise bounce between cores); what keeps the target
 // alive is that a thread marks itself inside a delivery (this scope) before
 // it checks the cache's generation, and whoever unpublishes a target
-// (InprocLink::detach, SoftHca::destroy_qp) bumps the generation and then
+// (InprocLink::detach, QueueEngine::destroy_qp) bumps the generation and then
 // waits (quiesce_deliveries) until every thread that was inside has left.
 // Either the reader sees the new generation (and takes the locked path) or
 // the writer sees it inside: a store-load barrier on both sides. It is

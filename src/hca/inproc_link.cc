@@ -8,14 +8,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hca/soft_hca.h"
+#include "hca/queue_engine.h"
 
 namespace srdma::hca {
 namespace {
 
 struct Registry {
   mutable std::shared_mutex mu;  // guards devices
-  std::unordered_map<std::uint64_t, std::weak_ptr<SoftHca>> devices;
+  std::unordered_map<std::uint64_t, std::weak_ptr<QueueEngine>> devices;
   // Bumped (under mu) by every attach and detach; a sender's cached route
   // is good while the generation it was taken at is current.
   std::atomic<std::uint64_t> generation{1};
@@ -29,7 +29,7 @@ struct Registry {
 struct Route {
   std::uint64_t addr = 0;
   std::uint64_t generation = 0;
-  SoftHca* dev = nullptr;
+  QueueEngine* dev = nullptr;
 };
 constexpr std::size_t kRoutes = 4;
 thread_local std::array<Route, kRoutes> tls_routes;
@@ -46,7 +46,7 @@ InprocLink& InprocLink::instance() {
   return link;
 }
 
-void InprocLink::attach(std::uint64_t addr, std::weak_ptr<SoftHca> dev) {
+void InprocLink::attach(std::uint64_t addr, std::weak_ptr<QueueEngine> dev) {
   std::unique_lock lock(registry().mu);
   registry().devices[addr] = std::move(dev);
   registry().generation.fetch_add(1, std::memory_order_release);
@@ -76,7 +76,7 @@ bool InprocLink::send(Message&& msg) {
     route.dev->receive(std::move(msg));  // detach waits for this scope to end
     return true;
   }
-  std::shared_ptr<SoftHca> dst;
+  std::shared_ptr<QueueEngine> dst;
   {
     std::shared_lock lock(registry().mu);
     auto it = registry().devices.find(msg.dst_addr);

@@ -14,13 +14,13 @@
 
 namespace srdma::hca {
 
-class SoftHca;
+class QueueEngine;
 
 class InprocLink final : public Link {
  public:
   static InprocLink& instance();
 
-  void attach(std::uint64_t addr, std::weak_ptr<SoftHca> dev);
+  void attach(std::uint64_t addr, std::weak_ptr<QueueEngine> dev);
   void detach(std::uint64_t addr);
   bool knows(std::uint64_t addr) const;
   bool send(Message&& msg) override;

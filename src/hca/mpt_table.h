@@ -8,7 +8,7 @@
 // no REGION flag and so is no memory region at all.
 //
 // Thread safety: readers (translate) are lock-free through each entry's
-// seqlock; writers are serialised by the owner (SoftHca's control lock).
+// seqlock; writers are serialised by the owner (the translation tables' control lock).
 #pragma once
 
 #include <cstdint>

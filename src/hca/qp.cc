@@ -10,12 +10,14 @@
 
 #include "hca/cq.h"
 #include "hca/qp_rules.h"
-#include "hca/soft_hca.h"
+#include "hca/queue_engine.h"
+#include "hca/translation_tables.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
 
-Qp::Qp(SoftHca& dev, std::uint32_t qpn, QpInit init) : dev_(dev), qpn_(qpn), init_(std::move(init)) {
+Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init)
+    : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)) {
   sq_.resize(std::bit_ceil(sq_depth()));
   sq_mask_ = sq_.size() - 1;
   for (auto& w : sq_) {
@@ -64,7 +66,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   if ((mask & QP_PATH_MTU) && (in.path_mtu < 256 || in.path_mtu > 4096 || (in.path_mtu & (in.path_mtu - 1))))
     return make_error(EINVAL, "path_mtu must be 256, 512, 1024, 2048 or 4096");
   if ((mask & QP_DEST_QPN) && in.dest_qp_num > 0xffffff) return make_error(EINVAL, "dest_qp_num is 24 bits");
-  if ((mask & QP_AV) && !dev_.link_knows(in.dest_addr))
+  if ((mask & QP_AV) && !engine_.link_knows(in.dest_addr))
     return make_error(EINVAL, fmt::format("no device at address {:#x}", in.dest_addr));
 
   {
@@ -281,7 +283,7 @@ void Qp::set_error() {
     state_.store(QpState::kErr, std::memory_order_release);
     flush_recv_queue();
   }
-  dev_.kick_later(shared_from_this());
+  engine_.kick_later(shared_from_this());
 }
 
 void Qp::push_cqe(Cq& cq, const Wc& wc, bool solicited) {
@@ -296,7 +298,7 @@ void Qp::arm_timer(Clock::time_point at, bool transport) {
   if (timer_armed_ != Clock::time_point{} && timer_armed_ <= at) return;
   timer_armed_ = at;
   timer_armed_timeout_ = transport ? req_.timeout : 0xff;
-  dev_.schedule_timer(weak_from_this(), at);
+  engine_.schedule_timer(weak_from_this(), at);
 }
 
 void Qp::start_transport_timer() {

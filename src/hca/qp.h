@@ -43,7 +43,8 @@
 namespace srdma::hca {
 
 class Cq;
-class SoftHca;
+class QueueEngine;
+class TranslationTables;
 
 struct QpInit {
   std::uint32_t pdn = 0;
@@ -74,7 +75,7 @@ constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op ==
 
 class Qp : public std::enable_shared_from_this<Qp> {
  public:
-  Qp(SoftHca& dev, std::uint32_t qpn, QpInit init);
+  Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init);
   ~Qp();
 
   std::uint32_t qpn() const { return qpn_; }
@@ -232,7 +233,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // The transport timer for what is outstanding (REQUIRES sq_mu_).
   void start_transport_timer();
 
-  SoftHca& dev_;
+  QueueEngine& engine_;
+  TranslationTables& tables_;
   const std::uint32_t qpn_;
   const QpInit init_;
   std::atomic<QpState> state_{QpState::kReset};

@@ -14,7 +14,8 @@
 #include "hca/cq.h"
 #include "hca/link.h"
 #include "hca/qp.h"
-#include "hca/soft_hca.h"
+#include "hca/queue_engine.h"
+#include "hca/translation_tables.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
@@ -64,7 +65,7 @@ Qp::ReqStep Qp::requester_next_step() {
   if (s != QpState::kRts) return ReqStep::kIdle;
   if (req_.next == sq_prod_) return ReqStep::kIdle;
   if (req_.rnr_until != Clock::time_point{}) [[unlikely]] {
-    if (dev_.clock().now() < req_.rnr_until) return ReqStep::kWaitRnr;
+    if (engine_.clock().now() < req_.rnr_until) return ReqStep::kWaitRnr;
     req_.rnr_until = {};  // the wait is over: no more clock reads
   }
   // Fence: wait for the completions of everything before (a response runs
@@ -78,7 +79,7 @@ Qp::ReqStep Qp::requester_next_step() {
 bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const {
   out.clear();
   for (const Sge& s : sges) {
-    auto t = dev_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
+    auto t = tables_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
     if (!t) return false;
     t->for_each_piece([&](MemPiece p) { out.push_back(p); });
   }
@@ -88,7 +89,7 @@ bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, Pie
 Clock::time_point Qp::transport_deadline() const {
   // 4.096 us * 2^timeout (IBA 9.7.6.1.3); timeout 0 means infinite.
   if (req_.timeout == 0) return {};
-  return dev_.clock().now() + std::chrono::nanoseconds(4096LL << std::min<int>(req_.timeout, 31));
+  return engine_.clock().now() + std::chrono::nanoseconds(4096LL << std::min<int>(req_.timeout, 31));
 }
 
 void Qp::requester_execute_local(SendWqe& w) {
@@ -96,8 +97,8 @@ void Qp::requester_execute_local(SendWqe& w) {
   // timeout) walks past it.
   if (!w.local_done) {
     Result<void> r = w.opcode == WrOpcode::kRegMr
-                         ? dev_.fast_reg(w.rkey, init_.pdn, w.access, w.iova, w.mr_length, w.page_shift, w.pages)
-                         : dev_.local_invalidate(w.rkey, init_.pdn);
+                         ? tables_.fast_reg(w.rkey, init_.pdn, w.access, w.iova, w.mr_length, w.page_shift, w.pages)
+                         : tables_.local_invalidate(w.rkey, init_.pdn);
     // IBA 10.6.3.3 / 10.6.6: a refused fast register or invalidate is a
     // memory management operation error; like every local error it ends
     // the QP and flushes the rest.
@@ -122,7 +123,7 @@ void Qp::requester_send_one() {
   if (is_local_op(w.opcode)) [[unlikely]]
     return requester_execute_local(w);
   Message m;
-  m.src_addr = dev_.address();
+  m.src_addr = engine_.address();
   m.dst_addr = req_.dest_addr;
   m.src_qpn = qpn_;
   m.dst_qpn = req_.dest_qpn;
@@ -199,7 +200,7 @@ void Qp::requester_send_one() {
   req_.next_psn = (req_.next_psn + 1) & 0xffffff;
   ++req_.next;
   // An unknown destination loses the request; the transport timer retries.
-  (void)dev_.link().send(std::move(m));
+  (void)engine_.link().send(std::move(m));
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
   if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&

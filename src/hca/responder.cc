@@ -9,7 +9,8 @@
 #include "hca/delivery_scope.h"
 #include "hca/link.h"
 #include "hca/qp.h"
-#include "hca/soft_hca.h"
+#include "hca/queue_engine.h"
+#include "hca/translation_tables.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
@@ -82,7 +83,7 @@ bool Qp::responder_unlocked(const Message& msg) {
   if (!(resp_.access.load(std::memory_order_relaxed) & access)) return false;
   if (msg.op == MsgOp::kReadRequest) {
     // A READ stores nothing here: its pieces are read once, right away.
-    auto t = dev_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
+    auto t = tables_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
     if (!t) return false;
     counters_.recv.requests_received.bump();
     answer_read(msg, *t, /*duplicate=*/false);
@@ -92,7 +93,7 @@ bool Qp::responder_unlocked(const Message& msg) {
     // From the translation to the last store (see delivery_scope.h): an
     // invalidation of this rkey waits for it.
     TranslationWindow window;
-    auto t = dev_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
+    auto t = tables_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
     if (!t) return false;
     PieceList dst;
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
@@ -106,13 +107,13 @@ bool Qp::responder_unlocked(const Message& msg) {
 
 void Qp::respond(const Message& req, MsgOp op, Message&& resp) {
   resp.op = op;
-  resp.src_addr = dev_.address();
+  resp.src_addr = engine_.address();
   resp.dst_addr = req.src_addr;
   resp.src_qpn = qpn_;
   resp.dst_qpn = req.src_qpn;
   resp.psn = req.psn;
   counters_.recv.responses_sent.bump();
-  dev_.link().send(std::move(resp));
+  engine_.link().send(std::move(resp));
 }
 
 void Qp::nak(const Message& req, NakCode code, std::uint8_t rnr_timer) {
@@ -126,7 +127,7 @@ void Qp::nak(const Message& req, NakCode code, std::uint8_t rnr_timer) {
       code == NakCode::kRemoteOperationalError) {
     state_.store(QpState::kErr, std::memory_order_release);
     flush_recv_queue();
-    dev_.kick_later(shared_from_this());  // its send side flushes too
+    engine_.kick_later(shared_from_this());  // its send side flushes too
   }
 }
 
@@ -179,7 +180,7 @@ void Qp::responder_execute(Message& msg) {
         TranslationWindow window;
         PieceList dst;
         for (const Sge& s : r.sges) {
-          auto t = dev_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
+          auto t = tables_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
           if (!t) return false;
           t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
         }
@@ -200,7 +201,7 @@ void Qp::responder_execute(Message& msg) {
         // allows) NAK Invalid Request: the sender sees kRemInvReqErr, the
         // receive completes with kMemMgmtOpErr carrying the key, and both
         // QPs go to error.
-        if (!dev_.local_invalidate(msg.imm, pdn)) {
+        if (!tables_.local_invalidate(msg.imm, pdn)) {
           complete_recv(r, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, msg.length, msg.imm, WC_WITH_INVALIDATE,
                         msg.src_qpn);
           nak(msg, NakCode::kInvalidRequest);
@@ -227,7 +228,7 @@ void Qp::responder_execute(Message& msg) {
       }
       const bool placed = [&] {
         TranslationWindow window;
-        auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
+        auto t = tables_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
         if (!t) return false;
         PieceList dst;
         t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
@@ -249,7 +250,7 @@ void Qp::responder_execute(Message& msg) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
       }
-      auto t = dev_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_READ, pdn);
+      auto t = tables_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_READ, pdn);
       if (!t) {
         nak(msg, NakCode::kRemoteAccessError);
         return;
@@ -270,7 +271,7 @@ void Qp::responder_execute(Message& msg) {
       std::uint64_t orig = 0;
       const bool executed = [&] {
         TranslationWindow window;
-        auto t = dev_.translate(msg.rkey, msg.va, 8, ACCESS_REMOTE_ATOMIC, pdn);
+        auto t = tables_.translate(msg.rkey, msg.va, 8, ACCESS_REMOTE_ATOMIC, pdn);
         if (!t) return false;
         std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
         auto word = atomic_at(target);

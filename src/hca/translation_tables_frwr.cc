@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "hca/delivery_scope.h"
-#include "hca/soft_hca.h"
+#include "hca/translation_tables.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
@@ -25,7 +25,7 @@ constexpr std::uint32_t kKeyByte = 0xff;
 bool is_fast_reg(const MptFields& f) { return f.is_region() && (f.flags & MPT_FLAG_FAST_REG); }
 }  // namespace
 
-Result<std::uint32_t> SoftHca::alloc_fast_reg_mr(std::uint32_t pdn, std::uint32_t max_num_sg) {
+Result<std::uint32_t> TranslationTables::alloc_fast_reg_mr(std::uint32_t pdn, std::uint32_t max_num_sg) {
   if (max_num_sg == 0) return make_error(EINVAL, "max_num_sg must be at least 1");
   const std::uint64_t max_entries = std::uint64_t(profile_.num_mtt_segs) << profile_.log_mtts_per_seg;
   if (max_num_sg > max_entries)
@@ -54,7 +54,7 @@ Result<std::uint32_t> SoftHca::alloc_fast_reg_mr(std::uint32_t pdn, std::uint32_
   return *key;
 }
 
-Result<void> SoftHca::dealloc_fast_reg_mr(std::uint32_t alloc_key) {
+Result<void> TranslationTables::dealloc_fast_reg_mr(std::uint32_t alloc_key) {
   std::lock_guard lock(mu_);
   const std::uint32_t index = mpt_.index_of(alloc_key);
   if (index < mpt_.reserved())
@@ -72,7 +72,7 @@ Result<void> SoftHca::dealloc_fast_reg_mr(std::uint32_t alloc_key) {
   return {};
 }
 
-Result<void> SoftHca::fast_reg(std::uint32_t key, std::uint32_t pdn, std::uint32_t access, std::uint64_t iova,
+Result<void> TranslationTables::fast_reg(std::uint32_t key, std::uint32_t pdn, std::uint32_t access, std::uint64_t iova,
                                std::uint64_t length, std::uint8_t page_shift, std::span<const std::uint64_t> pages) {
   // The page list comes from a consumer's WR: check it as reg_mr does, so
   // translate() never walks MTTs the list does not cover.
@@ -122,7 +122,7 @@ Result<void> SoftHca::fast_reg(std::uint32_t key, std::uint32_t pdn, std::uint32
   return {};
 }
 
-Result<void> SoftHca::local_invalidate(std::uint32_t key, std::uint32_t pdn) {
+Result<void> TranslationTables::local_invalidate(std::uint32_t key, std::uint32_t pdn) {
   std::lock_guard lock(mu_);
   const std::uint32_t index = mpt_.index_of(key);
   if (index < mpt_.reserved()) return make_error(EINVAL, fmt::format("key {:#x}: reserved MPT index", key));

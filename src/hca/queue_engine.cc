@@ -8,7 +8,8 @@
 
 #include "hca/engine_timer.h"
 #include "hca/inproc_link.h"
-#include "hca/soft_hca.h"
+#include "hca/queue_engine.h"
+#include "hca/translation_tables.h"
 
 namespace srdma::hca {
 namespace {
@@ -35,8 +36,16 @@ thread_local std::array<QpRoute, kQpRoutes> tls_qp_routes;
 
 }  // namespace
 
-SoftHca::~SoftHca() {
-  InprocLink::instance().detach(address_);
+QueueEngine::QueueEngine(const Profile& profile, TranslationTables& tables, alloc::IndexAllocator qp,
+                         alloc::IndexAllocator cq, std::uint64_t address, Link& link)
+    : profile_(profile),
+      tables_(tables),
+      qp_alloc_(std::move(qp)),
+      cq_alloc_(std::move(cq)),
+      address_(address),
+      link_(link) {}
+
+QueueEngine::~QueueEngine() {
   timer_.reset();  // no more kicks
   {
     std::unique_lock lock(queues_mu_);
@@ -46,7 +55,7 @@ SoftHca::~SoftHca() {
   async_.reset();
 }
 
-void SoftHca::start_engine() {
+void QueueEngine::start_engine() {
   std::call_once(engine_once_, [this] {
     timer_ = std::make_unique<EngineTimer>(clock_);
     async_ = std::make_unique<AsyncEventDispatcher>();
@@ -56,19 +65,19 @@ void SoftHca::start_engine() {
   });
 }
 
-EventQueue& SoftHca::event_queue(std::uint32_t vector) {
+EventQueue& QueueEngine::event_queue(std::uint32_t vector) {
   start_engine();
   return *eqs_.at(vector);
 }
 
-AsyncEventDispatcher& SoftHca::async_events() {
+AsyncEventDispatcher& QueueEngine::async_events() {
   start_engine();
   return *async_;
 }
 
-bool SoftHca::link_knows(std::uint64_t addr) const { return InprocLink::instance().knows(addr); }
+bool QueueEngine::link_knows(std::uint64_t addr) const { return InprocLink::instance().knows(addr); }
 
-Result<std::shared_ptr<Cq>> SoftHca::create_cq(std::uint32_t cqe, std::uint32_t comp_vector, void* context) {
+Result<std::shared_ptr<Cq>> QueueEngine::create_cq(std::uint32_t cqe, std::uint32_t comp_vector, void* context) {
   if (cqe < 1 || cqe > profile_.max_cqe)
     return make_error(EINVAL, fmt::format("cqe {} outside 1..max_cqe {}", cqe, profile_.max_cqe));
   if (comp_vector >= profile_.num_comp_vectors)
@@ -77,22 +86,21 @@ Result<std::shared_ptr<Cq>> SoftHca::create_cq(std::uint32_t cqe, std::uint32_t 
   start_engine();
   std::uint32_t cqn;
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(alloc_mu_);
     auto n = cq_alloc_.alloc();
     if (!n) return make_error(ENOMEM, "CQ table exhausted: " + n.error().reason);
     cqn = *n;
   }
   auto cq = std::make_shared<Cq>(cqn, cqe, eqs_[comp_vector].get(), comp_vector, context);
-  std::weak_ptr<SoftHca> self = weak_from_this();
-  cq->set_overrun_handler([self](Cq& c) {
-    if (auto dev = self.lock()) dev->on_cq_overrun(c);
+  cq->set_overrun_handler([self = self_](Cq& c) {
+    if (auto engine = self.lock()) engine->on_cq_overrun(c);
   });
   std::unique_lock lock(queues_mu_);
   cqs_[cqn] = cq;
   return cq;
 }
 
-Result<void> SoftHca::destroy_cq(const std::shared_ptr<Cq>& cq) {
+Result<void> QueueEngine::destroy_cq(const std::shared_ptr<Cq>& cq) {
   if (int n = cq->usecnt.load(); n > 0)
     return make_error(EBUSY, fmt::format("CQ {:#x} is used by {} QP(s)", cq->cqn(), n));
   cq->eq()->cancel(cq.get());
@@ -100,12 +108,12 @@ Result<void> SoftHca::destroy_cq(const std::shared_ptr<Cq>& cq) {
     std::unique_lock lock(queues_mu_);
     cqs_.erase(cq->cqn());
   }
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(alloc_mu_);
   (void)cq_alloc_.free(cq->cqn());
   return {};
 }
 
-void SoftHca::on_cq_overrun(Cq& cq) {
+void QueueEngine::on_cq_overrun(Cq& cq) {
   // IBA 11.4.2.1: a CQ overrun is a CQ error; every QP on that CQ goes to
   // ERR. Done on the engine thread: the overrun is found inside a push,
   // under the pushing role's locks.
@@ -127,7 +135,7 @@ void SoftHca::on_cq_overrun(Cq& cq) {
   });
 }
 
-Result<std::shared_ptr<Qp>> SoftHca::create_qp(QpInit init) {
+Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
   const QpCaps& c = init.caps;
   auto beyond = [](const char* cap, std::uint64_t v, std::int64_t max) {
     return make_error(EINVAL, fmt::format("{} {} beyond the device's {}", cap, v, max));
@@ -141,16 +149,16 @@ Result<std::shared_ptr<Qp>> SoftHca::create_qp(QpInit init) {
     return beyond("max_inline_data", c.max_inline_data, profile_.max_inline_data);
   start_engine();
   std::uint32_t qpn;
+  if (!tables_.pd_allocated(init.pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", init.pdn));
   {
-    std::lock_guard lock(mu_);
-    if (!pd_alloc_.is_allocated(init.pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", init.pdn));
+    std::lock_guard lock(alloc_mu_);
     auto n = qp_alloc_.alloc();
     if (!n) return make_error(ENOMEM, "QP table exhausted: " + n.error().reason);
     qpn = *n;
   }
   init.send_cq->usecnt.fetch_add(1);
   init.recv_cq->usecnt.fetch_add(1);
-  auto qp = std::make_shared<Qp>(*this, qpn, std::move(init));
+  auto qp = std::make_shared<Qp>(*this, tables_, qpn, std::move(init));
   // Published only once built: a message can find it from now on.
   std::unique_lock lock(queues_mu_);
   qps_[qpn & 0xffffff] = qp;
@@ -158,7 +166,7 @@ Result<std::shared_ptr<Qp>> SoftHca::create_qp(QpInit init) {
   return qp;
 }
 
-Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
+Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
   {
     std::unique_lock lock(queues_mu_);
     if (qps_.erase(qp->qpn() & 0xffffff) == 0)
@@ -173,12 +181,12 @@ Result<void> SoftHca::destroy_qp(const std::shared_ptr<Qp>& qp) {
   }
   qp->send_cq()->usecnt.fetch_sub(1);
   qp->recv_cq()->usecnt.fetch_sub(1);
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(alloc_mu_);
   (void)qp_alloc_.free(qp->qpn());
   return {};
 }
 
-void SoftHca::receive(Message&& msg) {
+void QueueEngine::receive(Message&& msg) {
   DeliveryScope scope;  // before the generation check (nests in the link's)
   QpRoute& route = tls_qp_routes[(msg.dst_qpn ^ (msg.dst_qpn >> 4) ^ address_) % kQpRoutes];
   // The generation is read before the table: an entry cached below is
@@ -207,15 +215,25 @@ void SoftHca::receive(Message&& msg) {
     qp->receive_response(std::move(msg));
 }
 
-void SoftHca::use_manual_clock(ManualClock& clock) {
+void QueueEngine::use_manual_clock(ManualClock& clock) {
   clock_.use(&clock);
   start_engine();
-  clock.on_advance([weak = weak_from_this()] {
-    if (auto dev = weak.lock()) dev->timer_->poke();
+  clock.on_advance([weak = self_] {
+    if (auto engine = weak.lock()) engine->timer_->poke();
   });
 }
 
-TransportCounters SoftHca::counters() const {
+std::vector<TableUsage> QueueEngine::table_usage() const {
+  std::lock_guard lock(alloc_mu_);
+  auto row = [](const char* name, const alloc::IndexAllocator& a) {
+    return TableUsage{name, a.used(), a.reserved(), a.num()};
+  };
+  return {row("QP", qp_alloc_), row("CQ", cq_alloc_)};
+}
+
+std::size_t QueueEngine::allocator_bytes() const { return qp_alloc_.bytes() + cq_alloc_.bytes(); }
+
+TransportCounters QueueEngine::counters() const {
   TransportCounters sum;
   {
     std::lock_guard lock(retired_mu_);
@@ -229,12 +247,12 @@ TransportCounters SoftHca::counters() const {
   return sum;
 }
 
-void SoftHca::schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at) {
+void QueueEngine::schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at) {
   start_engine();
   timer_->schedule(std::move(qp), at);
 }
 
-void SoftHca::kick_later(std::shared_ptr<Qp> qp) {
+void QueueEngine::kick_later(std::shared_ptr<Qp> qp) {
   start_engine();
   timer_->post([qp = std::move(qp)] { qp->kick(); });
 }

@@ -5,17 +5,17 @@
 #include <fmt/format.h>
 
 #include "hca/delivery_scope.h"
-#include "hca/soft_hca.h"
+#include "hca/translation_tables.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
 
-std::uint32_t SoftHca::max_map_per_fmr() const {
+std::uint32_t TranslationTables::max_map_per_fmr() const {
   const int log_mpt = std::countr_zero(mpt_.num());
   return static_cast<std::uint32_t>((std::uint64_t{1} << (32 - log_mpt)) - 1);
 }
 
-SoftHca::FmrSlot* SoftHca::find_fmr(std::uint32_t key, MptFields& f) {
+TranslationTables::FmrSlot* TranslationTables::find_fmr(std::uint32_t key, MptFields& f) {
   const std::uint32_t index = mpt_.index_of(key);
   auto it = fmrs_.find(index);
   if (it == fmrs_.end()) return nullptr;
@@ -25,7 +25,7 @@ SoftHca::FmrSlot* SoftHca::find_fmr(std::uint32_t key, MptFields& f) {
   return &it->second;
 }
 
-Result<std::uint32_t> SoftHca::alloc_fmr(std::uint32_t pdn, std::uint32_t access, const FmrLimits& limits) {
+Result<std::uint32_t> TranslationTables::alloc_fmr(std::uint32_t pdn, std::uint32_t access, const FmrLimits& limits) {
   if (access & ~kAccessAll) return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kAccessAll));
   if (limits.page_shift < 12 || limits.page_shift >= 32)
     return make_error(EINVAL, fmt::format("FMR page_shift {} outside [12, 32)", limits.page_shift));
@@ -64,7 +64,7 @@ Result<std::uint32_t> SoftHca::alloc_fmr(std::uint32_t pdn, std::uint32_t access
   return *key;
 }
 
-Result<std::uint32_t> SoftHca::map_phys_fmr(std::uint32_t key, std::span<const std::uint64_t> page_list,
+Result<std::uint32_t> TranslationTables::map_phys_fmr(std::uint32_t key, std::span<const std::uint64_t> page_list,
                                             std::uint64_t iova) {
   std::lock_guard lock(mu_);
   MptFields f;
@@ -115,7 +115,7 @@ Result<std::uint32_t> SoftHca::map_phys_fmr(std::uint32_t key, std::span<const s
   return new_key;
 }
 
-Result<void> SoftHca::unmap_fmr(std::span<const std::uint32_t> keys) {
+Result<void> TranslationTables::unmap_fmr(std::span<const std::uint32_t> keys) {
   std::lock_guard lock(mu_);
   // Check the whole list first: either all are unmapped or none.
   for (std::uint32_t key : keys) {
@@ -139,7 +139,7 @@ Result<void> SoftHca::unmap_fmr(std::span<const std::uint32_t> keys) {
   return {};
 }
 
-Result<void> SoftHca::dealloc_fmr(std::uint32_t key) {
+Result<void> TranslationTables::dealloc_fmr(std::uint32_t key) {
   std::lock_guard lock(mu_);
   MptFields f;
   FmrSlot* slot = find_fmr(key, f);

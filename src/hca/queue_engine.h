@@ -1,0 +1,107 @@
+// The device's queue engine: CQs on completion vectors (event queues and
+// their threads), QPs and the transport roles that run them, the engine
+// timer and its clock, async events, the device's place on the link, and
+// the transport counters.
+//
+// This is half of the software HCA (soft_hca.h); it reaches the other half,
+// the translation tables, only through translate() and the fast
+// registration calls its QPs make.
+//
+// Thread safety: every call from any thread; the queue tables are guarded
+// by a shared mutex, the engine's threads start with the first CQ or QP.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "alloc/index_allocator.h"
+#include "hca/async_events.h"
+#include "hca/cq.h"
+#include "hca/engine_clock.h"
+#include "hca/event_queue.h"
+#include "hca/link.h"
+#include "hca/qp.h"
+#include "srdma/counters.h"
+#include "srdma/profile.h"
+#include "srdma/status.h"
+#include "srdma/usage.h"
+
+namespace srdma::hca {
+
+class EngineTimer;
+class TranslationTables;
+
+class QueueEngine {
+ public:
+  QueueEngine(const Profile& profile, TranslationTables& tables, alloc::IndexAllocator qp,
+              alloc::IndexAllocator cq, std::uint64_t address, Link& link);
+  ~QueueEngine();
+  QueueEngine(const QueueEngine&) = delete;
+  QueueEngine& operator=(const QueueEngine&) = delete;
+  // The owner's handle on this engine (for callbacks that may outlive it).
+  void set_self(std::weak_ptr<QueueEngine> self) { self_ = std::move(self); }
+
+  TranslationTables& tables() const { return tables_; }
+  std::uint64_t address() const { return address_; }
+  // EINVAL: cqe outside 1..max_cqe, comp_vector >= num_comp_vectors.
+  Result<std::shared_ptr<Cq>> create_cq(std::uint32_t cqe, std::uint32_t comp_vector, void* context);
+  // EBUSY while QPs use it.
+  Result<void> destroy_cq(const std::shared_ptr<Cq>& cq);
+  // EINVAL naming the cap beyond the device's limits.
+  Result<std::shared_ptr<Qp>> create_qp(QpInit init);
+  Result<void> destroy_qp(const std::shared_ptr<Qp>& qp);
+  EventQueue& event_queue(std::uint32_t vector);
+  AsyncEventDispatcher& async_events();
+
+  // What the transport did: the sum over this device's QPs, past and
+  // present, plus the packets no QP could take (unknown destination QPN).
+  TransportCounters counters() const;
+  // The transport and RNR timers run on `clock` from now on (tests).
+  // REQUIRES: `clock` outlives the device; called before the first QP.
+  void use_manual_clock(ManualClock& clock);
+  const EngineClock& clock() const { return clock_; }
+
+  // For the engine.
+  Link& link() { return link_; }
+  bool link_knows(std::uint64_t addr) const;
+  void receive(Message&& msg);
+  void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
+  void kick_later(std::shared_ptr<Qp> qp);
+
+  // The QP and CQ rows of the device's usage table.
+  std::vector<TableUsage> table_usage() const;
+  std::size_t allocator_bytes() const;  // the QP and CQ allocators' bitmaps
+
+ private:
+  // The engine, started with the first CQ or QP so that an idle device
+  // costs no threads.
+  void start_engine();
+  void on_cq_overrun(Cq& cq);
+
+  const Profile& profile_;
+  TranslationTables& tables_;
+  std::weak_ptr<QueueEngine> self_;
+  mutable std::mutex alloc_mu_;  // guards qp_alloc_ and cq_alloc_
+  alloc::IndexAllocator qp_alloc_;
+  alloc::IndexAllocator cq_alloc_;
+  const std::uint64_t address_;
+  Link& link_;  // the wire to other devices (in-process for now)
+  std::once_flag engine_once_;
+  std::unique_ptr<EngineTimer> timer_;
+  std::unique_ptr<AsyncEventDispatcher> async_;
+  std::vector<std::unique_ptr<EventQueue>> eqs_;
+  mutable std::shared_mutex queues_mu_;  // guards qps_ and cqs_
+  std::unordered_map<std::uint32_t, std::shared_ptr<Qp>> qps_;
+  std::unordered_map<std::uint32_t, std::weak_ptr<Cq>> cqs_;
+  EngineClock clock_;
+  std::atomic<std::uint64_t> dropped_unknown_qp_{0};
+  mutable std::mutex retired_mu_;  // guards retired_counters_
+  TransportCounters retired_counters_;  // of destroyed QPs
+};
+
+}  // namespace srdma::hca

@@ -1,0 +1,218 @@
+// The device's translation and protection tables: protection domains, the
+// MPT and MTT tables with their allocators, memory regions, FMRs and
+// fast-registration MRs, and the translation cache in front of them. Every
+// byte the engine moves goes through translate().
+//
+// This is half of the software HCA (soft_hca.h); the other half, the queue
+// engine, uses it through translate() and the fast-registration calls only.
+//
+// Thread safety: control operations (PDs, MRs, FMRs) serialise on one
+// mutex, a leaf lock; translate() is lock-free and may run on any number of
+// threads at once. Every operation that takes a key away (dereg_mr, FMR
+// unmap and remap, LOCAL_INV, SEND_WITH_INV, deallocation) returns only
+// after the stores translated through it before have landed
+// (quiesce_translations, delivery_scope.h).
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "alloc/index_allocator.h"
+#include "hca/mpt_table.h"
+#include "hca/mtt_table.h"
+#include "hca/tpt_cache.h"
+#include "srdma/profile.h"
+#include "srdma/status.h"
+#include "srdma/translation.h"
+#include "srdma/usage.h"
+
+namespace srdma::hca {
+
+struct MrAttr {
+  std::uint32_t pdn = 0;
+  std::uint64_t iova = 0;    // the first byte's address as the consumer names it
+  std::uint64_t length = 0;  // bytes, > 0
+  std::uint32_t access = 0;  // AccessFlags
+  std::uint8_t page_shift = 12;
+};
+
+class TranslationTables {
+ public:
+  // REQUIRES: `profile` came from validate_profile(), the tables were made
+  // for it.
+  TranslationTables(const Profile& profile, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd);
+  TranslationTables(const TranslationTables&) = delete;
+  TranslationTables& operator=(const TranslationTables&) = delete;
+
+  Result<std::uint32_t> alloc_pd();
+  // EINVAL for a PD number that is not allocated.
+  Result<void> dealloc_pd(std::uint32_t pdn);
+
+  // Registers a region whose pages are `page_addrs` (each aligned to
+  // 2^page_shift; the first holds iova's first byte at offset
+  // iova % 2^page_shift). Returns the key (lkey == rkey). ENOMEM names the
+  // MPT or MTT table that is exhausted.
+  Result<std::uint32_t> reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs);
+  // EINVAL if `key` is not a registered region's current key.
+  Result<void> dereg_mr(std::uint32_t key);
+
+  // --- FMRs (translation_tables_fmr.cc) ---
+  // Fast memory regions as on mem-free mthca: an MPT index and a fixed block
+  // of MTTs allocated once, then remapped by software writes alone (no
+  // firmware command), each map with a new key. Keys: the FMR's key counter
+  // lives in the hw-index bits above the table index (key_to_hw_index form);
+  // each map adds num_mpt to it and unmap never resets it, so a key comes
+  // back only after 2^(32 - log2 num_mpt) maps of the same FMR (32768 with
+  // the default 2^17 MPTs, 256 with 2^24). Every call below names an FMR by
+  // its current key (the one the last map returned, or alloc's).
+  //
+  // Thread safety: serialised on the control mutex like reg_mr; translate()
+  // on other threads sees either the old mapping or the complete new one.
+  struct FmrLimits {
+    std::uint32_t max_pages = 0;  // 1..kMaxFmrPages
+    std::uint32_t max_maps = 0;   // maps between unmaps, 1..max_map_per_fmr()
+    std::uint8_t page_shift = 12; // 12..31
+  };
+  // All MTTs of an FMR sit in one 4 KiB page of the MTT table (8-byte
+  // entries; the buddy aligns a block to its size), as mthca requires.
+  static constexpr std::uint32_t kMaxFmrPages = 4096 / 8;
+  // (1 << (32 - log2 num_mpt)) - 1: the key counter's period less one.
+  std::uint32_t max_map_per_fmr() const;
+  // An unmapped FMR in PD `pdn`: MPT index from the MPT allocator, MTTs from
+  // the FMR buddy (the main one when the profile reserves none). The MPT is
+  // hardware-owned with length 0, so nothing translates until a map.
+  // EINVAL: PD not allocated, unknown access bits, page_shift outside
+  // [12, 32), max_pages outside 1..kMaxFmrPages, max_maps outside
+  // 1..max_map_per_fmr(). ENOMEM names the exhausted table.
+  Result<std::uint32_t> alloc_fmr(std::uint32_t pdn, std::uint32_t access, const FmrLimits& limits);
+  // Points the FMR at `page_list` (each aligned to 2^page_shift) from `iova`
+  // on (page aligned), length page_list.size() << page_shift, and returns
+  // the new key: the old key's hw index + num_mpt. The MPT goes to SW, the
+  // MTTs are written, then key/start/length, then HW; the MPT's release
+  // publishes the MTT stores. The previous key fails from the SW step on
+  // (its cached translation is dropped with it).
+  // EINVAL: not an FMR's current key, an empty list or one longer than
+  // max_pages, an unaligned iova or page, a wrapping range, or max_maps maps
+  // since the last unmap. REQUIRES: the pages stay valid memory while mapped.
+  Result<std::uint32_t> map_phys_fmr(std::uint32_t key, std::span<const std::uint64_t> page_list,
+                                     std::uint64_t iova);
+  // Unmaps every FMR in `keys`: each MPT goes to SW and its map count to 0,
+  // then ONE sync_tpt() for the whole list. When it returns no key these
+  // FMRs ever had translates. EINVAL (and nothing changed) if any key is
+  // not an FMR's current key. Unmapping an unmapped FMR is harmless.
+  Result<void> unmap_fmr(std::span<const std::uint32_t> keys);
+  // Frees the FMR's MPT index and MTTs. EBUSY while mapped, EINVAL if `key`
+  // is not an FMR's current key.
+  Result<void> dealloc_fmr(std::uint32_t key);
+
+  // The pieces of memory (key, iova, length) covers for an access of kind
+  // `access` (AccessFlags; 0 = local read) from protection domain `pdn`, or
+  // why not. Zero length touches nothing and is never refused (IBA 9.4.x:
+  // a zero-length transfer carries no memory access to check).
+  std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,
+                                                std::uint64_t length, std::uint32_t access,
+                                                std::uint32_t pdn) const;
+  // Drops every cached translation (SYNC_TPT).
+  void sync_tpt() { tpt_.clear(); }
+  const TptCache& tpt_cache() const { return tpt_; }
+
+  // --- Fast registration (translation_tables_frwr.cc) ---
+  // FRWR (IBA 10.6.3.3 / ib_alloc_mr(IB_MR_TYPE_MEM_REG)): an MPT entry that
+  // the engine (re)registers and invalidates in work-request order. Such an
+  // entry carries MPT_FLAG_REGION | MPT_FLAG_FAST_REG; its MTTs (room for
+  // max_num_sg pages) are allocated once, from the main buddy, when the MR
+  // is allocated; `mtt_count` is that capacity and `reserved` keeps the key
+  // alloc_key() handed out (the current key differs in its key byte).
+  //
+  // Locking: all four take mu_. The engine calls fast_reg/local_invalidate
+  // with a QP's sq_mu_ or rq_mu_ held; that is safe because mu_ is a leaf:
+  // nothing holds mu_ while it takes a QP, CQ or inbox lock.
+
+  // A free (invalid, SW-owned) fast-registration MR in PD `pdn` with room for
+  // `max_num_sg` pages. Returns its key. EINVAL: PD not allocated, max_num_sg
+  // 0 or beyond the MTT table; ENOMEM names the exhausted table.
+  Result<std::uint32_t> alloc_fast_reg_mr(std::uint32_t pdn, std::uint32_t max_num_sg);
+  // Frees a fast-registration MR in any state; `alloc_key` is the key
+  // alloc_fast_reg_mr returned. Its keys stop translating before this
+  // returns. EINVAL if it is not such an MR.
+  Result<void> dealloc_fast_reg_mr(std::uint32_t alloc_key);
+  // REG_MR, executed by the requester at the WQE's turn: makes the free MR
+  // whose index `key` names valid under `key` (its key byte may be new)
+  // for [iova, iova + length) over `pages` (each 2^page_shift aligned).
+  // EINVAL (the engine completes the WR with kMemMgmtOpErr) unless the MPT
+  // is a fast-registration MR of PD `pdn`, free, `key` differs from its
+  // current key at most in the key byte, pages fit max_num_sg and cover the
+  // range exactly, and `access` is valid (remote write/atomic need local
+  // write, IBA 10.6.3.1).
+  Result<void> fast_reg(std::uint32_t key, std::uint32_t pdn, std::uint32_t access, std::uint64_t iova,
+                        std::uint64_t length, std::uint8_t page_shift, std::span<const std::uint64_t> pages);
+  // LOCAL_INV, or the responder's half of SEND_WITH_INV: the MR whose
+  // current key is `key`, a fast-registration MR of PD `pdn`, goes back to
+  // free; the key fails every translation once this returns (the cached
+  // translation is dropped too). Invalidating a free MR with its current
+  // key succeeds (nothing to do), as in IBA. EINVAL otherwise.
+  Result<void> local_invalidate(std::uint32_t key, std::uint32_t pdn);
+
+  bool pd_allocated(std::uint32_t pdn) const;
+
+  // The MPT, MTT and PD rows of the device's usage table, the MTT buddies,
+  // and the address space the tables take (resident only where touched).
+  std::vector<TableUsage> table_usage() const;
+  std::vector<BuddyUsage> buddy_usage() const;
+  std::size_t table_bytes() const;
+
+ private:
+  MptFields lookup_mpt(std::uint32_t index) const {
+    MptFields f;
+    if (tpt_.lookup_into(index, f)) [[likely]] return f;
+    return lookup_mpt_miss(index);
+  }
+  MptFields lookup_mpt_miss(std::uint32_t index) const;
+
+  const Profile& profile_;
+  mutable std::mutex mu_;  // guards the allocators and MPT/MTT writes
+  MptTable mpt_;
+  MttTable mtt_;
+  alloc::IndexAllocator pd_alloc_;
+  mutable TptCache tpt_;
+  // FMRs by MPT index: what alloc_fmr fixed for the FMR's life. The key the
+  // MPT allocator handed out is kept to give the index back (the current key
+  // has moved on).
+  struct FmrSlot {
+    std::uint32_t alloc_key = 0;
+    MttRange mtts;
+    FmrLimits limits;
+  };
+  std::unordered_map<std::uint32_t, FmrSlot> fmrs_;  // guarded by mu_
+  // The FMR at `key`'s index if `key` is its current key, else null.
+  // REQUIRES: mu_ held.
+  FmrSlot* find_fmr(std::uint32_t key, MptFields& f);
+};
+
+// Inline: every data-path byte goes through here.
+inline std::expected<Translation, Refusal> TranslationTables::translate(std::uint32_t key, std::uint64_t iova,
+                                                              std::uint64_t length, std::uint32_t access,
+                                                              std::uint32_t pdn) const {
+  if (length == 0) return Translation{};
+  std::uint32_t index = mpt_.index_of(key);
+  if (index < mpt_.reserved()) [[unlikely]] return std::unexpected(Refusal::kUnknownIndex);
+  MptFields f = lookup_mpt(index);
+  if (!f.is_region()) [[unlikely]] return std::unexpected(Refusal::kUnknownIndex);
+  if (f.key != key) [[unlikely]] return std::unexpected(Refusal::kKeyMismatch);
+  if (f.status != kMptStatusHw) [[unlikely]] return std::unexpected(Refusal::kNotHwOwned);
+  if (f.pd != pdn) [[unlikely]] return std::unexpected(Refusal::kPdMismatch);
+  if ((access & ~std::uint32_t{f.access}) != 0) [[unlikely]] return std::unexpected(Refusal::kAccessDenied);
+  // Overflow-safe: iova >= start and iova + length <= start + mr length.
+  if (iova < f.start || iova - f.start > f.length || length > f.length - (iova - f.start)) [[unlikely]]
+    return std::unexpected(Refusal::kOutOfBounds);
+  std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
+  std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
+  const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
+  return Translation(mtt, offset, length, f.page_shift);
+}
+
+}  // namespace srdma::hca
