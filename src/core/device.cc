@@ -2,7 +2,8 @@
 
 #include <bit>
 
-#include "core/device_state.h"
+#include "core/cq_state.h"
+#include "core/pd_state.h"
 
 namespace srdma {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/device_state.h"
+#include "core/cq_state.h"
 #include "srdma/device.h"
 
 namespace srdma {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/device_state.h"
+#include "core/pd_state.h"
 
 namespace srdma {
 namespace {

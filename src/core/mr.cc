@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "core/device_state.h"
+#include "core/pd_state.h"
 
 namespace srdma {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "core/device_state.h"
+#include "core/qp_state.h"
 
 namespace srdma {
 namespace detail {

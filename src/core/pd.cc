@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/device_state.h"
+#include "core/pd_state.h"
 #include "core/memory_map.h"
 #include "srdma/access.h"
 

@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "core/device_state.h"
+#include "core/cq_state.h"
+#include "core/qp_state.h"
 #include "srdma/cq.h"
 #include "srdma/pd.h"
 
