@@ -123,7 +123,7 @@ class EventQueue {
   std::uint64_t current_seq_ = 0; // the entry it runs for
   bool stop_ = false;
   bool sleeping_ = false;         // the thread waits on work_ (notify only then)
-  int idle_waiters_ = 0;            // threads waiting on idle_ in cancel() or drain()
+  int idle_waiters_ = 0;          // threads waiting on idle_ in cancel() or drain()
 
   std::atomic<std::uint64_t> interrupts_{0};
   std::atomic<std::uint64_t> events_{0};
