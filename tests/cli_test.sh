@@ -20,6 +20,9 @@ err=$("$srdma" sim buddy --max-order 40 </dev/null 2>&1 >/dev/null) && fail "--m
 err=$("$srdma" info -p num_bogus=3 2>&1 >/dev/null) && fail "unknown profile field should fail"
 [[ $err == *num_bogus* ]] || fail "unknown field named: '$err'"
 err=$("$srdma" info -p reserved_qps=-1 2>&1 >/dev/null) && fail "bad profile should fail"
+err=$("$srdma" perf write_bw --verify -t 4 -n 10 2>&1 >/dev/null) && fail "perf --verify -t 4 should fail"
+[[ $err == *EINVAL* ]] || fail "perf --verify -t 4 error on stderr: '$err'"
+"$srdma" perf read_bw --verify -n 50 --copy-ms 0 >/dev/null || fail "srdma perf read_bw --verify"
 
 for t in "$golden"/*.in; do
   name=$(basename "$t" .in)

@@ -10,6 +10,7 @@
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma {
 namespace {
@@ -60,11 +61,6 @@ struct Link {
   }
 };
 
-bool wait_for(const std::atomic<int>& n, int want) {
-  for (int i = 0; i < 5000 && n.load() < want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return n.load() == want;
-}
-
 class PollContexts : public ::testing::TestWithParam<PollContext> {};
 
 TEST_P(PollContexts, EveryCompletionReachesItsDoneOnce) {
@@ -72,10 +68,10 @@ TEST_P(PollContexts, EveryCompletionReachesItsDoneOnce) {
   Counter c;
   for (int i = 0; i < 200; ++i) {
     l.write(&c.cqe);
-    if (i % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let it re-arm between bursts
+    if (i % 50 == 49) ASSERT_TRUE(test::eventually([&] { return c.n.load() >= i + 1; }));  // bursts: it re-arms between them
   }
-  ASSERT_TRUE(wait_for(c.n, 200)) << c.n.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(test::eventually([&] { return c.n.load() >= 200; })) << c.n.load();
+  test::drain_cq(*l.cq);
   EXPECT_EQ(c.n.load(), 200) << "no completion twice";
   EXPECT_NE(c.last_thread.load(), std::this_thread::get_id()) << "processed by the device, not the poster";
   EXPECT_EQ(l.cq->completions_processed(), 200u);
@@ -101,8 +97,8 @@ TEST(PollContexts, DirectIsPolledByItsOwnerInBatches) {
   // Arming a DIRECT CQ is a bug: its event is counted, nothing else.
   ASSERT_TRUE(l.cq->req_notify(CQ_NEXT_COMP));
   l.write(&c.cqe);
-  for (int i = 0; i < 2000 && l.cq->unexpected_events() == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(test::eventually([&] { return l.cq->unexpected_events() > 0; }));
+  test::drain_cq(*l.cq);
   EXPECT_EQ(l.cq->unexpected_events(), 1u);
   EXPECT_EQ(c.n.load(), 20);
 }
@@ -112,10 +108,11 @@ TEST(PollContexts, ACompletionWithoutWrCqeIsCountedNotFollowed) {
   Counter c;
   l.write(nullptr);
   l.write(&c.cqe);
-  ASSERT_TRUE(wait_for(c.n, 1));
-  for (int i = 0; i < 2000 && l.cq->completions_without_wr_cqe() == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(test::eventually([&] { return c.n.load() >= 1; }));
+  ASSERT_TRUE(test::eventually([&] { return l.cq->completions_without_wr_cqe() > 0; }));
+  test::drain_cq(*l.cq);
   EXPECT_EQ(l.cq->completions_without_wr_cqe(), 1u);
+  EXPECT_EQ(c.n.load(), 1);
 }
 
 TEST(PollContexts, DestroyWhileBusyIsRefusedThenSafe) {
@@ -123,7 +120,8 @@ TEST(PollContexts, DestroyWhileBusyIsRefusedThenSafe) {
   Counter c;
   for (int i = 0; i < 50; ++i) l.write(&c.cqe);
   EXPECT_EQ(l.cq->destroy().error().code, EBUSY) << "the QP still uses it";
-  ASSERT_TRUE(wait_for(c.n, 50));
+  ASSERT_TRUE(test::eventually([&] { return c.n.load() >= 50; }));
+  EXPECT_EQ(c.n.load(), 50);
   l.qa.reset();
   EXPECT_TRUE(l.cq->destroy());
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "hca/event_queue.h"
-#include "eventually.h"
+#include "wait.h"
 
 namespace srdma::hca {
 namespace {
@@ -43,6 +43,8 @@ bool take_credit(std::atomic<std::uint32_t>& credits, const std::atomic<bool>& f
 }
 
 // A CQ on its own completion vector, with a handler that counts events.
+// A check that no event came follows f.eq.drain(): every event the pushes
+// before it raised has been handled by then, so none can still be on its way.
 struct Fixture {
   explicit Fixture(std::uint32_t cqe) : cq(7, cqe, &eq, 0, this) {
     cq.set_event_handler([this](Cq&) { handled.fetch_add(1); });
@@ -191,7 +193,7 @@ TEST(Cq, NoEventWithoutArming) {
   ASSERT_TRUE(f.cq.push(wc_with(1), false));
   ASSERT_TRUE(f.cq.push(wc_with(2), true));
   ASSERT_TRUE(f.cq.push(wc_with(3, WcStatus::kLocProtErr), false));
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 0);
   EXPECT_EQ(f.cq.events(), 0u);
 }
@@ -203,7 +205,7 @@ TEST(Cq, EventFiresOncePerArming) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.cq.push(wc_with(i), false));
   ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
   EXPECT_FALSE(f.cq.armed());  // disarmed by the event
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 1);  // five CQEs, one arming, one event
 
   ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
@@ -211,7 +213,7 @@ TEST(Cq, EventFiresOncePerArming) {
   ASSERT_TRUE(f.cq.push(wc_with(6), false));
   ASSERT_TRUE(f.cq.push(wc_with(7), false));
   ASSERT_TRUE(eventually([&] { return f.handled.load() == 2; }));
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 2);
   EXPECT_EQ(f.cq.events(), 2u);
   ASSERT_TRUE(eventually([&] { return f.eq.events() == 2; }));
@@ -223,7 +225,7 @@ TEST(Cq, ArmingWithCqesWaitingDoesNotFireByItself) {
   Fixture f(8);
   ASSERT_TRUE(f.cq.push(wc_with(1), false));
   ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);  // no REPORT_MISSED: 0
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 0);
   ASSERT_TRUE(f.cq.push(wc_with(2), false));
   ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
@@ -234,7 +236,7 @@ TEST(Cq, SolicitedOnlyFiresOnSolicitedOrErrorCqes) {
   ASSERT_EQ(f.cq.req_notify(NOTIFY_SOLICITED).value(), 0);
   ASSERT_TRUE(f.cq.push(wc_with(1), false));
   ASSERT_TRUE(f.cq.push(wc_with(2), false));
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 0);
   EXPECT_TRUE(f.cq.armed());
   ASSERT_TRUE(f.cq.push(wc_with(3), true));  // solicited
@@ -252,7 +254,7 @@ TEST(Cq, SolicitedOnlyFiresOnSolicitedOrErrorCqes) {
   ASSERT_TRUE(f.cq.push(wc_with(6), true));
   ASSERT_TRUE(f.cq.push(wc_with(7), true));
   ASSERT_TRUE(eventually([&] { return f.handled.load() == 3; }));
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 3);
 }
 
@@ -313,14 +315,14 @@ TEST(Cq, ModerationByCount) {
   EXPECT_EQ(f.cq.moderation_usec(), 0);
   ASSERT_EQ(f.cq.req_notify(NOTIFY_NEXT_COMP).value(), 0);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.cq.push(wc_with(i), false));
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 0);  // 3 < 4: held back (no timer)
   EXPECT_TRUE(f.cq.armed());
   ASSERT_TRUE(f.cq.push(wc_with(3), false));
   ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));
   EXPECT_FALSE(f.cq.armed());
   for (int i = 4; i < 10; ++i) ASSERT_TRUE(f.cq.push(wc_with(i), false));
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 1);  // still once per arming
 
   // Back to (0, 0): every completion.
@@ -355,7 +357,7 @@ TEST(Cq, ModerationByTime) {
   // bound on a noisy machine).
   EXPECT_GE(fired_after_us.load(), kUsec.count());
   EXPECT_FALSE(cq.armed());
-  std::this_thread::sleep_for(2 * kUsec);
+  eq.drain(EventQueue::Timers::kAll);  // any timer still set has fired
   EXPECT_EQ(handled.load(), 1);
 }
 
@@ -377,7 +379,7 @@ TEST(Cq, ModerationCountBeatsTimerAndTheStaleTimerIsIgnored) {
   ASSERT_TRUE(cq.push(wc_with(3), false));  // a new timer, 40 ms from t1
   ASSERT_TRUE(eventually([&] { return handled.load() == 2; }));
   EXPECT_GE(std::chrono::steady_clock::now() - t1, std::chrono::microseconds(40000));
-  std::this_thread::sleep_for(60ms);
+  eq.drain(EventQueue::Timers::kAll);  // the stale 40 ms timer has fired too
   EXPECT_EQ(handled.load(), 2);
 }
 
@@ -386,10 +388,10 @@ TEST(Cq, ModerationAppliesToSolicitedArming) {
   ASSERT_TRUE(f.cq.modify(2, 0).has_value());
   ASSERT_EQ(f.cq.req_notify(NOTIFY_SOLICITED).value(), 0);
   ASSERT_TRUE(f.cq.push(wc_with(1), true));  // 1 waiting < 2
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 0);
   ASSERT_TRUE(f.cq.push(wc_with(2), false));  // unsolicited: does not qualify
-  std::this_thread::sleep_for(20ms);
+  f.eq.drain();
   EXPECT_EQ(f.handled.load(), 0);
   ASSERT_TRUE(f.cq.push(wc_with(3), true));
   ASSERT_TRUE(eventually([&] { return f.handled.load() == 1; }));

@@ -9,6 +9,7 @@
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma {
 namespace {
@@ -101,7 +102,7 @@ TEST(DeviceCqPool, SharedCqNeverOverrunsWithinReservations) {
         if (r) ++posted;
         else ASSERT_EQ(r.error().code, ENOMEM);  // the send queue is full until completions are processed
       }
-    for (int t = 0; t < 2000 && done.n.load() < posted; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(test::eventually([&] { return done.n.load() >= posted; }));
   }
   EXPECT_EQ(done.n.load(), posted);
   for (const auto& st : da.cq_pool_stats()) {

@@ -15,6 +15,7 @@
 #include "srdma/device.h"
 #include "srdma/fmr_pool.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma {
 namespace {
@@ -44,16 +45,6 @@ class FmrPoolTest : public ::testing::Test {
     return dev_.translate(key, iova, 8, 0, pd_.pd_num()).has_value();
   }
   std::uint64_t syncs() const { return dev_.tpt_stats().syncs; }
-  // Waits (up to 5 s) until the pool's counters satisfy `pred`.
-  template <class P>
-  bool wait_for(const FmrPool& pool, P pred) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!pred(pool.stats())) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
-  }
 
   Device dev_ = Device::open(test::small_profile()).value();
   ProtectionDomain pd_ = dev_.alloc_pd().value();
@@ -203,12 +194,15 @@ TEST_F(FmrPoolTest, RemapsGoDirtyAndTheWorkerReleasesOneBatch) {
   PoolFmr* f = pool->map_phys(pages(7, 1), 7u << 20).value();
   keys.push_back(f->rkey());
   ASSERT_TRUE(pool->unmap(f));  // the fourth dirty FMR: the watermark
-  ASSERT_TRUE(wait_for(*pool, [](const FmrPoolStats& s) { return s.flushes == 1 && s.free == 4; }));
+  ASSERT_TRUE(test::eventually([&] {
+    const FmrPoolStats s = pool->stats();
+    return s.flushes == 1 && s.free == 4;
+  }));
   EXPECT_EQ(syncs(), s0 + 1) << "ONE sync for the whole batch";
   EXPECT_EQ(pool->stats().fmrs_flushed, 4u);
   EXPECT_EQ(pool->stats().fmrs_per_flush(), 4.0);
   for (int i = 4; i < 8; ++i) EXPECT_FALSE(translates(keys[i], std::uint64_t(i) << 20)) << i;
-  EXPECT_TRUE(wait_for(*pool, [&](const FmrPoolStats&) { return flush_calls.load() == 1; }));
+  EXPECT_TRUE(test::eventually([&] { return flush_calls.load() == 1; }));
   // Released FMRs start over with remap_count 0.
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool->unmap(pool->map_phys(pages(i, 1), 0).value()));
   EXPECT_EQ(pool->stats().dirty, 0u);

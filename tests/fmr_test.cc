@@ -20,6 +20,7 @@
 #include "srdma/device.h"
 #include "srdma/fmr.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma {
 namespace {
@@ -405,16 +406,7 @@ void connect(Peer& a, Peer& b) {
   ASSERT_TRUE(b.qp->connect(RcConnection{.peer_addr = a.dev.address(), .peer_qpn = a.qp->qp_num(), .access = access}));
 }
 
-Wc poll_one(CompletionQueue& cq) {
-  Wc wc;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cq.poll(std::span<Wc>(&wc, 1)) == 1) return wc;
-    std::this_thread::yield();
-  }
-  ADD_FAILURE() << "no completion";
-  return wc;
-}
+using test::poll_one;
 
 // The RDMA the initiator posts against the target's FMR; its completion.
 Wc rdma(Peer& initiator, WrOpcode op, const MemoryRegion& local, std::uint64_t remote_addr, std::uint32_t rkey,

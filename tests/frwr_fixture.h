@@ -14,6 +14,7 @@
 #include "srdma/device.h"
 #include "srdma/mr_pool.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma::test {
 
@@ -50,15 +51,6 @@ inline void connect_qps(QueuePair& a, const Device& adev, QueuePair& b, const De
   ASSERT_TRUE(b.connect(RcConnection{.peer_addr = adev.address(), .peer_qpn = a.qp_num(), .access = access}));
 }
 inline void connect(Node& a, Node& b) { connect_qps(*a.qp, a.dev, *b.qp, b.dev); }
-
-inline Wc poll_one(CompletionQueue& cq) {
-  Wc wc;
-  for (int i = 0; i < 20000000; ++i)
-    if (cq.poll(std::span<Wc>(&wc, 1)) == 1) return wc;
-  ADD_FAILURE() << "no completion";
-  wc.status = WcStatus::kGeneralErr;
-  return wc;
-}
 
 inline SendWr reg_wr(MemoryRegion& mr, std::uint32_t access, std::uint64_t wr_id = 0,
                      std::uint32_t flags = SEND_SIGNALED) {

@@ -2,14 +2,13 @@
 // level: a registered buffer per side, connect(), post(), and CQ polling.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
+#include "wait.h"
 
 namespace srdma::hca::test {
 
@@ -87,18 +86,7 @@ inline Result<void> post(Side& s, SendWr wr) {
   return s.qp->post_send(&wr, &bad);
 }
 
-// Polls until n completions arrived or a generous deadline passed.
-inline std::vector<Wc> poll_n(Cq& cq, std::size_t n, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  std::vector<Wc> out;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
-    Wc wc[16];
-    int k = cq.poll(wc);
-    out.insert(out.end(), wc, wc + k);
-    if (k == 0) std::this_thread::yield();
-  }
-  return out;
-}
+using srdma::test::poll_n;  // wait.h: polls until n completions arrived or a generous deadline passed
 
 inline SendWr write_wr(std::uint64_t wr_id, const Sge& sge, std::uint64_t remote_addr, std::uint32_t rkey,
                        std::uint32_t flags = SEND_SIGNALED) {

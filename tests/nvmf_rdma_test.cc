@@ -17,6 +17,7 @@
 #include "nvmf/rdma_target.h"
 #include "nvmf/subsystem.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma::nvmf {
 namespace {
@@ -93,11 +94,12 @@ class NvmfRdmaTest : public ::testing::Test {
  protected:
   void SetUp() override { start(nullptr); }
 
-  void start(std::shared_ptr<Namespace> ns, bool pool = true) {
+  void start(std::shared_ptr<Namespace> ns, bool pool = true, std::shared_ptr<Clock> clock = Clock::steady()) {
     host_dev_ = *Device::open(test::small_profile(), "host");
     target_dev_ = *Device::open(test::small_profile(), "target");
     TargetOptions to;
     to.pool_cqs = pool;
+    to.clock = std::move(clock);
     to.limits.in_capsule_data_size = 4096;
     target_ = *RdmaTarget::create(target_dev_, to);
     if (!ns) ns = *make_ram_namespace(kBlocks, kBlock);
@@ -301,9 +303,7 @@ TEST_F(NvmfRdmaTest, SetupRefusesBadArguments) {
   o.queue_size = 1024;
   o.nr_io_queues = 1;
   EXPECT_EQ(HostController::connect(host_dev_, target_dev_.address(), kPort, o).error().code, EINVAL);
-  for (int i = 0; i < 300 && target_->stats().queues > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(target_->stats().queues, 0u);
+  EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
 }
 
 TEST_F(NvmfRdmaTest, BadKeyEndsTheQueueAndEveryIoCompletes) {
@@ -317,15 +317,22 @@ TEST_F(NvmfRdmaTest, BadKeyEndsTheQueueAndEveryIoCompletes) {
   hw.raw_dptr = true;
   BlockIo io = raw(*c, hw, 1);
   EXPECT_FALSE(io.ok());
-  // The other I/O queue and the admin queue are unaffected, or the whole
-  // controller failed: either way nothing hangs.
+  // That queue is gone: the error completed it after the queue closed.
   std::vector<std::byte> buf(kBlock);
+  Waiter dead;
+  dead.io.buf = buf.data();
+  dead.io.nblocks = 1;
+  EXPECT_EQ(c->submit(dead.io, 0).error().code, ENOTCONN);
+  // The other I/O queue and the admin queue are unaffected: the controller
+  // fails only when its admin queue goes or a command times out.
+  EXPECT_FALSE(c->failed());
   Waiter r;
   r.io.buf = buf.data();
   r.io.nblocks = 1;
-  if (c->submit(r.io, 1)) {
-    EXPECT_TRUE(r.wait());
-  }
+  ASSERT_TRUE(c->submit(r.io, 1));
+  ASSERT_TRUE(r.wait());
+  EXPECT_TRUE(r.io.ok());
+  EXPECT_TRUE(raw(*c, HostCommand{build_keep_alive(0)}, 0).ok());
 }
 
 TEST_F(NvmfRdmaTest, TargetDisconnectInTheMiddleOfIoCompletesEveryIo) {
@@ -344,33 +351,32 @@ TEST_F(NvmfRdmaTest, TargetDisconnectInTheMiddleOfIoCompletesEveryIo) {
     ws[i].io.buf = buf.data() + i * kBlock;
     ASSERT_TRUE(c->submit(ws[i].io, i % 2));
   }
-  while (held->held() < kIos) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::thread release([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    held->release();
-  });
+  ASSERT_TRUE(test::eventually([&] { return held->held() == kIos; }));
+  // Every queue is closed when disconnect_all() returns; the namespace
+  // finishes its I/O only after that, so no response can go out.
   target_->disconnect_all();
+  held->release();
   for (auto& w : ws) ASSERT_TRUE(w.wait());
-  release.join();
   int failed = 0;
   for (auto& w : ws) failed += !w.io.ok();
   EXPECT_EQ(failed, kIos);  // the responses could not go out
   // The host learns: new I/O is refused or fails, never hangs.
+  // The I/O completed because its queue closed, so the queue refuses now.
   Waiter late;
   late.io.buf = buf.data();
   late.io.nblocks = 1;
-  if (c->submit(late.io, 0)) {
-    ASSERT_TRUE(late.wait());
-    EXPECT_FALSE(late.io.ok());
-  }
+  EXPECT_EQ(c->submit(late.io, 0).error().code, ENOTCONN);
 }
 
 TEST_F(NvmfRdmaTest, HostTimeoutFailsTheControllerAndEveryIo) {
   auto held = std::make_shared<HeldNamespace>(kBlock, kBlocks);
   target_.reset();
   start(held);
+  auto clock = std::make_shared<ManualClock>();
   HostOptions o;
   o.io_timeout = std::chrono::milliseconds(200);
+  o.kato_ms = 0;  // only the I/O timeout runs on this clock
+  o.clock = clock;
   auto c = connect(o);
   ASSERT_TRUE(c);
   std::vector<std::byte> buf(4 * kBlock);
@@ -381,6 +387,8 @@ TEST_F(NvmfRdmaTest, HostTimeoutFailsTheControllerAndEveryIo) {
     ws[i].io.buf = buf.data() + i * kBlock;
     ASSERT_TRUE(c->submit(ws[i].io, 0));
   }
+  ASSERT_TRUE(test::eventually([&] { return held->held() == 4; }));
+  clock->advance(std::chrono::milliseconds(201));  // past the deadline; wakes the keeper
   for (auto& w : ws) {
     ASSERT_TRUE(w.wait());
     EXPECT_EQ(w.io.transport_error, ETIMEDOUT);
@@ -399,9 +407,7 @@ TEST_F(NvmfRdmaTest, HostDisconnectLeavesNothingBehindOnTheTarget) {
     ASSERT_TRUE(c);
     EXPECT_EQ(target_->stats().queues, 3u);
   }
-  for (int i = 0; i < 200 && target_->stats().queues > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(target_->stats().queues, 0u);
+  EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
   EXPECT_EQ(target_->stats().controllers, 0u);
   // Every pool CQ entry went back.
   for (const auto& s : target_dev_.cq_pool_stats()) EXPECT_EQ(s.cqe_used, 0u);
@@ -409,16 +415,17 @@ TEST_F(NvmfRdmaTest, HostDisconnectLeavesNothingBehindOnTheTarget) {
 }
 
 TEST_F(NvmfRdmaTest, TargetEndsAControllerWhoseHostStopsKeepingAlive) {
+  auto clock = std::make_shared<ManualClock>();
+  target_.reset();
+  start(nullptr, true, clock);  // KATO runs on the test's clock
   HostOptions o;
   o.kato_ms = 100;
   o.keep_alive_interval_ms = 60'000;  // a host that falls silent
   auto c = connect(o);
   ASSERT_TRUE(c);
-  for (int i = 0; i < 300 && !c->failed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(c->failed());  // the target closed its queues; the host noticed
-  for (int i = 0; i < 300 && target_->stats().queues > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(target_->stats().queues, 0u);
+  clock->advance(std::chrono::milliseconds(101));  // past KATO since Connect
+  ASSERT_TRUE(test::eventually([&] { return c->failed(); }));  // the target closed its queues; the host noticed
+  EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
   std::vector<std::byte> buf(kBlock);
   BlockIo io;
   io.done = [](BlockIo&) {};
@@ -428,13 +435,45 @@ TEST_F(NvmfRdmaTest, TargetEndsAControllerWhoseHostStopsKeepingAlive) {
 }
 
 TEST_F(NvmfRdmaTest, KeepAliveKeepsAControllerAlive) {
+  // Host and target on one test clock: 2.5 s of KATO 1 s pass in five
+  // steps of 500 ms, each answered by the host's Keep Alive.
+  auto clock = std::make_shared<ManualClock>();
+  target_.reset();
+  start(nullptr, true, clock);
   HostOptions o;
-  o.kato_ms = 1000;  // Keep Alive every 500 ms: slack for a loaded sanitizer run
+  o.kato_ms = 1000;  // Keep Alive every 500 ms
+  o.clock = clock;
   auto c = connect(o);
   ASSERT_TRUE(c);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  for (int step = 0; step < 5; ++step) {
+    const std::uint64_t before = target_->stats().commands;
+    clock->advance(std::chrono::milliseconds(500));
+    // The Keep Alive of this step reached the target before time moves on.
+    ASSERT_TRUE(test::eventually([&] { return target_->stats().commands > before; })) << step;
+  }
   EXPECT_FALSE(c->failed());
   EXPECT_EQ(target_->stats().queues, 3u);
+}
+
+TEST_F(NvmfRdmaTest, ManualClockWakesItsSubscribersAndStopsAfterUnsubscribe) {
+  ManualClock clock;
+  EXPECT_EQ(clock.now().time_since_epoch().count(), 0);
+  int wakes = 0;
+  const auto id = clock.subscribe([&] { ++wakes; });
+  clock.advance(std::chrono::milliseconds(5));
+  EXPECT_EQ(clock.now().time_since_epoch(), std::chrono::milliseconds(5));
+  EXPECT_EQ(wakes, 1);
+  clock.unsubscribe(id);
+  clock.advance(std::chrono::milliseconds(5));
+  EXPECT_EQ(wakes, 1);
+  // The defaults refuse a missing clock.
+  TargetOptions to;
+  to.clock = nullptr;
+  EXPECT_EQ(RdmaTarget::create(target_dev_, to).error().code, EINVAL);
+  HostOptions o;
+  o.subnqn = kNqn;
+  o.clock = nullptr;
+  EXPECT_EQ(HostController::connect(host_dev_, target_dev_.address(), kPort, o).error().code, EINVAL);
 }
 
 TEST_F(NvmfRdmaTest, PoolCqsAreSizedLikeTheKernelUlps) {

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 #include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "tools/perf.h"
 
@@ -92,6 +95,70 @@ TEST(Perf, BandwidthWithModerationAndQps) {
     check_bw(*r, t, 8, 1000);
     EXPECT_EQ(r->settings.cq_mod, 16u);
   }
+}
+
+TEST(Perf, VerifyChecksEveryWrOfEveryBandwidthTest) {
+  for (std::string t : {"write_bw", "read_bw", "send_bw"}) {
+    for (std::uint64_t size : {std::uint64_t{3}, std::uint64_t{65536 + 5}}) {
+      auto o = opts(t, 40);
+      o.size = size;
+      o.num_qps = 2;
+      o.verify = true;
+      std::uint64_t checked = 0;
+      o.before_verify = [&](std::uint32_t, std::uint64_t, std::span<std::uint8_t> dst) {
+        EXPECT_EQ(dst.size(), size);
+        ++checked;
+      };
+      auto r = run_perf(o);
+      ASSERT_TRUE(r) << t << ": " << r.error().to_string();
+      check_bw(*r, t, size, 40);
+      EXPECT_EQ(checked, 2u * 40) << t << ": every WR of both QPs";
+      EXPECT_EQ(r->settings.tx_depth, 1u);
+      EXPECT_EQ(r->settings.cq_mod, 1u);
+    }
+  }
+}
+
+TEST(Perf, VerifyCatchesACorruptedAndAStaleDestination) {
+  for (std::string t : {"write_bw", "read_bw", "send_bw"}) {
+    // One flipped byte in the middle of iteration 7's data on QP 1.
+    auto o = opts(t, 20);
+    o.size = 4096;
+    o.num_qps = 2;
+    o.verify = true;
+    o.before_verify = [](std::uint32_t qp, std::uint64_t k, std::span<std::uint8_t> dst) {
+      if (qp == 1 && k == 7) dst[1234] ^= 0x40;
+    };
+    auto r = run_perf(o);
+    ASSERT_FALSE(r) << t;
+    EXPECT_EQ(r.error().code, EIO);
+    EXPECT_NE(r.error().reason.find("QP 1 iteration 7: byte 1234 of 4096"), std::string::npos) << r.error().reason;
+    // A transfer that did not happen: the destination still holds the
+    // previous iteration's bytes.
+    std::vector<std::uint8_t> previous;
+    o.before_verify = [&](std::uint32_t qp, std::uint64_t k, std::span<std::uint8_t> dst) {
+      if (qp != 0) return;
+      if (k == 5) std::memcpy(dst.data(), previous.data(), dst.size());
+      previous.assign(dst.begin(), dst.end());
+    };
+    r = run_perf(o);
+    ASSERT_FALSE(r) << t;
+    EXPECT_EQ(r.error().code, EIO);
+    EXPECT_NE(r.error().reason.find("QP 0 iteration 5: byte 0 of 4096"), std::string::npos) << r.error().reason;
+  }
+}
+
+TEST(Perf, VerifyIsForBandwidthTestsWithOneWrInFlight) {
+  auto o = opts("write_lat");
+  o.verify = true;
+  EXPECT_EQ(run_perf(o).error().code, EINVAL);
+  o = opts("write_bw");
+  o.verify = true;
+  o.tx_depth = 8;
+  auto r = run_perf(o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  EXPECT_NE(r.error().reason.find("-t 8"), std::string::npos) << r.error().reason;
 }
 
 TEST(Perf, ModerationClampsToTxDepthAndIterationsNeedNotDivide) {

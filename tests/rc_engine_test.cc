@@ -10,6 +10,7 @@
 
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
+#include "wait.h"
 
 namespace srdma::hca {
 namespace {
@@ -75,16 +76,24 @@ void connect(Side& a, Side& b, std::uint32_t access = kAccessAll, std::uint8_t r
   if (&a != &b) up(b, a);
 }
 
-std::vector<Wc> poll_n(Cq& cq, std::size_t n, int timeout_ms = 2000) {
-  std::vector<Wc> out;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
-    Wc wc[16];
-    int k = cq.poll(wc);
-    out.insert(out.end(), wc, wc + k);
-    if (k == 0) std::this_thread::yield();
-  }
-  return out;
+using test::poll_n;
+
+// A signaled 8-byte WRITE after what was posted before: RC completes in
+// order, so once its completion is the next one, nothing posted earlier
+// will still complete (the check for "no completion" without a sleep).
+constexpr std::uint64_t kFenceId = 0xfe9ce;
+void post_fence(Side& a, Side& b) {
+  Sge s{a.addr(), 8, a.key};
+  SendWr w;
+  w.wr_id = kFenceId;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = b.addr(60000);
+  w.rkey = b.key;
+  w.send_flags = SEND_SIGNALED;
+  const SendWr* bad = nullptr;
+  ASSERT_TRUE(a.qp->post_send(&w, &bad));
 }
 
 Result<void> post(Side& s, SendWr wr) {
@@ -154,7 +163,10 @@ TEST(RcEngine, SendWithImmAndScatterGather) {
   EXPECT_EQ(rc[0].src_qp, a.qp->qpn());
   EXPECT_EQ(std::memcmp(b.buf.data(), "hell", 4), 0);
   EXPECT_EQ(std::memcmp(b.buf.data() + 5000, "o, world", 8), 0);
-  EXPECT_TRUE(poll_n(*a.scq, 1, 50).empty());
+  post_fence(a, b);
+  auto sc = poll_n(*a.scq, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, kFenceId) << "the unsignaled SEND made no CQE";
 }
 
 TEST(RcEngine, InlineSendIgnoresLkey) {
@@ -360,7 +372,7 @@ TEST(RcEngine, RnrRetrySucceedsOnceAReceiveIsPosted) {
   w.send_flags = SEND_SIGNALED;
   ASSERT_TRUE(post(a, w));
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_TRUE(poll_n(*a.scq, 1, 1).empty()) << "still retrying";
+  EXPECT_TRUE(poll_n(*a.scq, 1, std::chrono::milliseconds(1)).empty()) << "still retrying";
   RecvWr rw;
   rw.wr_id = 12;
   Sge r{b.addr(), 64, b.key};
@@ -385,7 +397,7 @@ TEST(RcEngine, LostPeerIsRetryExceeded) {
   w.remote_addr = b.addr();
   w.rkey = b.key;
   ASSERT_TRUE(post(a, w));
-  auto wcs = poll_n(*a.scq, 1, 5000);
+  auto wcs = poll_n(*a.scq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
 }
@@ -414,7 +426,10 @@ TEST(RcEngine, PostListReportsBadWr) {
   auto wcs = poll_n(*a.scq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].wr_id, 0u);
-  EXPECT_TRUE(poll_n(*a.scq, 1, 50).empty()) << "nothing after bad_wr was posted";
+  post_fence(a, b);
+  wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, kFenceId) << "nothing after bad_wr was posted";
 }
 
 TEST(RcEngine, ModifyQpRules) {
@@ -476,10 +491,7 @@ TEST(RcEngine, CqOverrunMovesQpsToError) {
     w.send_flags = SEND_SIGNALED;
     (void)post(a, w);
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (a.qp->state() != QpState::kErr && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_EQ(a.qp->state(), QpState::kErr);
+  EXPECT_TRUE(test::eventually([&] { return a.qp->state() == QpState::kErr; }));
   EXPECT_TRUE(a.scq->in_error());
   Wc wc[4];
   EXPECT_EQ(a.scq->poll(wc), 2) << "the two CQEs written were not overwritten";
@@ -591,12 +603,12 @@ TEST(RcEngine, ReceivesPostedWhileSendsArrive) {
     w.num_sge = 1;
     w.send_flags = SEND_SIGNALED;
     ASSERT_TRUE(post(a, w));
-    auto sc = poll_n(*a.scq, 1, 10000);
+    auto sc = poll_n(*a.scq, 1);
     ASSERT_EQ(sc.size(), 1u);
     ASSERT_EQ(sc[0].status, WcStatus::kSuccess);
   }
   poster.join();
-  auto rc = poll_n(*b.rcq, kMsgs, 10000);
+  auto rc = poll_n(*b.rcq, kMsgs);
   ASSERT_EQ(rc.size(), static_cast<std::size_t>(kMsgs));
   for (int i = 0; i < kMsgs; ++i) {
     ASSERT_EQ(rc[i].status, WcStatus::kSuccess);
@@ -639,7 +651,7 @@ TEST(RcEngine, ReceivesPostedAsTheQpEntersErrorAllFlush) {
     poster.join();
     ASSERT_EQ(b.qp->state(), QpState::kErr);
     const auto n = static_cast<std::size_t>(accepted.load());
-    auto rc = poll_n(*b.rcq, n, 5000);
+    auto rc = poll_n(*b.rcq, n);
     ASSERT_EQ(rc.size(), n) << "round " << round;
     std::vector<bool> seen(200);
     for (const Wc& wc : rc) {
@@ -648,7 +660,7 @@ TEST(RcEngine, ReceivesPostedAsTheQpEntersErrorAllFlush) {
       EXPECT_FALSE(seen[wc.wr_id]) << "flushed twice";
       seen[wc.wr_id] = true;
     }
-    EXPECT_TRUE(poll_n(*b.rcq, 1, 0).empty());
+    EXPECT_TRUE(poll_n(*b.rcq, 1, std::chrono::milliseconds(0)).empty());
   }
 }
 
@@ -728,16 +740,16 @@ TEST(RcEngine, WritesArriveWhileTheResponderEntersError) {
       w.rkey = b.key;
       w.send_flags = SEND_SIGNALED;
       if (post(a, w)) ++posted;
-      auto got = poll_n(*a.scq, 1, 0);
+      auto got = poll_n(*a.scq, 1, std::chrono::milliseconds(0));
       done.insert(done.end(), got.begin(), got.end());
       if (posted - static_cast<int>(done.size()) >= 60) {  // the send queue is full: wait for it to move
-        auto more = poll_n(*a.scq, 1, 100);
+        auto more = poll_n(*a.scq, 1, std::chrono::milliseconds(100));
         done.insert(done.end(), more.begin(), more.end());
       }
     }
     killer.join();
     ASSERT_EQ(a.qp->state(), QpState::kErr) << "the requester never noticed, round " << round;
-    auto rest = poll_n(*a.scq, static_cast<std::size_t>(posted) - done.size(), 10000);
+    auto rest = poll_n(*a.scq, static_cast<std::size_t>(posted) - done.size());
     done.insert(done.end(), rest.begin(), rest.end());
     ASSERT_EQ(done.size(), static_cast<std::size_t>(posted)) << "round " << round;
     bool failed = false;

@@ -13,6 +13,7 @@
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma {
 namespace {
@@ -46,13 +47,7 @@ void connect(Node& a, Node& b) {
   bring_up(*b.qp, a.dev, a.qp->qp_num());
 }
 
-Wc poll_one(CompletionQueue& cq) {
-  Wc wc;
-  for (int i = 0; i < 2000000; ++i)
-    if (cq.poll(std::span<Wc>(&wc, 1)) == 1) return wc;
-  ADD_FAILURE() << "no completion";
-  return wc;
-}
+using test::poll_one;
 
 TEST(Verbs, SendRecvThroughTheRealApi) {
   Node a, b;
@@ -140,8 +135,11 @@ TEST(Verbs, EventHandlerRunsOnTheVectorThread) {
   w.send_flags = SEND_SIGNALED;
   ASSERT_TRUE(a.qp->post_send(w));
   ASSERT_TRUE(a.qp->post_send(w));
-  for (int i = 0; i < 2000 && events.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Both CQEs are in (the second one's push has published it), then every
+  // event scheduled so far has been handled: exactly one.
+  EXPECT_EQ(test::poll_n(*a.cq, 2).size(), 2u);
+  ASSERT_TRUE(test::eventually([&] { return events.load() > 0; }));
+  test::drain_cq(*a.cq);
   EXPECT_EQ(events.load(), 1) << "one event per arming";
 }
 
@@ -164,7 +162,7 @@ TEST(Verbs, CompVectorCountersCountEventsAndCqes) {
   w.send_flags = SEND_SIGNALED;
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(a.qp->post_send(w));
-    for (int t = 0; t < 2000 && events.load() <= i; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(test::eventually([&] { return events.load() > i; }));
   }
   Wc wc[8];
   EXPECT_EQ(a.cq->poll(wc), 3);
@@ -201,7 +199,7 @@ TEST(Verbs, CqOverrunRaisesCqErrorAndQpFatal) {
     std::lock_guard lock(mu);
     return seen.size();
   };
-  for (int t = 0; t < 5000 && events() < 2; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(test::eventually([&] { return events() >= 2; }));
   a.dev.flush_async_events();
   EXPECT_EQ(a.qp->state(), QpState::kErr);
   a.dev.set_async_event_handler({});  // `seen` dies before the device

@@ -4,11 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
 
-#include "eventually.h"
+#include "wait.h"
 
 namespace srdma::core {
 namespace {
@@ -28,8 +29,7 @@ TEST(WorkQueue, AKeyIsPendingAtMostOnce) {
   EXPECT_TRUE(wq.queue(&key, [&] { runs.fetch_add(1); }));
   EXPECT_FALSE(wq.queue(&key, [&] { runs.fetch_add(100); }));
   release.set_value();
-  ASSERT_TRUE(eventually([&] { return runs.load() == 1; }));
-  std::this_thread::sleep_for(20ms);
+  wq.drain();
   EXPECT_EQ(runs.load(), 1);
   // Once it ran, the key can be queued again.
   EXPECT_TRUE(wq.queue(&key, [&] { runs.fetch_add(1); }));
@@ -86,13 +86,19 @@ TEST(WorkQueue, AnItemQueuedWhileItsKeyRunsRunsAfterIt) {
   std::promise<void> release;
   auto gate = release.get_future().share();
   std::atomic<int> order{0}, first{-1}, second{-1};
+  std::atomic<bool> started{false}, probed{false};
+  int other = 0;
   ASSERT_TRUE(wq.queue(&key, [&, gate] {
+    started.store(true);
     gate.wait();
     first.store(order.fetch_add(1));
   }));
-  std::this_thread::sleep_for(10ms);  // the first is running now
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
   ASSERT_TRUE(wq.queue(&key, [&] { second.store(order.fetch_add(1)); }));
-  std::this_thread::sleep_for(10ms);
+  // Items start in queue order among the runnable ones: once an idle worker
+  // ran the probe queued behind `second`, it had passed `second` over.
+  ASSERT_TRUE(wq.queue(&other, [&] { probed.store(true); }));
+  ASSERT_TRUE(eventually([&] { return probed.load(); }));
   EXPECT_EQ(second.load(), -1);  // not started on an idle worker
   release.set_value();
   ASSERT_TRUE(eventually([&] { return second.load() >= 0; }));
@@ -114,8 +120,69 @@ TEST(WorkQueue, CancelDropsThePendingItemAndWaitsForTheRunningOne) {
   ASSERT_TRUE(wq.queue(&key, [&] { later.fetch_add(1); }));
   wq.cancel(&key);
   EXPECT_TRUE(finished.load());
-  std::this_thread::sleep_for(20ms);
+  wq.drain();  // would run `later` had cancel() left it queued
   EXPECT_EQ(later.load(), 0);
+}
+
+TEST(WorkQueue, DrainWaitsForEveryItemQueuedBeforeIt) {
+  WorkQueue wq(3, -1);
+  constexpr int kKeys = 64;
+  std::vector<int> keys(kKeys);
+  std::atomic<int> runs{0};
+  for (int& k : keys)
+    ASSERT_TRUE(wq.queue(&k, [&] {
+      for (int y = 0; y < 50; ++y) std::this_thread::yield();  // takes a while
+      runs.fetch_add(1);
+    }));
+  wq.drain();
+  EXPECT_EQ(runs.load(), kKeys);
+  wq.drain();  // nothing queued: returns at once
+  EXPECT_EQ(runs.load(), kKeys);
+}
+
+TEST(WorkQueue, DrainDoesNotWaitForItemsQueuedDuringIt) {
+  // The item queues itself again without end: a drain() that waited for
+  // those would never return (the ctest timeout).
+  WorkQueue wq(2, -1);
+  int key = 0;
+  std::atomic<bool> stop{false};
+  std::atomic<int> runs{0};
+  std::function<void()> item = [&] {
+    runs.fetch_add(1);
+    if (!stop.load()) (void)wq.queue(&key, item);
+  };
+  ASSERT_TRUE(wq.queue(&key, item));
+  wq.drain();
+  EXPECT_GE(runs.load(), 1);
+  stop.store(true);
+  // The run in progress may have read `stop` before the store and queued
+  // one more before it returned, i.e. before the first drain() returned;
+  // that one sees `stop`. So two drains leave nothing.
+  wq.drain();
+  wq.drain();  // the run that sees `stop` queues nothing more
+  const int final_runs = runs.load();
+  wq.drain();
+  EXPECT_EQ(runs.load(), final_runs);
+}
+
+TEST(WorkQueue, DrainFromAnItemWaitsForTheOthersNotItself) {
+  WorkQueue wq(2, -1);
+  int slow_key = 0, drain_key = 0;
+  std::atomic<bool> slow_started{false}, release{false}, slow_done{false};
+  std::atomic<int> slow_done_at_drain{-1};
+  ASSERT_TRUE(wq.queue(&slow_key, [&] {
+    slow_started.store(true);
+    while (!release.load()) std::this_thread::yield();
+    slow_done.store(true);
+  }));
+  ASSERT_TRUE(eventually([&] { return slow_started.load(); }));
+  ASSERT_TRUE(wq.queue(&drain_key, [&] {
+    wq.drain();  // would deadlock waiting for itself
+    slow_done_at_drain.store(slow_done.load() ? 1 : 0);
+  }));
+  release.store(true);
+  wq.drain();
+  EXPECT_EQ(slow_done_at_drain.load(), 1);
 }
 
 }  // namespace

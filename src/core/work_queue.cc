@@ -20,6 +20,7 @@ WorkQueue::~WorkQueue() {
     items_.clear();
   }
   work_.notify_all();
+  idle_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
@@ -27,8 +28,8 @@ bool WorkQueue::queue(const void* key, std::function<void()> item) {
   bool wake;
   {
     std::lock_guard lock(mu_);
-    if (std::any_of(items_.begin(), items_.end(), [&](const auto& it) { return it.first == key; })) return false;
-    items_.emplace_back(key, std::move(item));
+    if (std::any_of(items_.begin(), items_.end(), [&](const Item& it) { return it.key == key; })) return false;
+    items_.push_back(Item{key, ++seq_, std::move(item)});
     // A busy worker looks at items_ (under mu_) before it sleeps: only a
     // sleeping one needs the futex wake.
     wake = sleepers_ > 0;
@@ -38,19 +39,34 @@ bool WorkQueue::queue(const void* key, std::function<void()> item) {
 }
 
 bool WorkQueue::running(const void* key) const {
-  return std::any_of(running_.begin(), running_.end(), [&](const auto& r) { return r.second == key; });
+  return std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return r.key == key; });
 }
 
 void WorkQueue::cancel(const void* key) {
   std::unique_lock lock(mu_);
-  std::erase_if(items_, [&](const auto& it) { return it.first == key; });
+  std::erase_if(items_, [&](const Item& it) { return it.key == key; });
+  if (waiters_ > 0) idle_.notify_all();  // a drain() may have waited for what went
   const auto self = std::this_thread::get_id();
-  ++cancellers_;
+  ++waiters_;
   idle_.wait(lock, [&] {
     return std::none_of(running_.begin(), running_.end(),
-                        [&](const auto& r) { return r.second == key && r.first != self; });
+                        [&](const Running& r) { return r.key == key && r.thread != self; });
   });
-  --cancellers_;
+  --waiters_;
+}
+
+void WorkQueue::drain() {
+  std::unique_lock lock(mu_);
+  const std::uint64_t through = seq_;
+  const auto self = std::this_thread::get_id();
+  ++waiters_;
+  idle_.wait(lock, [&] {
+    return stop_ ||
+           (std::none_of(items_.begin(), items_.end(), [&](const Item& it) { return it.seq <= through; }) &&
+            std::none_of(running_.begin(), running_.end(),
+                         [&](const Running& r) { return r.seq <= through && r.thread != self; }));
+  });
+  --waiters_;
 }
 
 void WorkQueue::run() {
@@ -60,21 +76,21 @@ void WorkQueue::run() {
     if (stop_) return;
     // The first item whose key no thread is running. One that is skipped
     // here is picked up by the thread running its key when that run ends.
-    const auto next = std::find_if(items_.begin(), items_.end(), [&](const auto& it) { return !running(it.first); });
+    const auto next = std::find_if(items_.begin(), items_.end(), [&](const Item& it) { return !running(it.key); });
     if (next == items_.end()) {
       ++sleepers_;
       work_.wait(lock);
       --sleepers_;
       continue;
     }
-    auto [key, item] = std::move(*next);
+    Item item = std::move(*next);
     items_.erase(next);
-    running_.emplace_back(self, key);
+    running_.push_back(Running{self, item.key, item.seq});
     lock.unlock();
-    item();
+    item.fn();
     lock.lock();
-    std::erase_if(running_, [&](const auto& r) { return r.first == self; });
-    if (cancellers_ > 0) idle_.notify_all();
+    std::erase_if(running_, [&](const Running& r) { return r.thread == self; });
+    if (waiters_ > 0) idle_.notify_all();
   }
 }
 

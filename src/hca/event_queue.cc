@@ -24,6 +24,7 @@ EventQueue::~EventQueue() {
     stop_ = true;
   }
   work_.notify_all();
+  idle_.notify_all();  // a drain() racing with destruction returns
   if (thread_.joinable()) thread_.join();
 }
 
@@ -68,7 +69,7 @@ void EventQueue::schedule(Cq* cq) {
   bool wake;
   {
     std::lock_guard lk(mu_);
-    pending_.push_back(cq);
+    pending_.push_back(Pending{cq, ++seq_});
     // A thread that is not asleep looks at pending_ (under mu_) before it
     // sleeps again: only a sleeping one needs the futex wake.
     wake = sleeping_;
@@ -80,7 +81,7 @@ void EventQueue::schedule_at(Cq* cq, Clock::time_point when) {
   bool earliest;
   {
     std::lock_guard lk(mu_);
-    timers_.push_back(Timer{when, cq});
+    timers_.push_back(Timer{when, cq, ++seq_});
     std::push_heap(timers_.begin(), timers_.end(), later);
     earliest = sleeping_ && timers_.front().cq == cq && timers_.front().when == when;
   }
@@ -90,13 +91,33 @@ void EventQueue::schedule_at(Cq* cq, Clock::time_point when) {
 
 void EventQueue::cancel(Cq* cq) {
   std::unique_lock lk(mu_);
-  std::erase(pending_, cq);
+  std::erase_if(pending_, [cq](const Pending& p) { return p.cq == cq; });
   if (std::erase_if(timers_, [cq](const Timer& t) { return t.cq == cq; }) > 0)
     std::make_heap(timers_.begin(), timers_.end(), later);
+  if (idle_waiters_ > 0) idle_.notify_all();  // a drain() may have waited for what went
   if (on_thread()) return;  // inside a handler: waiting would deadlock
-  ++cancelling_;
+  ++idle_waiters_;
   idle_.wait(lk, [&] { return current_ != cq; });
-  --cancelling_;
+  --idle_waiters_;
+}
+
+bool EventQueue::busy_through(std::uint64_t seq, Timers timers, Clock::time_point now) const {
+  if (current_ != nullptr && current_seq_ <= seq) return true;
+  if (std::any_of(pending_.begin(), pending_.end(), [seq](const Pending& p) { return p.seq <= seq; })) return true;
+  return std::any_of(timers_.begin(), timers_.end(), [&](const Timer& t) {
+    return t.seq <= seq && (timers == Timers::kAll || t.when <= now);
+  });
+}
+
+void EventQueue::drain(Timers timers) {
+  if (on_thread()) return;  // inside a handler: waiting would deadlock
+  std::unique_lock lk(mu_);
+  const std::uint64_t through = seq_;
+  // "Due" is fixed at the call: a timer that falls due later was not due then.
+  const Clock::time_point now = Clock::now();
+  ++idle_waiters_;
+  idle_.wait(lk, [&] { return stop_ || !busy_through(through, timers, now); });
+  --idle_waiters_;
 }
 
 void EventQueue::run() {
@@ -108,7 +129,7 @@ void EventQueue::run() {
       const Clock::time_point now = Clock::now();
       while (!timers_.empty() && timers_.front().when <= now) {
         std::pop_heap(timers_.begin(), timers_.end(), later);
-        pending_.push_back(timers_.back().cq);
+        pending_.push_back(Pending{timers_.back().cq, timers_.back().seq});
         timers_.pop_back();
       }
     }
@@ -125,14 +146,16 @@ void EventQueue::run() {
     // cancel() can remove entries between deliveries.
     std::uint64_t delivered = 0;
     while (!pending_.empty() && !stop_) {
-      Cq* cq = pending_.front();
+      const Pending p = pending_.front();
       pending_.pop_front();
+      Cq* cq = p.cq;
       current_ = cq;
+      current_seq_ = p.seq;
       lk.unlock();
       const bool d = cq->try_deliver_event();
       lk.lock();
       current_ = nullptr;
-      if (cancelling_ > 0) idle_.notify_all();
+      if (idle_waiters_ > 0) idle_.notify_all();
       if (d) {
         if (delivered++ == 0) interrupts_.fetch_add(1, std::memory_order_relaxed);
         events_.fetch_add(1, std::memory_order_relaxed);

@@ -7,8 +7,8 @@
 // The thread is pinned to one CPU where possible (the vector-th CPU of the
 // process's affinity mask, modulo its size); failure to pin is ignored.
 //
-// Invariants / memory ordering: `pending_`, `timers_`, `current_`,
-// `stop_`, `sleeping_` and `cancelling_` are guarded by `mu_`; the thread never holds `mu_` while it runs a
+// Invariants / memory ordering: `pending_`, `timers_`, `seq_`, `current_`,
+// `stop_`, `sleeping_` and `idle_waiters_` are guarded by `mu_`; the thread never holds `mu_` while it runs a
 // CQ's handler, and never takes a CQ's lock while holding `mu_`, so a CQ may
 // call schedule() with its own lock held (lock order: Cq::mu_ -> mu_). A
 // scheduled entry is only a hint: the CQ re-checks under its own lock
@@ -60,6 +60,20 @@ class EventQueue {
   // REQUIRES: nothing schedules `cq` again afterwards.
   void cancel(Cq* cq);
 
+  // Which entries drain() waits for besides the events scheduled now.
+  enum class Timers {
+    kDue,  // moderation timers whose deadline has passed: due events
+    kAll,  // every moderation timer set before the call: waits out its deadline
+  };
+  // Quiesce: returns once every event scheduled before this call (and the
+  // timers `timers` names) has been delivered, i.e. its CQ's handler has
+  // returned, or cancelled. Events scheduled during the wait, by handlers
+  // or other threads, are not waited for. So after a push that could have
+  // raised an event, drain() and then "no handler ran" is a proof, not a
+  // guess. Called on the vector's own thread it returns at once (waiting
+  // would deadlock).
+  void drain(Timers timers = Timers::kDue);
+
   // The CQs on this vector, for the counters below: a CQ attaches itself
   // when built and detaches when destroyed (its counts stay in the totals).
   // The CQs count under their own locks; the vector sums on demand, so a
@@ -77,28 +91,39 @@ class EventQueue {
   std::uint64_t completions_handled() const;
 
  private:
+  // Every entry carries the sequence number of its schedule call, so that
+  // drain() can tell entries older than itself from newer ones.
+  struct Pending {
+    Cq* cq;
+    std::uint64_t seq;
+  };
   struct Timer {
     Clock::time_point when;
     Cq* cq;
+    std::uint64_t seq;
   };
   // Min-heap order on `when`.
   static bool later(const Timer& a, const Timer& b) { return a.when > b.when; }
 
   void run();
   void pin();
+  // mu_ held: an entry scheduled at or before `seq` is still to deliver.
+  bool busy_through(std::uint64_t seq, Timers timers, Clock::time_point now) const;
 
   const std::uint32_t vector_;
   std::atomic<int> cpu_{-1};
 
   std::mutex mu_;                 // guards pending_, timers_, current_, stop_
   std::condition_variable work_;  // pending_ or timers_ changed, or stop_
-  std::condition_variable idle_;  // current_ changed (for cancel)
-  std::deque<Cq*> pending_;       // events to deliver now, in order
+  std::condition_variable idle_;  // current_ changed (for cancel and drain)
+  std::deque<Pending> pending_;   // events to deliver now, in order
   std::vector<Timer> timers_;     // heap of moderation deadlines
+  std::uint64_t seq_ = 0;         // schedule calls so far
   Cq* current_ = nullptr;         // the CQ whose handler is running
+  std::uint64_t current_seq_ = 0; // the entry it runs for
   bool stop_ = false;
   bool sleeping_ = false;         // the thread waits on work_ (notify only then)
-  int cancelling_ = 0;            // threads waiting on idle_ in cancel()
+  int idle_waiters_ = 0;          // threads waiting on idle_ in cancel() or drain()
 
   std::atomic<std::uint64_t> interrupts_{0};
   std::atomic<std::uint64_t> events_{0};

@@ -17,12 +17,13 @@ void set_ascii(char (&field)[N], std::string_view s) {
 }  // namespace
 
 Controller::Controller(std::uint16_t cntlid, std::shared_ptr<Subsystem> subsys, std::string hostnqn,
-                       std::uint32_t kato_ms, const ControllerLimits& limits)
+                       std::uint32_t kato_ms, const ControllerLimits& limits, std::shared_ptr<const Clock> clock)
     : cntlid_(cntlid),
       subsys_(std::move(subsys)),
       hostnqn_(std::move(hostnqn)),
       kato_ms_(kato_ms),
       limits_(limits),
+      clock_(std::move(clock)),
       last_keep_alive_ns_(now_ns()) {}
 
 NvmeStatus Controller::property_get(const PropertyFields& p, std::uint64_t* value) const {

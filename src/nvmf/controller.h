@@ -16,6 +16,7 @@
 #include <string>
 
 #include "nvmf/capsule_parser.h"
+#include "nvmf/clock.h"
 #include "nvmf/status.h"
 #include "nvmf/subsystem.h"
 
@@ -30,10 +31,9 @@ struct ControllerLimits {
 
 class Controller {
  public:
-  using Clock = std::chrono::steady_clock;
-
+  // `clock` times KATO.
   Controller(std::uint16_t cntlid, std::shared_ptr<Subsystem> subsys, std::string hostnqn,
-             std::uint32_t kato_ms, const ControllerLimits& limits);
+             std::uint32_t kato_ms, const ControllerLimits& limits, std::shared_ptr<const Clock> clock);
 
   std::uint16_t cntlid() const { return cntlid_; }
   const std::shared_ptr<Subsystem>& subsystem() const { return subsys_; }
@@ -60,8 +60,8 @@ class Controller {
   bool keep_alive_expired() const;
 
  private:
-  static std::int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  std::int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->now().time_since_epoch()).count();
   }
 
   const std::uint16_t cntlid_;
@@ -69,6 +69,7 @@ class Controller {
   const std::string hostnqn_;
   const std::uint32_t kato_ms_;
   const ControllerLimits limits_;
+  const std::shared_ptr<const Clock> clock_;
   mutable std::mutex mu_;  // serialises property writes
   std::atomic<std::uint32_t> cc_{0};
   std::atomic<std::uint32_t> csts_{0};

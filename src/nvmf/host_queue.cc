@@ -146,7 +146,7 @@ Result<void> HostQueue::submit(const HostCommand& cmd, BlockIo* io, std::uint64_
     cid = free_.back();
     free_.pop_back();
     reqs_[cid].busy = true;
-    reqs_[cid].deadline = Clock::now() + cfg_.timeout;  // check_timeouts reads it under mu_
+    reqs_[cid].deadline = cfg_.clock->now() + cfg_.timeout;  // check_timeouts reads it under mu_
   }
   Request& r = reqs_[cid];
   r.io = io;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "nvmf/block_io.h"
+#include "nvmf/clock.h"
 #include "nvmf/rdma_cm.h"
 #include "nvmf/wire.h"
 #include "srdma/cq_pool.h"
@@ -47,6 +48,7 @@ struct HostQueueConfig {
   bool pool_cqs = true;
   RegMode reg = RegMode::kFrwr;
   std::chrono::milliseconds timeout{10000};
+  std::shared_ptr<const Clock> clock = Clock::steady();  // times `timeout`
 };
 
 // A command and where its data is (the queue registers it per command).
@@ -60,7 +62,6 @@ struct HostCommand {
 
 class HostQueue {
  public:
-  using Clock = std::chrono::steady_clock;
   // Called for every finished command, with the completion's DW0/DW1.
   using Done = void (*)(BlockIo& io, std::uint64_t result);
 

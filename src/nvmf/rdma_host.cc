@@ -42,13 +42,21 @@ HostController::HostController(Device& dev, ProtectionDomain pd, const HostOptio
 Result<std::unique_ptr<HostController>> HostController::connect(Device& dev, std::uint64_t target_addr,
                                                                 std::uint16_t port, const HostOptions& opts) {
   if (opts.subnqn.empty()) return make_error(EINVAL, "no subsystem NQN to connect to");
+  if (!opts.clock) return make_error(EINVAL, "no clock");
   if (opts.queue_size < 2 || opts.queue_size > 1024)
     return make_error(EINVAL, fmt::format("queue_size {} outside 2..1024", opts.queue_size));
   auto pd = dev.alloc_pd();
   if (!pd) return std::unexpected(pd.error());
   std::unique_ptr<HostController> c(new HostController(dev, std::move(*pd), opts));
   if (auto r = c->bring_up(target_addr, port); !r) return std::unexpected(r.error());
-  c->keeper_ = std::thread([p = c.get()] { p->keeper_loop(); });
+  // A clock that jumps wakes the keeper to look at its deadlines at once.
+  c->clock_wake_ = opts.clock->subscribe([p = c.get()] {
+    { std::lock_guard lock(p->mu_); }
+    p->cv_.notify_all();
+  });
+  // The keeper's first Keep Alive is due one interval after now, whenever
+  // the thread gets to run.
+  c->keeper_ = std::thread([p = c.get(), started = opts.clock->now()] { p->keeper_loop(started); });
   return c;
 }
 
@@ -59,6 +67,7 @@ HostController::~HostController() {
   }
   cv_.notify_all();
   if (keeper_.joinable()) keeper_.join();
+  opts_.clock->unsubscribe(clock_wake_);
   // I/O queues first (their Connects named the controller), then admin.
   io_.clear();
   admin_.reset();
@@ -117,6 +126,7 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
   ac.pool_cqs = opts_.pool_cqs;
   ac.reg = opts_.reg;
   ac.timeout = opts_.io_timeout;
+  ac.clock = opts_.clock;
   admin_ = std::make_unique<HostQueue>(dev_, pd_, ac);
   if (auto r = admin_->connect(target_addr, port); !r) return r;
   if (auto r = fabrics_connect(*admin_, kDynamicCntlid); !r) return r;
@@ -173,6 +183,7 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
     qc.pool_cqs = opts_.pool_cqs;
     qc.reg = opts_.reg;
     qc.timeout = opts_.io_timeout;
+    qc.clock = opts_.clock;
     auto q = std::make_unique<HostQueue>(dev_, pd_, qc);
     if (auto r = q->connect(target_addr, port); !r) return r;
     if (auto r = fabrics_connect(*q, cntlid_); !r) return r;
@@ -239,36 +250,52 @@ std::vector<CompletionQueue*> HostController::cqs() const {
   return out;
 }
 
-void HostController::keeper_loop() {
-  using Clock = std::chrono::steady_clock;
+void HostController::keeper_loop(Clock::time_point started) {
+  const Clock& clock = *opts_.clock;
   const auto interval =
       std::chrono::milliseconds(opts_.keep_alive_interval_ms ? opts_.keep_alive_interval_ms : opts_.kato_ms / 2);
-  auto next_ka = Clock::now() + interval;
+  auto next_ka = started + interval;
   struct KeepAlive {
     BlockIo io;
+    HostController* ctrl = nullptr;
     std::atomic<bool> busy{false};
+    // Wakes the keeper: a Keep Alive that fell due while this one was out
+    // goes now.
     static void on_done(BlockIo& io) {
       auto* k = static_cast<KeepAlive*>(io.context);
-      k->busy.store(false, std::memory_order_release);
+      HostController* c = k->ctrl;  // `k` may be gone once busy is false
+      {
+        std::lock_guard lock(c->mu_);
+        k->busy.store(false, std::memory_order_release);
+      }
+      c->cv_.notify_all();
     }
   } ka;
   ka.io.context = &ka;
   ka.io.done = &KeepAlive::on_done;
+  ka.ctrl = this;
+  // The next look is due a tick after the last one, not after the wait
+  // starts: time that moved in between (a ManualClock's advance() before
+  // this thread waits) is not missed.
+  auto next_check = started;
   std::unique_lock lock(mu_);
   while (!stop_) {
-    cv_.wait_for(lock, kKeeperTick);
+    // A Keep Alive held back while the last one was out goes as soon as
+    // that one is back (on_done clears `busy` under mu_ and notifies).
+    const bool ka_due = opts_.kato_ms && !ka.busy.load(std::memory_order_acquire) && clock.now() >= next_ka;
+    if (!ka_due) clock.wait_until(cv_, lock, next_check);
     if (stop_) break;
     lock.unlock();
-    const auto now = Clock::now();
+    const auto now = clock.now();
+    next_check = now + kKeeperTick;
     bool timed_out = admin_->check_timeouts(now);
     for (auto& q : io_) timed_out |= q->check_timeouts(now);
     if (timed_out || admin_->closed()) {
       if (!failed()) fail(timed_out ? ETIMEDOUT : ECONNRESET);
-    } else if (opts_.kato_ms && now >= next_ka) {
+    } else if (opts_.kato_ms && now >= next_ka && !ka.busy.load(std::memory_order_acquire)) {
       next_ka = now + interval;
-      if (!ka.busy.exchange(true)) {
-        if (!admin_->submit(HostCommand{build_keep_alive(0)}, &ka.io)) ka.busy.store(false);
-      }
+      ka.busy.store(true, std::memory_order_relaxed);
+      if (!admin_->submit(HostCommand{build_keep_alive(0)}, &ka.io)) ka.busy.store(false);
     }
     lock.lock();
   }

@@ -43,6 +43,9 @@ struct HostOptions {
   std::chrono::milliseconds io_timeout{10000};
   std::uint32_t kato_ms = 5000;    // 0: no keep alive
   std::uint32_t keep_alive_interval_ms = 0;  // 0: KATO / 2, as Linux's host
+  // Times Keep Alive and io_timeout (tests: a ManualClock; the keeper then
+  // also notices a lost admin queue only when the clock moves).
+  std::shared_ptr<Clock> clock = Clock::steady();
 };
 
 struct NamespaceInfo {
@@ -89,7 +92,7 @@ class HostController {
   Result<std::uint64_t> admin(const HostCommand& cmd);
   Result<void> fabrics_connect(HostQueue& q, std::uint16_t cntlid);
   Result<void> bring_up(std::uint64_t target_addr, std::uint16_t port);
-  void keeper_loop();
+  void keeper_loop(Clock::time_point started);
 
   Device& dev_;
   ProtectionDomain pd_;
@@ -104,6 +107,7 @@ class HostController {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::uint64_t clock_wake_ = 0;  // opts_.clock's subscription
   std::thread keeper_;
 };
 

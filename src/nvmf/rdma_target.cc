@@ -16,13 +16,21 @@ Result<std::unique_ptr<RdmaTarget>> RdmaTarget::create(Device& dev, const Target
   if (opts.limits.max_io_size < 4096 || (opts.limits.max_io_size & (opts.limits.max_io_size - 1)))
     return make_error(EINVAL, fmt::format("max_io_size {} is not a power of two >= 4096", opts.limits.max_io_size));
   if (opts.poll_ctx == PollContext::kDirect) return make_error(EINVAL, "the target needs a processed poll context");
+  if (!opts.clock) return make_error(EINVAL, "no clock");
   auto pd = dev.alloc_pd();
   if (!pd) return std::unexpected(pd.error());
   return std::unique_ptr<RdmaTarget>(new RdmaTarget(dev, std::move(*pd), opts));
 }
 
 RdmaTarget::RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& opts)
-    : dev_(dev), pd_(std::move(pd)), opts_(opts), reaper_([this] { reaper_loop(); }) {}
+    : dev_(dev), pd_(std::move(pd)), opts_(opts) {
+  // A clock that jumps wakes the reaper to check keep-alives at once.
+  clock_wake_ = opts_.clock->subscribe([this] {
+    { std::lock_guard lock(mu_); }
+    cv_.notify_all();
+  });
+  reaper_ = std::thread([this] { reaper_loop(); });
+}
 
 RdmaTarget::~RdmaTarget() {
   for (std::uint16_t port : ports_) ConnectionManager::instance().stop_listening(dev_.address(), port);
@@ -34,6 +42,7 @@ RdmaTarget::~RdmaTarget() {
   }
   cv_.notify_all();
   reaper_.join();
+  opts_.clock->unsubscribe(clock_wake_);
 }
 
 Result<void> RdmaTarget::add_subsystem(std::shared_ptr<Subsystem> s) {
@@ -112,7 +121,7 @@ NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f
       next_cntlid_ = next_cntlid_ >= 0xFFEF ? 1 : next_cntlid_ + 1;
       auto it = controllers_.find(id);
       if (it != controllers_.end() && !it->second.expired()) continue;
-      auto ctrl = std::make_shared<Controller>(id, sub, std::string(info.hostnqn), f.kato_ms, opts_.limits);
+      auto ctrl = std::make_shared<Controller>(id, sub, std::string(info.hostnqn), f.kato_ms, opts_.limits, opts_.clock);
       controllers_[id] = ctrl;
       *out = std::move(ctrl);
       return NvmeStatus::success();
@@ -136,10 +145,15 @@ void RdmaTarget::queue_closed(TargetQueue* q) {
 }
 
 void RdmaTarget::reaper_loop() {
+  const Clock& clock = *opts_.clock;
+  // Due a period after the last keep-alive scan, not after the wait starts:
+  // time that moved in between (a ManualClock's advance()) is not missed.
+  auto next_scan = clock.now() + kReaperPeriod;
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait_for(lock, kReaperPeriod, [&] { return stop_ || !closing_.empty(); });
+    if (!stop_ && closing_.empty()) clock.wait_until(cv_, lock, next_scan);
     if (stop_) return;
+    next_scan = clock.now() + kReaperPeriod;
     // Keep-alive: a controller whose host went silent loses its queues.
     std::vector<TargetQueue*> expired;
     for (auto& [q, owned] : queues_)

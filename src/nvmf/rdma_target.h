@@ -39,6 +39,7 @@ struct TargetOptions {
   bool pool_cqs = true;  // false: one private CQ per queue
   PollContext poll_ctx = PollContext::kWorkqueue;
   ControllerLimits limits;
+  std::shared_ptr<Clock> clock = Clock::steady();  // times KATO (tests: a ManualClock)
 };
 
 struct TargetStats {
@@ -101,6 +102,7 @@ class RdmaTarget final : public CmListener {
   std::map<TargetQueue*, std::unique_ptr<TargetQueue>> queues_;
   std::vector<TargetQueue*> closing_;
   bool stop_ = false;
+  std::uint64_t clock_wake_ = 0;  // opts_.clock's subscription
   std::thread reaper_;
 
   std::atomic<std::uint64_t> commands_{0};

@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   perf->add_option("-Q,--cq-mod", popt.cq_mod, "Signal every Nth WR (CQ moderation)")->capture_default_str();
   auto* o_inline = perf->add_option("-I,--inline-size", pinline, "Inline messages up to this size (default 0 bandwidth, 236 latency)");
   perf->add_flag("-e,--events", popt.use_events, "Wait for completions on a completion channel instead of busy polling");
+  perf->add_flag("--verify", popt.verify,
+                 "Bandwidth tests: each WR moves a pattern of its own, checked when it completes (one WR in flight "
+                 "per QP); a mismatch is an error");
   perf->add_option("--json", pjson, "Write the results as JSON to FILE");
   perf->add_flag("--single-thread", popt.single_thread,
                  "Ping-pong and send_bw: run the server side in the client's thread, alternating");

@@ -119,7 +119,10 @@ Result<PerfSettings> resolve_perf_options(const PerfOptions& o) {
     return make_error(EINVAL, fmt::format("-q {}: latency tests use one QP (as perftest's do)", o.num_qps));
   s.num_qps = o.num_qps;
 
-  s.tx_depth = o.tx_depth.value_or(bw ? 128 : 1);
+  if (o.verify && !bw) return make_error(EINVAL, "--verify: for the bandwidth tests (write_bw, read_bw, send_bw)");
+  if (o.verify && o.tx_depth.value_or(1) != 1)
+    return make_error(EINVAL, fmt::format("-t {}: --verify keeps one WR in flight per QP (-t 1)", *o.tx_depth));
+  s.tx_depth = o.tx_depth.value_or(bw && !o.verify ? 128 : 1);
   if (s.tx_depth == 0 || s.tx_depth > kMaxQpWr)
     return make_error(EINVAL, fmt::format("-t {}: the TX depth must be 1 .. {}", s.tx_depth, kMaxQpWr));
   if (static_cast<std::uint64_t>(s.tx_depth) * s.num_qps > kMaxCqe)
@@ -145,6 +148,8 @@ Result<PerfSettings> resolve_perf_options(const PerfOptions& o) {
   s.copy_budget_ms = o.copy_budget_ms;
   s.use_events = o.use_events;
   s.single_thread = o.single_thread;
+  s.verify = o.verify;
+  s.before_verify = o.before_verify;
   return s;
 }
 
@@ -428,12 +433,53 @@ struct CopyBuffers {
   Buffer src, dst;
 };
 
+// --verify's pattern for WR k of QP i: the first word carries k and i
+// (consecutive iterations differ from the first byte on), the rest is
+// mixed from them and the word's index.
+std::uint64_t pattern_word(std::uint64_t k, std::uint32_t i, std::size_t w) {
+  if (w == 0) return k | (std::uint64_t{i} << 48);
+  std::uint64_t x = k * 0x9e3779b97f4a7c15ull ^ (std::uint64_t{i} << 32) ^ w;  // splitmix64
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint8_t pattern_byte(std::uint64_t k, std::uint32_t i, std::size_t off) {
+  return static_cast<std::uint8_t>(pattern_word(k, i, off / 8) >> (8 * (off % 8)));
+}
+
+void fill_pattern(std::uint8_t* p, std::size_t n, std::uint64_t k, std::uint32_t i) {
+  std::size_t off = 0;
+  for (; off + 8 <= n; off += 8) {
+    const std::uint64_t w = pattern_word(k, i, off / 8);
+    std::memcpy(p + off, &w, 8);
+  }
+  for (; off < n; ++off) p[off] = pattern_byte(k, i, off);
+}
+
+Result<void> check_pattern(const std::uint8_t* p, std::size_t n, std::uint64_t k, std::uint32_t i) {
+  std::size_t off = 0;
+  for (; off + 8 <= n; off += 8) {
+    const std::uint64_t w = pattern_word(k, i, off / 8);
+    if (std::memcmp(p + off, &w, 8) != 0) break;
+  }
+  for (; off < n; ++off)
+    if (p[off] != pattern_byte(k, i, off))
+      return make_error(EIO, fmt::format("verify: QP {} iteration {}: byte {} of {} is {:#04x}, expected {:#04x}", i, k,
+                                         off, n, p[off], pattern_byte(k, i, off)));
+  return {};
+}
+
 Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receives& rx, CopyBuffers& copy) {
   Side& c = *p.client;
   Side& v = *p.server;
   const std::uint32_t q = s.num_qps;
   const WrOpcode op = opcode_of(s.test);
   const std::uint32_t base_flags = size <= s.inline_size ? SEND_INLINE : 0u;
+  // --verify: where each QP's bytes come from and go to (the receives of
+  // send_bw cover the server's buffer from offset 0).
+  auto source = [&](std::uint32_t i) { return op == WrOpcode::kRdmaRead ? v.buf(i) : c.buf(i); };
+  auto destination = [&](std::uint32_t i) { return op == WrOpcode::kRdmaRead ? c.buf(i) : v.buf(i); };
 
   std::vector<Sge> sge(q);
   std::vector<SendWr> wr(q);
@@ -509,6 +555,7 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
         const std::uint64_t k = ++scnt[i];
         w.send_flags = base_flags | ((k % s.cq_mod == 0 || k == limit[i]) ? SEND_SIGNALED : 0u);
         w.wr_id = (k << 16) | i;
+        if (s.verify) fill_pattern(source(i), size, k, i);
         ++posted;
         if (auto r = post(*c.qps[i], w); !r) [[unlikely]] {
           stop_server(true);
@@ -535,6 +582,13 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
       const std::uint64_t k = wc[j].wr_id >> 16;
       completed += k - ccnt[i];
       ccnt[i] = k;
+      if (s.verify) {  // every WR signaled, one in flight: this is WR k's data
+        if (s.before_verify) s.before_verify(i, k, std::span<std::uint8_t>(destination(i), size));
+        if (auto r = check_pattern(destination(i), size, k, i); !r) [[unlikely]] {
+          stop_server(true);
+          return std::unexpected(r.error());
+        }
+      }
     }
     if (sends && s.single_thread && !sink.drain(false)) [[unlikely]] {
       stop_server(true);

@@ -9,8 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +45,14 @@ struct PerfOptions {
   bool use_events = false;                // -e: wait on a completion channel instead of busy polling
   bool single_thread = false;             // ping-pong tests: both sides alternate in one thread
   double copy_budget_ms = 20;             // time spent measuring each copy routine per size
+  // --verify (bandwidth tests): WR k of QP i moves a pattern of its own
+  // (k, i); its destination is checked when it completes, so a lost,
+  // stale or misplaced transfer is an EIO error. One WR in flight per QP
+  // (-t 1, -Q 1: the default with --verify), which the rates then reflect.
+  bool verify = false;
+  // Tests only: runs on each destination just before it is checked (the
+  // QP, the iteration, the bytes), e.g. to corrupt one and see it caught.
+  std::function<void(std::uint32_t, std::uint64_t, std::span<std::uint8_t>)> before_verify;
 };
 
 // The options after validation and defaults.
@@ -60,6 +70,8 @@ struct PerfSettings {
   bool single_thread = false;
   double copy_budget_ms = 20;
   std::uint32_t mtu = 4096;
+  bool verify = false;
+  std::function<void(std::uint32_t, std::uint64_t, std::span<std::uint8_t>)> before_verify;
 };
 
 // EINVAL naming the option for anything perftest would refuse.

@@ -52,6 +52,7 @@ void print_header(const PerfReport& r, std::ostream& out) {
   fmt::print(out, " Max inline data : {}[B]\n", s.inline_size);
   fmt::print(out, " Use events      : {}\n", on_off(s.use_events));
   if (s.duration_s > 0) fmt::print(out, " Duration        : {}[s]\n", s.duration_s);
+  if (s.verify) fmt::print(out, " Verify          : ON (a pattern per WR, checked on completion)\n");
   if (!bw && (s.test == PerfTest::kWriteLat || s.test == PerfTest::kSendLat))
     fmt::print(out, " Sides           : {}\n", s.single_thread ? "one thread, alternating" : "one thread each");
   fmt::print(out, " rdma_cm QPs\t : OFF\n");
