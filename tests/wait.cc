@@ -1,6 +1,6 @@
 #include "wait.h"
 
-#include "core/device_state.h"
+#include "core/cq_state.h"
 #include "hca/cq.h"
 #include "hca/event_queue.h"
 
