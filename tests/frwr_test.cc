@@ -365,7 +365,9 @@ TEST_F(Frwr, RegMrBehindAnRnrSendExecutesOnce) {
   SendWr reg = test::reg_wr(frmr, kRw, 92);
   send.next = &reg;
   ASSERT_TRUE(target.qp->post_send(send));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Let the SEND be NAKed and sent again at least twice: each resend walks
+  // past the executed REG_MR.
+  ASSERT_TRUE(test::eventually([&] { return target.qp->counters().rnr_retries >= 2; }));
   Sge rs{peer.buf.addr(), 64, peer.mr.lkey()};
   RecvWr rw;
   rw.sg_list = &rs;

@@ -10,7 +10,7 @@
 #include "srdma/access.h"
 #include "wait.h"
 
-namespace srdma::hca::test {
+namespace srdma::hca::pair {
 
 inline Profile small_profile() {
   Profile p;
@@ -101,4 +101,4 @@ inline SendWr write_wr(std::uint64_t wr_id, const Sge& sge, std::uint64_t remote
   return w;
 }
 
-}  // namespace srdma::hca::test
+}  // namespace srdma::hca::pair

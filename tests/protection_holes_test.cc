@@ -15,11 +15,11 @@
 namespace srdma::hca {
 namespace {
 
-using test::connect;
-using test::poll_n;
-using test::post;
-using test::Side;
-using test::write_wr;
+using pair::connect;
+using pair::poll_n;
+using pair::post;
+using pair::Side;
+using pair::write_wr;
 
 // Holds the first thread whose translation misses on `index` between its
 // MPT read and its cache fill, until released.
@@ -248,7 +248,7 @@ TEST(ProtectionHoles, UnknownOpcodeSendFlagsAndAccessAreEinval) {
 TEST(ProtectionHoles, ResponderOutsideRtrRtsSqdDropsRequests) {
   ManualClock clock;
   Side a(&clock), b(&clock);
-  test::PathParams p;
+  pair::PathParams p;
   p.retry_cnt = 3;
   p.timeout = 1;
   connect(a, b, p);
@@ -283,7 +283,7 @@ TEST(ProtectionHoles, ConnectedQpHearsOnlyItsPeer) {
   ManualClock clock;  // c's retries never run: nobody advances it
   Side a, b, c(&clock);
   connect(a, b);
-  test::bring_up(c, b.dev->engine().address(), b.qp->qpn());
+  pair::bring_up(c, b.dev->engine().address(), b.qp->qpn());
   std::memset(b.buf.data(), 0, 128);
   std::memset(c.buf.data(), 0x66, 64);
   Sge csge{c.addr(), 64, c.key};

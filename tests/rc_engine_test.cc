@@ -10,6 +10,7 @@
 
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
+#include "hca_pair.h"
 #include "wait.h"
 
 namespace srdma::hca {
@@ -76,7 +77,7 @@ void connect(Side& a, Side& b, std::uint32_t access = kAccessAll, std::uint8_t r
   if (&a != &b) up(b, a);
 }
 
-using test::poll_n;
+using pair::poll_n;
 
 // A signaled 8-byte WRITE after what was posted before: RC completes in
 // order, so once its completion is the next one, nothing posted earlier
@@ -361,8 +362,14 @@ TEST(RcEngine, RnrRetryExceeded) {
 }
 
 TEST(RcEngine, RnrRetrySucceedsOnceAReceiveIsPosted) {
-  Side a, b;
-  connect(a, b, kAccessAll, /*rnr_retry=*/7, /*min_rnr_timer=*/3);  // 0.03 ms, for ever
+  // The RNR timer runs on a manual clock: each advance lets one retry out,
+  // and between advances the SEND provably waits (no real time involved).
+  ManualClock clock;
+  pair::Side a(&clock), b(&clock);
+  pair::PathParams p;
+  p.rnr_retry = 7;  // for ever
+  p.min_rnr_timer = 3;  // 0.03 ms
+  pair::connect(a, b, p);
   Sge s{a.addr(), 8, a.key};
   SendWr w;
   w.wr_id = 11;
@@ -370,19 +377,31 @@ TEST(RcEngine, RnrRetrySucceedsOnceAReceiveIsPosted) {
   w.sg_list = &s;
   w.num_sge = 1;
   w.send_flags = SEND_SIGNALED;
-  ASSERT_TRUE(post(a, w));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_TRUE(poll_n(*a.scq, 1, std::chrono::milliseconds(1)).empty()) << "still retrying";
+  ASSERT_TRUE(pair::post(a, w));
+  EXPECT_EQ(a.qp->counters().rnr_naks_received, 1u);  // synchronous link: the first NAK is here
+  ASSERT_TRUE(test::eventually([&] {
+    clock.advance(std::chrono::milliseconds(1));
+    return a.qp->counters().rnr_naks_received >= 3;
+  }));
+  Wc none[1];
+  EXPECT_EQ(a.scq->poll(none), 0) << "an RNR-NAKed SEND does not complete";
   RecvWr rw;
   rw.wr_id = 12;
   Sge r{b.addr(), 64, b.key};
   rw.sg_list = &r;
   rw.num_sge = 1;
   ASSERT_TRUE(b.qp->post_recv(&rw, nullptr));
-  auto wcs = poll_n(*a.scq, 1);
-  ASSERT_EQ(wcs.size(), 1u);
+  std::vector<Wc> wcs;
+  ASSERT_TRUE(test::eventually([&] {
+    clock.advance(std::chrono::milliseconds(1));
+    Wc wc[1];
+    if (a.scq->poll(wc) == 1) wcs.push_back(wc[0]);
+    return !wcs.empty();
+  }));
   EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(poll_n(*b.rcq, 1)[0].wr_id, 12u);
+  EXPECT_EQ(wcs[0].wr_id, 11u);
+  EXPECT_EQ(test::poll_n(*b.rcq, 1)[0].wr_id, 12u);
+  EXPECT_EQ(a.qp->counters().rnr_retries, a.qp->counters().rnr_naks_received);
 }
 
 TEST(RcEngine, LostPeerIsRetryExceeded) {

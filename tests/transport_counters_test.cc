@@ -9,11 +9,11 @@
 namespace srdma::hca {
 namespace {
 
-using test::connect;
-using test::poll_n;
-using test::post;
-using test::Side;
-using test::write_wr;
+using pair::connect;
+using pair::poll_n;
+using pair::post;
+using pair::Side;
+using pair::write_wr;
 
 TEST(TransportCounters, WriteAndReadCountEachPacketOnce) {
   Side a, b;
@@ -42,7 +42,7 @@ TEST(TransportCounters, WriteAndReadCountEachPacketOnce) {
 TEST(TransportCounters, RnrRetryExceededCountsEveryRetry) {
   ManualClock clock;
   Side a(&clock), b(&clock);
-  test::PathParams p;
+  pair::PathParams p;
   p.rnr_retry = 3;
   connect(a, b, p);
   Sge sge{a.addr(), 32, a.key};
@@ -131,7 +131,7 @@ TEST(TransportCounters, SequenceErrorNaksSpendRetryCount) {
 TEST(TransportCounters, UnknownDestinationQpIsCountedOnTheDevice) {
   ManualClock clock;
   Side a(&clock), b;
-  test::bring_up(a, b.dev->engine().address(), 0xabcde);
+  pair::bring_up(a, b.dev->engine().address(), 0xabcde);
   Sge sge{a.addr(), 8, a.key};
   ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
   EXPECT_EQ(b.dev->engine().counters().dropped_for(DropReason::kUnknownQp), 1u);

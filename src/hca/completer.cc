@@ -69,7 +69,7 @@ void Qp::rewind_to(std::uint64_t index) {
 }
 
 void Qp::completer_handle(Message& msg) {
-  QpCounters::SendSide& c = counters_.send;
+  QpCounters::SendSide& c = send_counters_;
   // Header validation (IBA 9.6.1.5): only the connected peer answers us.
   if (msg.src_addr != req_.dest_addr || msg.src_qpn != req_.dest_qpn) return c.dropped_bad_source.bump();
   if (is_request(msg.op)) return c.dropped_bad_opcode.bump();
@@ -201,7 +201,7 @@ void Qp::completer_check_timeout() {
     return;
   }
   // Lost request or response: go back to the oldest outstanding WQE.
-  counters_.send.timeouts.bump();
+  send_counters_.timeouts.bump();
   comp_.timeout_at = {};
   if (req_.retries_left == 0) {
     fail_wqe(comp_.consumer, WcStatus::kRetryExcErr);

@@ -12,14 +12,10 @@
 namespace srdma::hca {
 namespace {
 
-// One word per thread: odd while the thread is inside a delivery. Slots are
-// never freed (a thread that exits gives its slot back for reuse), so the
-// quiescer may read any slot it saw registered. Each on its own line.
-struct alignas(64) ScopeSlot {
-  std::atomic<std::uint64_t> word{0};
-  std::atomic<std::uint64_t> window{0};  // odd while inside a translation window
-  bool in_use = false;  // guarded by ScopeRegistry::mu
-};
+using detail::ScopeSlot;
+using detail::tls_depth;
+using detail::tls_slot;
+
 struct ScopeRegistry {
   std::mutex mu;
   std::vector<ScopeSlot*> slots;
@@ -29,12 +25,8 @@ ScopeRegistry& scope_registry() {
   return *r;
 }
 
-// The thread's slot and nesting depth: plain thread_locals (trivially
-// destructible, so an access is a direct TLS load); the releaser, which has
-// a destructor, is touched only when the thread takes its slot.
-thread_local ScopeSlot* tls_slot = nullptr;
-thread_local unsigned tls_depth = 0;
-thread_local unsigned tls_window_depth = 0;
+// Gives the thread's slot back when it exits; touched only when the thread
+// takes its slot (the data path's thread_locals have no destructor).
 struct SlotReleaser {
   bool armed = false;
   ~SlotReleaser() {
@@ -46,7 +38,9 @@ struct SlotReleaser {
 };
 thread_local SlotReleaser tls_releaser;
 
-[[gnu::noinline]] ScopeSlot* take_slot() {
+}  // namespace
+
+[[gnu::noinline]] ScopeSlot* detail::take_slot() {
   ScopeSlot* slot = nullptr;
   {
     ScopeRegistry& r = scope_registry();
@@ -65,24 +59,6 @@ thread_local SlotReleaser tls_releaser;
   tls_releaser.armed = true;  // first use: registers its destructor for this thread
   tls_slot = slot;
   return slot;
-}
-
-}  // namespace
-
-DeliveryScope::DeliveryScope() {
-  if (tls_depth++ != 0) return;
-  ScopeSlot* s = tls_slot;
-  if (s == nullptr) [[unlikely]] s = take_slot();
-  // Ordered before the generation loads that follow (StoreLoad) by the
-  // pair of asymmetric fences: the light one here, the quiescer's heavy one.
-  s->word.store(s->word.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  asymmetric_light_fence();
-}
-
-DeliveryScope::~DeliveryScope() {
-  if (--tls_depth != 0) return;
-  ScopeSlot* s = tls_slot;
-  s->word.store(s->word.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 void quiesce_deliveries() {
@@ -104,23 +80,6 @@ void quiesce_deliveries() {
     while (s->word.load(std::memory_order_acquire) == w) std::this_thread::yield();
 }
 
-
-TranslationWindow::TranslationWindow() {
-  if (tls_window_depth++ != 0) return;
-  ScopeSlot* s = tls_slot;
-  if (s == nullptr) [[unlikely]] s = take_slot();
-  // Ordered before the MPT reads of translate() (StoreLoad) by the pair of
-  // asymmetric fences, as for the delivery scope.
-  s->window.store(s->window.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  asymmetric_light_fence();
-}
-
-TranslationWindow::~TranslationWindow() {
-  if (--tls_window_depth != 0) return;
-  ScopeSlot* s = tls_slot;
-  // Release: the stores through the translation happen before the close.
-  s->window.store(s->window.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
 
 void quiesce_translations() {
   // The caller made the key fail (an MPT store, then a cache invalidation

@@ -26,12 +26,52 @@
 // close. That is what lets the invalidator wait with its own locks held.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
+#include "common/asymmetric_fence.h"
+
 namespace srdma::hca {
+
+namespace detail {
+// One per thread that ever entered a scope or window, on a line of its own:
+// `word` is odd while the thread is inside a delivery, `window` while it is
+// inside a translation window. Slots are never freed (an exiting thread
+// gives its slot back for reuse), so a quiescer may read any slot it saw.
+struct alignas(64) ScopeSlot {
+  std::atomic<std::uint64_t> word{0};
+  std::atomic<std::uint64_t> window{0};
+  bool in_use = false;  // guarded by the slot registry's mutex
+};
+// Plain thread_locals, trivially destructible, so that an access is a
+// direct TLS load on the data path (the scopes below are inline).
+inline thread_local ScopeSlot* tls_slot = nullptr;
+inline thread_local unsigned tls_depth = 0;
+inline thread_local unsigned tls_window_depth = 0;
+ScopeSlot* take_slot();  // the thread's first scope: registers its slot
+// One marker step: odd on entry, even on exit; the entry is ordered before
+// the loads that follow by the light half of the asymmetric fence pair.
+inline void mark_enter(std::atomic<std::uint64_t>& w) {
+  w.store(w.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  asymmetric_light_fence();
+}
+inline void mark_exit(std::atomic<std::uint64_t>& w) {
+  w.store(w.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+}  // namespace detail
 
 class DeliveryScope {
  public:
-  DeliveryScope();
-  ~DeliveryScope();
+  DeliveryScope() {
+    if (detail::tls_depth++ != 0) return;
+    detail::ScopeSlot* s = detail::tls_slot;
+    if (s == nullptr) [[unlikely]] s = detail::take_slot();
+    detail::mark_enter(s->word);
+  }
+  ~DeliveryScope() {
+    if (--detail::tls_depth != 0) return;
+    detail::mark_exit(detail::tls_slot->word);
+  }
   DeliveryScope(const DeliveryScope&) = delete;
   DeliveryScope& operator=(const DeliveryScope&) = delete;
 };
@@ -44,8 +84,16 @@ void quiesce_deliveries();
 // only). Windows nest.
 class TranslationWindow {
  public:
-  TranslationWindow();
-  ~TranslationWindow();
+  TranslationWindow() {
+    if (detail::tls_window_depth++ != 0) return;
+    detail::ScopeSlot* s = detail::tls_slot;
+    if (s == nullptr) [[unlikely]] s = detail::take_slot();
+    detail::mark_enter(s->window);  // before translate()'s MPT reads
+  }
+  ~TranslationWindow() {
+    if (--detail::tls_window_depth != 0) return;
+    detail::mark_exit(detail::tls_slot->window);  // the stores through the translation happen before
+  }
   TranslationWindow(const TranslationWindow&) = delete;
   TranslationWindow& operator=(const TranslationWindow&) = delete;
 };

@@ -87,7 +87,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   QpState state() const { return state_.load(std::memory_order_acquire); }
   QpAttr attr() const;
   // What the transport did on this QP so far (any thread; see qp_counters.h).
-  TransportCounters counters() const { return counters_.snapshot(); }
+  TransportCounters counters() const { return QpCounters::snapshot(send_counters_, recv_counters_); }
 
   Result<void> modify(const QpAttr& attr, std::uint32_t mask);
   // Posts a list; on error *bad_wr names the first WR not posted (everything
@@ -242,18 +242,19 @@ class Qp : public std::enable_shared_from_this<Qp> {
   mutable std::mutex attr_mu_;  // guards attr_
   QpAttr attr_;
 
-  FastMutex sq_mu_;  // guards sq_, sq_prod_, req_, comp_
+  FastMutex sq_mu_;  // guards sq_, sq_prod_, req_, comp_ (and writes to send_counters_)
   std::vector<SendWqe> sq_;
   std::uint64_t sq_mask_ = 0;  // sq_.size() - 1
   std::uint64_t sq_prod_ = 0;
   RequesterState req_;
   CompleterState comp_;
+  QpCounters::SendSide send_counters_;
   PieceList req_pieces_;              // scratch for translations
   std::vector<Message> drain_;        // the inbox's other half, reused
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
   std::uint8_t timer_armed_timeout_ = 0xff;  // req_.timeout it was a transport deadline for, else 0xff
 
-  FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_ (see ResponderState)
+  FastMutex rq_mu_;  // guards rq_, rq_head_, rq_tail_, resp_, recv_counters_ (see ResponderState)
   std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first
   std::uint64_t rq_mask_ = 0;  // rq_.size() - 1
   std::uint64_t rq_head_ = 0, rq_tail_ = 0;
@@ -262,14 +263,13 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // post_recv (the caller holds rq_mu_). REQUIRES: !rq_empty().
   RecvWqe& take_recv() { return rq_[rq_head_++ & rq_mask_]; }
   ResponderState resp_;
+  QpCounters::RecvSide recv_counters_;
 
   FastMutex inbox_mu_;  // guards inbox_
   std::vector<Message> inbox_;
   std::atomic<bool> inbox_ready_{false};
 
   std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none
-
-  QpCounters counters_;
 };
 
 }  // namespace srdma::hca

@@ -1,6 +1,7 @@
 // A QP's transport counters as the roles bump them: one relaxed word each,
-// on lines of their own per side, so that counting costs the data path no
-// locked instruction and no shared line with the other side.
+// kept beside the state of the side that writes them (the QP places them),
+// so that counting costs the data path no locked instruction and no cache
+// line it does not touch already.
 //
 // Each counter has one writer at a time: the send side's under sq_mu_, the
 // responder's under rq_mu_ or on its unlocked path (which a QP's one peer
@@ -27,21 +28,21 @@ class Counter {
 
 struct QpCounters {
   // Send side (requester and completer).
-  struct alignas(64) SendSide {
+  struct SendSide {
     Counter requests_sent, responses_received, retransmissions, timeouts;
     Counter rnr_naks_received, rnr_retries, seq_naks_received;
     Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_opcode;
-  } send;
+  };
   // Receive side (responder).
-  struct alignas(64) RecvSide {
+  struct RecvSide {
     Counter requests_received, responses_sent, rnr_naks_sent, seq_naks_sent, duplicate_requests;
     Counter dropped_bad_source, dropped_bad_state, dropped_bad_opcode;
-  } recv;
+  };
 
-  TransportCounters snapshot() const;
+  static TransportCounters snapshot(const SendSide& send, const RecvSide& recv);
 };
 
-inline TransportCounters QpCounters::snapshot() const {
+inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSide& recv) {
   TransportCounters c;
   c.requests_sent = send.requests_sent.get();
   c.responses_received = send.responses_received.get();

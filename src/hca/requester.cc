@@ -195,8 +195,8 @@ void Qp::requester_send_one() {
     case WrOpcode::kLocalInv:
       return;
   }
-  counters_.send.requests_sent.bump();
-  if (req_.next < req_.resend_until) [[unlikely]] counters_.send.retransmissions.bump();
+  send_counters_.requests_sent.bump();
+  if (req_.next < req_.resend_until) [[unlikely]] send_counters_.retransmissions.bump();
   req_.next_psn = (req_.next_psn + 1) & 0xffffff;
   ++req_.next;
   // An unknown destination loses the request; the transport timer retries.

@@ -48,21 +48,21 @@ void Qp::receive_request(Message&& msg) {
   if ((msg.op == MsgOp::kWrite || msg.op == MsgOp::kReadRequest) && responder_unlocked(msg)) return;
   std::lock_guard lock(rq_mu_);
   if (!accepts_requests(state())) {
-    counters_.recv.dropped_bad_state.bump();
+    recv_counters_.dropped_bad_state.bump();
     return;
   }
   // IBA 9.6.1.5 (header validation of a connected QP): a request from any
   // address or QPN but the peer's is silently dropped. Executing it would
   // let a third party write our memory and move our expected PSN.
   if (!from_peer(msg)) {
-    counters_.recv.dropped_bad_source.bump();
+    recv_counters_.dropped_bad_source.bump();
     return;
   }
   if (!is_request(msg.op)) {
-    counters_.recv.dropped_bad_opcode.bump();
+    recv_counters_.dropped_bad_opcode.bump();
     return;
   }
-  counters_.recv.requests_received.bump();
+  recv_counters_.requests_received.bump();
   responder_execute(msg);
 }
 
@@ -85,7 +85,7 @@ bool Qp::responder_unlocked(const Message& msg) {
     // A READ stores nothing here: its pieces are read once, right away.
     auto t = tables_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
     if (!t) return false;
-    counters_.recv.requests_received.bump();
+    recv_counters_.requests_received.bump();
     answer_read(msg, *t, /*duplicate=*/false);
     return true;
   }
@@ -99,7 +99,7 @@ bool Qp::responder_unlocked(const Message& msg) {
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
     copy_pieces(dst, msg.payload);
   }
-  counters_.recv.requests_received.bump();
+  recv_counters_.requests_received.bump();
   resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
   if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
   return true;
@@ -112,7 +112,7 @@ void Qp::respond(const Message& req, MsgOp op, Message&& resp) {
   resp.src_qpn = qpn_;
   resp.dst_qpn = req.src_qpn;
   resp.psn = req.psn;
-  counters_.recv.responses_sent.bump();
+  recv_counters_.responses_sent.bump();
   engine_.link().send(std::move(resp));
 }
 
@@ -120,8 +120,8 @@ void Qp::nak(const Message& req, NakCode code, std::uint8_t rnr_timer) {
   Message m;
   m.nak = code;
   m.rnr_timer = rnr_timer;
-  if (code == NakCode::kRnr) counters_.recv.rnr_naks_sent.bump();
-  if (code == NakCode::kPsnSequenceError) counters_.recv.seq_naks_sent.bump();
+  if (code == NakCode::kRnr) recv_counters_.rnr_naks_sent.bump();
+  if (code == NakCode::kPsnSequenceError) recv_counters_.seq_naks_sent.bump();
   respond(req, MsgOp::kNak, std::move(m));
   if (code == NakCode::kInvalidRequest || code == NakCode::kRemoteAccessError ||
       code == NakCode::kRemoteOperationalError) {
@@ -144,7 +144,7 @@ void Qp::responder_execute(Message& msg) {
       return;
     }
     duplicate = true;
-    counters_.recv.duplicate_requests.bump();
+    recv_counters_.duplicate_requests.bump();
     if (msg.op == MsgOp::kCmpSwap || msg.op == MsgOp::kFetchAdd) {
       Message m;
       m.atomic_orig = resp_.last_atomic_orig;
