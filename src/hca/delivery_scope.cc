@@ -16,9 +16,11 @@ using detail::ScopeSlot;
 using detail::tls_depth;
 using detail::tls_slot;
 
+// Every slot ever taken, on a list that only grows (pushed at the front
+// under `mu`, walked without it): the quiescers read it lock-free.
 struct ScopeRegistry {
-  std::mutex mu;
-  std::vector<ScopeSlot*> slots;
+  std::mutex mu;  // guards taking and giving back slots
+  std::atomic<ScopeSlot*> head{nullptr};
 };
 ScopeRegistry& scope_registry() {
   static auto* r = new ScopeRegistry;  // never destroyed: threads may exit late
@@ -45,14 +47,15 @@ thread_local SlotReleaser tls_releaser;
   {
     ScopeRegistry& r = scope_registry();
     std::lock_guard lock(r.mu);
-    for (ScopeSlot* s : r.slots)
+    for (ScopeSlot* s = r.head.load(std::memory_order_relaxed); s != nullptr; s = s->next)
       if (!s->in_use) {
         slot = s;
         break;
       }
     if (slot == nullptr) {
       slot = new ScopeSlot;
-      r.slots.push_back(slot);
+      slot->next = r.head.load(std::memory_order_relaxed);
+      r.head.store(slot, std::memory_order_release);
     }
     slot->in_use = true;
   }
@@ -61,45 +64,40 @@ thread_local SlotReleaser tls_releaser;
   return slot;
 }
 
+namespace {
+// Every other thread's slot whose `which` word is odd now, with that value.
+template <class Word>
+std::vector<std::pair<const ScopeSlot*, std::uint64_t>> open_slots(const ScopeSlot* self, Word which) {
+  std::vector<std::pair<const ScopeSlot*, std::uint64_t>> open;
+  for (const ScopeSlot* s = scope_registry().head.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+    if (s == self) continue;
+    const std::uint64_t w = (s->*which).load(std::memory_order_seq_cst);
+    if (w & 1) open.emplace_back(s, w);
+  }
+  return open;
+}
+// Acquire: what the thread did inside is visible once we see it left.
+template <class Word>
+void wait_closed(const std::vector<std::pair<const ScopeSlot*, std::uint64_t>>& open, Word which) {
+  for (auto [s, w] : open)
+    while ((s->*which).load(std::memory_order_acquire) == w) std::this_thread::yield();
+}
+}  // namespace
+
 void quiesce_deliveries() {
   // The caller bumped a generation (seq_cst RMW) before calling: a thread
   // whose odd word we do not see will see that generation.
   asymmetric_heavy_fence();
   const ScopeSlot* self = tls_depth != 0 ? tls_slot : nullptr;
-  std::vector<std::pair<const ScopeSlot*, std::uint64_t>> inside;
-  {
-    ScopeRegistry& r = scope_registry();
-    std::lock_guard lock(r.mu);
-    for (const ScopeSlot* s : r.slots) {
-      if (s == self) continue;
-      const std::uint64_t w = s->word.load(std::memory_order_seq_cst);
-      if (w & 1) inside.emplace_back(s, w);
-    }
-  }
-  for (auto [s, w] : inside)
-    while (s->word.load(std::memory_order_acquire) == w) std::this_thread::yield();
+  wait_closed(open_slots(self, &ScopeSlot::word), &ScopeSlot::word);
 }
-
 
 void quiesce_translations() {
   // The caller made the key fail (an MPT store, then a cache invalidation
-  // or a new epoch) before calling: a window we do not see open will read
-  // that.
-  asymmetric_heavy_fence();
-  const ScopeSlot* self = tls_slot;
-  std::vector<std::pair<const ScopeSlot*, std::uint64_t>> open;
-  {
-    ScopeRegistry& r = scope_registry();
-    std::lock_guard lock(r.mu);
-    for (const ScopeSlot* s : r.slots) {
-      if (s == self) continue;
-      const std::uint64_t w = s->window.load(std::memory_order_seq_cst);
-      if (w & 1) open.emplace_back(s, w);
-    }
-  }
-  // Acquire: the window's stores are visible once we see it closed.
-  for (auto [s, w] : open)
-    while (s->window.load(std::memory_order_acquire) == w) std::this_thread::yield();
+  // or a new epoch) before calling; this fence pairs with the window's: a
+  // window we do not see open will read the failed key.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  wait_closed(open_slots(tls_slot, &ScopeSlot::window), &ScopeSlot::window);
 }
 
 }  // namespace srdma::hca

@@ -24,6 +24,10 @@
 // through the old key is still to land (and no MTT entry it read is reused
 // under it). A window holds no lock and takes none: translate, copy,
 // close. That is what lets the invalidator wait with its own locks held.
+// The window's handshake is symmetric (a full fence on both sides, one
+// locked instruction per window): invalidations come once per I/O with
+// remote invalidation, and a membarrier each cost the NVMe-oF target five
+// times its IOPS (docs/BENCHMARKS.md).
 #pragma once
 
 #include <atomic>
@@ -41,7 +45,8 @@ namespace detail {
 struct alignas(64) ScopeSlot {
   std::atomic<std::uint64_t> word{0};
   std::atomic<std::uint64_t> window{0};
-  bool in_use = false;  // guarded by the slot registry's mutex
+  bool in_use = false;        // guarded by the slot registry's mutex
+  ScopeSlot* next = nullptr;  // the registry's list; fixed once published
 };
 // Plain thread_locals, trivially destructible, so that an access is a
 // direct TLS load on the data path (the scopes below are inline).
@@ -88,7 +93,10 @@ class TranslationWindow {
     if (detail::tls_window_depth++ != 0) return;
     detail::ScopeSlot* s = detail::tls_slot;
     if (s == nullptr) [[unlikely]] s = detail::take_slot();
-    detail::mark_enter(s->window);  // before translate()'s MPT reads
+    // Before translate()'s MPT reads: a full fence, paired with the one in
+    // quiesce_translations.
+    s->window.store(s->window.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   ~TranslationWindow() {
     if (--detail::tls_window_depth != 0) return;
@@ -99,7 +107,8 @@ class TranslationWindow {
 };
 // Waits until every translation window open on another thread now has
 // closed. Call it after the key stops translating. May be called with any
-// lock held (a window never waits for one). Costs a membarrier.
+// lock held (a window never waits for one). Costs a fence and a walk over
+// the threads' slots, no lock and no system call.
 void quiesce_translations();
 
 }  // namespace srdma::hca

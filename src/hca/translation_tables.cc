@@ -75,7 +75,7 @@ Result<std::uint32_t> TranslationTables::reg_mr(const MrAttr& attr, std::span<co
 }
 
 Result<void> TranslationTables::dereg_mr(std::uint32_t key) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   std::uint32_t index = mpt_.index_of(key);
   MptFields f = mpt_.read(index);
   if (!f.is_region() || f.key != key || (f.flags & (MPT_FLAG_FMR | MPT_FLAG_FAST_REG)))
@@ -84,9 +84,12 @@ Result<void> TranslationTables::dereg_mr(std::uint32_t key) {
   // (in this order: see tpt_cache.h).
   mpt_.write(index, MptFields{});
   tpt_.invalidate(index);
-  // A store translated before this point may still be landing: wait for
-  // it before the MTTs (and the key) can be handed to anyone else.
+  // A store translated before this point may still be landing: wait for it
+  // (without the lock; the index stays allocated, so nobody can take it)
+  // before the MTTs and the key can be handed to anyone else.
+  lock.unlock();
   quiesce_translations();
+  lock.lock();
   mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
                      MttPool::kMain});
   (void)mpt_.free_key(key);

@@ -116,7 +116,7 @@ Result<std::uint32_t> TranslationTables::map_phys_fmr(std::uint32_t key, std::sp
 }
 
 Result<void> TranslationTables::unmap_fmr(std::span<const std::uint32_t> keys) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   // Check the whole list first: either all are unmapped or none.
   for (std::uint32_t key : keys) {
     MptFields f;
@@ -134,6 +134,7 @@ Result<void> TranslationTables::unmap_fmr(std::span<const std::uint32_t> keys) {
   if (!keys.empty()) {
     sync_tpt();
     // ... and a store translated before it has landed when we return.
+    lock.unlock();
     quiesce_translations();
   }
   return {};

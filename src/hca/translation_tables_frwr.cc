@@ -123,7 +123,7 @@ Result<void> TranslationTables::fast_reg(std::uint32_t key, std::uint32_t pdn, s
 }
 
 Result<void> TranslationTables::local_invalidate(std::uint32_t key, std::uint32_t pdn) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   const std::uint32_t index = mpt_.index_of(key);
   if (index < mpt_.reserved()) return make_error(EINVAL, fmt::format("key {:#x}: reserved MPT index", key));
   MptFields f = mpt_.read(index);
@@ -138,6 +138,7 @@ Result<void> TranslationTables::local_invalidate(std::uint32_t key, std::uint32_
   f.length = 0;
   mpt_.write(index, f);
   tpt_.invalidate(index);
+  lock.unlock();  // the wait needs no lock: the key fails for everyone now
   // A store through the key translated before this point has landed when
   // the invalidation completes (the WR's CQE, or the SEND_WITH_INV's
   // receive completion, comes after this returns).
