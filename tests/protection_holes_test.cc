@@ -136,26 +136,30 @@ TEST(ProtectionHoles, DeregMrWaitsForAStoreTranslatedBeforeIt) {
   EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
 }
 
-// The primitive itself: a window open on another thread holds
-// quiesce_translations until it closes.
-TEST(ProtectionHoles, QuiesceTranslationsWaitsForOpenWindows) {
-  std::atomic<bool> opened{false}, close{false}, quiesced{false};
-  std::thread holder([&] {
-    TranslationWindow w;
-    opened = true;
-    while (!close.load()) std::this_thread::yield();
-    EXPECT_FALSE(quiesced.load());  // still waiting for us
-  });
-  while (!opened.load()) std::this_thread::yield();
-  std::thread quiescer([&] {
-    quiesce_translations();
-    quiesced = true;
-  });
-  close = true;
-  holder.join();
-  quiescer.join();
-  EXPECT_TRUE(quiesced.load());
-  quiesce_translations();  // nothing open: returns at once
+// The primitive itself: a window open on another thread for a key holds
+// quiesce_translations of that key (or of any key, for a window over
+// several) until it closes, and not a quiesce of another key.
+TEST(ProtectionHoles, QuiesceTranslationsWaitsForOpenWindowsOfItsKey) {
+  for (std::uint32_t window_key : {0x1234u, detail::kAnyKey}) {
+    std::atomic<bool> opened{false}, close{false}, quiesced{false};
+    std::thread holder([&] {
+      TranslationWindow w(window_key);
+      opened = true;
+      while (!close.load()) std::this_thread::yield();
+      EXPECT_FALSE(quiesced.load());  // still waiting for us
+    });
+    while (!opened.load()) std::this_thread::yield();
+    if (window_key != detail::kAnyKey) quiesce_translations(0x9999u);  // another key: returns while open
+    std::thread quiescer([&] {
+      quiesce_translations(0x1234u);
+      quiesced = true;
+    });
+    close = true;
+    holder.join();
+    quiescer.join();
+    EXPECT_TRUE(quiesced.load());
+  }
+  quiesce_translations(0x1234u);  // nothing open: returns at once
 }
 
 // Hole 3: num_sge > 0 with a NULL sg_list crashed (SEGV).

@@ -109,7 +109,7 @@ void Qp::completer_handle(Message& msg) {
     case MsgOp::kAtomicAck: {
       // Translate and place in one translation window (see delivery_scope.h).
       const bool placed = [&] {
-        TranslationWindow window;
+        TranslationWindow window(cur.sges.size() == 1 ? cur.sges[0].lkey : detail::kAnyKey);
         PieceList dst;
         if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst)) return false;
         if (msg.op == MsgOp::kReadResponse) {

@@ -1,5 +1,6 @@
 #include "hca/delivery_scope.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -65,20 +66,10 @@ thread_local SlotReleaser tls_releaser;
 }
 
 namespace {
-// Every other thread's slot whose `which` word is odd now, with that value.
-template <class Word>
-std::vector<std::pair<const ScopeSlot*, std::uint64_t>> open_slots(const ScopeSlot* self, Word which) {
-  std::vector<std::pair<const ScopeSlot*, std::uint64_t>> open;
-  for (const ScopeSlot* s = scope_registry().head.load(std::memory_order_acquire); s != nullptr; s = s->next) {
-    if (s == self) continue;
-    const std::uint64_t w = (s->*which).load(std::memory_order_seq_cst);
-    if (w & 1) open.emplace_back(s, w);
-  }
-  return open;
-}
+using OpenSlots = std::vector<std::pair<const ScopeSlot*, std::uint64_t>>;
 // Acquire: what the thread did inside is visible once we see it left.
 template <class Word>
-void wait_closed(const std::vector<std::pair<const ScopeSlot*, std::uint64_t>>& open, Word which) {
+void wait_closed(const OpenSlots& open, Word which) {
   for (auto [s, w] : open)
     while ((s->*which).load(std::memory_order_acquire) == w) std::this_thread::yield();
 }
@@ -89,15 +80,29 @@ void quiesce_deliveries() {
   // whose odd word we do not see will see that generation.
   asymmetric_heavy_fence();
   const ScopeSlot* self = tls_depth != 0 ? tls_slot : nullptr;
-  wait_closed(open_slots(self, &ScopeSlot::word), &ScopeSlot::word);
+  OpenSlots inside;
+  for (const ScopeSlot* s = scope_registry().head.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+    if (s == self) continue;
+    const std::uint64_t w = s->word.load(std::memory_order_seq_cst);
+    if (w & 1) inside.emplace_back(s, w);
+  }
+  wait_closed(inside, &ScopeSlot::word);
 }
 
-void quiesce_translations() {
-  // The caller made the key fail (an MPT store, then a cache invalidation
+void quiesce_translations(std::span<const std::uint32_t> keys) {
+  // The caller made the keys fail (an MPT store, then a cache invalidation
   // or a new epoch) before calling; this fence pairs with the window's: a
   // window we do not see open will read the failed key.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  wait_closed(open_slots(tls_slot, &ScopeSlot::window), &ScopeSlot::window);
+  OpenSlots open;
+  for (const ScopeSlot* s = scope_registry().head.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+    if (s == tls_slot) continue;
+    const std::uint64_t w = s->window.load(std::memory_order_seq_cst);
+    if (!(w & 1)) continue;
+    const std::uint32_t k = s->window_key.load(std::memory_order_relaxed);  // ordered by the acquire above
+    if (k == detail::kAnyKey || std::find(keys.begin(), keys.end(), k) != keys.end()) open.emplace_back(s, w);
+  }
+  wait_closed(open, &ScopeSlot::window);
 }
 
 }  // namespace srdma::hca

@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <span>
 
 #include "common/asymmetric_fence.h"
 
@@ -45,6 +46,9 @@ namespace detail {
 struct alignas(64) ScopeSlot {
   std::atomic<std::uint64_t> word{0};
   std::atomic<std::uint64_t> window{0};
+  // The key the open window translates (kAnyKey: more than one), written
+  // before the window opens (release), read after it is seen open.
+  std::atomic<std::uint32_t> window_key{0};
   bool in_use = false;        // guarded by the slot registry's mutex
   ScopeSlot* next = nullptr;  // the registry's list; fixed once published
 };
@@ -53,6 +57,7 @@ struct alignas(64) ScopeSlot {
 inline thread_local ScopeSlot* tls_slot = nullptr;
 inline thread_local unsigned tls_depth = 0;
 inline thread_local unsigned tls_window_depth = 0;
+inline constexpr std::uint32_t kAnyKey = ~0u;
 ScopeSlot* take_slot();  // the thread's first scope: registers its slot
 // One marker step: odd on entry, even on exit; the entry is ordered before
 // the loads that follow by the light half of the asymmetric fence pair.
@@ -89,13 +94,22 @@ void quiesce_deliveries();
 // only). Windows nest.
 class TranslationWindow {
  public:
-  TranslationWindow() {
-    if (detail::tls_window_depth++ != 0) return;
+  // A window for the one key `key` (an invalidation of another key does not
+  // wait for it), or, without an argument, for any number of keys.
+  explicit TranslationWindow(std::uint32_t key = detail::kAnyKey) {
     detail::ScopeSlot* s = detail::tls_slot;
+    if (detail::tls_window_depth++ != 0) {
+      // Nested with another key: the open window now covers any key.
+      if (s->window_key.load(std::memory_order_relaxed) != key)
+        s->window_key.store(detail::kAnyKey, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      return;
+    }
     if (s == nullptr) [[unlikely]] s = detail::take_slot();
-    // Before translate()'s MPT reads: a full fence, paired with the one in
-    // quiesce_translations.
-    s->window.store(s->window.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    s->window_key.store(key, std::memory_order_relaxed);
+    // Open (release: the key above is seen with it), then a full fence
+    // before translate()'s MPT reads, paired with quiesce_translations'.
+    s->window.store(s->window.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   ~TranslationWindow() {
@@ -105,10 +119,13 @@ class TranslationWindow {
   TranslationWindow(const TranslationWindow&) = delete;
   TranslationWindow& operator=(const TranslationWindow&) = delete;
 };
-// Waits until every translation window open on another thread now has
-// closed. Call it after the key stops translating. May be called with any
-// lock held (a window never waits for one). Costs a fence and a walk over
-// the threads' slots, no lock and no system call.
-void quiesce_translations();
+// Waits until every translation window open on another thread now for one
+// of `keys` (or for any key) has closed. Call it after the keys stop
+// translating. May be called with any lock held (a window never waits for
+// one). Costs a fence and a walk over the threads' slots, no lock and no
+// system call; it waits only for threads that may be storing through one of
+// these keys.
+void quiesce_translations(std::span<const std::uint32_t> keys);
+inline void quiesce_translations(std::uint32_t key) { quiesce_translations(std::span(&key, 1)); }
 
 }  // namespace srdma::hca

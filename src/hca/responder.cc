@@ -92,7 +92,7 @@ bool Qp::responder_unlocked(const Message& msg) {
   {
     // From the translation to the last store (see delivery_scope.h): an
     // invalidation of this rkey waits for it.
-    TranslationWindow window;
+    TranslationWindow window(msg.rkey);
     auto t = tables_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
     if (!t) return false;
     PieceList dst;
@@ -177,7 +177,7 @@ void Qp::responder_execute(Message& msg) {
       // Translate and place inside one translation window, and nothing
       // else in it (the NAK below may block on a peer's lock).
       const bool placed = [&] {
-        TranslationWindow window;
+        TranslationWindow window(r.sges.size() == 1 ? r.sges[0].lkey : detail::kAnyKey);
         PieceList dst;
         for (const Sge& s : r.sges) {
           auto t = tables_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
@@ -227,7 +227,7 @@ void Qp::responder_execute(Message& msg) {
         return;
       }
       const bool placed = [&] {
-        TranslationWindow window;
+        TranslationWindow window(msg.rkey);
         auto t = tables_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
         if (!t) return false;
         PieceList dst;
@@ -270,7 +270,7 @@ void Qp::responder_execute(Message& msg) {
       }
       std::uint64_t orig = 0;
       const bool executed = [&] {
-        TranslationWindow window;
+        TranslationWindow window(msg.rkey);
         auto t = tables_.translate(msg.rkey, msg.va, 8, ACCESS_REMOTE_ATOMIC, pdn);
         if (!t) return false;
         std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page

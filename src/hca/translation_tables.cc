@@ -88,7 +88,7 @@ Result<void> TranslationTables::dereg_mr(std::uint32_t key) {
   // (without the lock; the index stays allocated, so nobody can take it)
   // before the MTTs and the key can be handed to anyone else.
   lock.unlock();
-  quiesce_translations();
+  quiesce_translations(key);
   lock.lock();
   mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
                      MttPool::kMain});

@@ -99,7 +99,7 @@ Result<std::uint32_t> TranslationTables::map_phys_fmr(std::uint32_t key, std::sp
   tpt_.invalidate(index);
   //    Stores through the old key that are still landing finish first:
   //    they read the MTTs step 2 rewrites.
-  quiesce_translations();
+  quiesce_translations(key);
   // 2. The MTTs (relaxed stores; published by step 4's release).
   mtt_.write(mtt_.first_entry(slot->mtts), page_list);
   // 3. Key, start and length, still software-owned.
@@ -135,7 +135,7 @@ Result<void> TranslationTables::unmap_fmr(std::span<const std::uint32_t> keys) {
     sync_tpt();
     // ... and a store translated before it has landed when we return.
     lock.unlock();
-    quiesce_translations();
+    quiesce_translations(keys);
   }
   return {};
 }
@@ -149,7 +149,7 @@ Result<void> TranslationTables::dealloc_fmr(std::uint32_t key) {
   const std::uint32_t index = mpt_.index_of(key);
   mpt_.write(index, MptFields{});
   tpt_.invalidate(index);
-  quiesce_translations();
+  quiesce_translations(key);
   mtt_.free(slot->mtts);
   (void)mpt_.free_key(slot->alloc_key);
   fmrs_.erase(index);

@@ -65,7 +65,7 @@ Result<void> TranslationTables::dealloc_fast_reg_mr(std::uint32_t alloc_key) {
   // As dereg_mr: the entry first, then the cached translation.
   mpt_.write(index, MptFields{});
   tpt_.invalidate(index);
-  quiesce_translations();  // stores translated before still landing finish first
+  quiesce_translations(f.key);  // stores translated before still landing finish first
   mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
                      MttPool::kMain});
   (void)mpt_.free_key(alloc_key);
@@ -142,7 +142,7 @@ Result<void> TranslationTables::local_invalidate(std::uint32_t key, std::uint32_
   // A store through the key translated before this point has landed when
   // the invalidation completes (the WR's CQE, or the SEND_WITH_INV's
   // receive completion, comes after this returns).
-  quiesce_translations();
+  quiesce_translations(key);
   return {};
 }
 
