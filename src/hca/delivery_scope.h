@@ -19,8 +19,9 @@
 // window before it translates a key and closes it after its last store
 // through that translation; whoever takes a key away (dereg_mr, an FMR
 // unmap or remap, LOCAL_INV, SEND_WITH_INV) first makes the key fail
-// translate() and then calls quiesce_translations(), which waits for every
-// window open at that moment. So when the invalidation returns, no store
+// translate() and then calls quiesce_translations(key), which waits for
+// every window open at that moment on that key (a window names its key, or
+// any key when it translates several). So when the invalidation returns, no store
 // through the old key is still to land (and no MTT entry it read is reused
 // under it). A window holds no lock and takes none: translate, copy,
 // close. That is what lets the invalidator wait with its own locks held.

@@ -42,7 +42,8 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   // Every enum and flag word from the caller is range-checked before it is
   // used (the transition table is indexed by state): unknown values are
   // EINVAL and change nothing.
-  if (mask & ~kQpAttrMaskAll) return make_error(EINVAL, fmt::format("unknown attr_mask bits {:#x}", mask & ~kQpAttrMaskAll));
+  if (mask & ~kQpAttrMaskAll)
+    return make_error(EINVAL, fmt::format("unknown attr_mask bits {:#x}", mask & ~kQpAttrMaskAll));
   if ((mask & QP_STATE) && !is_valid(in.qp_state))
     return make_error(EINVAL, fmt::format("qp_state {} is not a QP state", static_cast<unsigned>(in.qp_state)));
   if ((mask & QP_CUR_STATE) && !is_valid(in.cur_qp_state))
