@@ -31,16 +31,18 @@ struct Side {
   std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
   std::uint32_t key = 0;
 
-  // `clock`: the transport and RNR timers run on it (nullptr: real time).
-  explicit Side(ManualClock* clock = nullptr) {
+  // CQs of `cqe` entries, a QP of `caps`; `clock`: the transport and RNR
+  // timers run on it (nullptr: real time).
+  explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}, ManualClock* clock = nullptr) {
     dev = SoftHca::open(small_profile()).value();
     if (clock) dev->engine().use_manual_clock(*clock);
     pdn = dev->tables().alloc_pd().value();
-    scq = dev->engine().create_cq(256, 0, nullptr).value();
-    rcq = dev->engine().create_cq(256, 1, nullptr).value();
-    qp = dev->engine().create_qp(QpInit{pdn, scq, rcq, QpCaps{64, 64, 4, 4, 128}, false, nullptr}).value();
+    scq = dev->engine().create_cq(cqe, 0, nullptr).value();
+    rcq = dev->engine().create_cq(cqe, 1, nullptr).value();
+    qp = dev->engine().create_qp(QpInit{pdn, scq, rcq, caps, false, nullptr}).value();
     key = reg(buf.data(), buf.size(), kAccessAll);
   }
+  explicit Side(ManualClock* clock) : Side(256, {64, 64, 4, 4, 128}, clock) {}
   std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
     std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
     std::vector<std::uint64_t> pages;
@@ -55,13 +57,14 @@ struct PathParams {
   std::uint8_t retry_cnt = 2;
   std::uint8_t timeout = 10;
   std::uint8_t min_rnr_timer = 1;
+  std::uint32_t access = kAccessAll;  // qp_access_flags on both sides
 };
 
 // Brings `s` to RTS towards `peer_addr`/`peer_qpn`.
 inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, const PathParams& p = {}) {
   QpAttr at;
   at.qp_state = QpState::kInit;
-  at.qp_access_flags = kAccessAll;
+  at.qp_access_flags = p.access;
   ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
   at.qp_state = QpState::kRtr;
   at.dest_addr = peer_addr;
@@ -76,9 +79,10 @@ inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, c
   ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
 }
 
+// Connects a's QP with b's (a QP connected to itself when &a == &b).
 inline void connect(Side& a, Side& b, const PathParams& p = {}) {
   bring_up(a, b.dev->engine().address(), b.qp->qpn(), p);
-  bring_up(b, a.dev->engine().address(), a.qp->qpn(), p);
+  if (&a != &b) bring_up(b, a.dev->engine().address(), a.qp->qpn(), p);
 }
 
 inline Result<void> post(Side& s, SendWr wr) {

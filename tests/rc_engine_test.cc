@@ -16,66 +16,7 @@
 namespace srdma::hca {
 namespace {
 
-Profile test_profile() {
-  Profile p;
-  p.num_mpt = 1 << 10;
-  p.num_mtt_segs = 1 << 12;
-  p.fmr_reserved_mtt_segs = 1 << 10;
-  p.num_qp = 64;
-  p.num_cq = 64;
-  p.num_comp_vectors = 2;
-  return validate_profile(p).value();
-}
-
-struct Side {
-  std::shared_ptr<SoftHca> dev;
-  std::uint32_t pdn = 0;
-  std::shared_ptr<Cq> scq, rcq;
-  std::shared_ptr<Qp> qp;
-  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
-  std::uint32_t key = 0;
-
-  explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}) {
-    dev = SoftHca::open(test_profile()).value();
-    pdn = dev->tables().alloc_pd().value();
-    scq = dev->engine().create_cq(cqe, 0, nullptr).value();
-    rcq = dev->engine().create_cq(cqe, 1, nullptr).value();
-    qp = dev->engine().create_qp(QpInit{pdn, scq, rcq, caps, false, nullptr}).value();
-    key = reg(buf.data(), buf.size(), kAccessAll);
-  }
-  std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
-    std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
-    std::uint64_t first = a & ~std::uint64_t{4095};
-    std::vector<std::uint64_t> pages;
-    for (std::uint64_t x = first; x < a + len; x += 4096) pages.push_back(x);
-    return dev->tables().reg_mr(MrAttr{pdn, a, len, access, 12}, pages).value();
-  }
-  std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
-};
-
-void connect(Side& a, Side& b, std::uint32_t access = kAccessAll, std::uint8_t rnr_retry = 7,
-             std::uint8_t min_rnr_timer = 1) {
-  auto up = [&](Side& s, Side& peer) {
-    QpAttr at;
-    at.qp_state = QpState::kInit;
-    at.qp_access_flags = access;
-    ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
-    at.qp_state = QpState::kRtr;
-    at.dest_addr = peer.dev->engine().address();
-    at.dest_qp_num = peer.qp->qpn();
-    at.min_rnr_timer = min_rnr_timer;
-    ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN |
-                                    QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER));
-    at.qp_state = QpState::kRts;
-    at.rnr_retry = rnr_retry;
-    at.timeout = 10;
-    at.retry_cnt = 2;
-    ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY |
-                                    QP_MAX_QP_RD_ATOMIC));
-  };
-  up(a, b);
-  if (&a != &b) up(b, a);
-}
+using pair::Side;
 
 using pair::poll_n;
 
@@ -97,10 +38,6 @@ void post_fence(Side& a, Side& b) {
   ASSERT_TRUE(a.qp->post_send(&w, &bad));
 }
 
-Result<void> post(Side& s, SendWr wr) {
-  const SendWr* bad = nullptr;
-  return s.qp->post_send(&wr, &bad);
-}
 
 TEST(RcEngine, WriteThenReadSeesIt) {
   Side a, b;
@@ -334,7 +271,7 @@ TEST(RcEngine, LocalProtectionAndLengthErrors) {
 
 TEST(RcEngine, RemoteAccessDeniedByQpAccessFlags) {
   Side a, b;
-  connect(a, b, ACCESS_REMOTE_READ);  // no remote write on either QP
+  connect(a, b, {.access = ACCESS_REMOTE_READ});  // no remote write on either QP
   Sge s{a.addr(), 8, a.key};
   SendWr w;
   w.opcode = WrOpcode::kRdmaWrite;
@@ -349,7 +286,7 @@ TEST(RcEngine, RemoteAccessDeniedByQpAccessFlags) {
 
 TEST(RcEngine, RnrRetryExceeded) {
   Side a, b;
-  connect(a, b, kAccessAll, /*rnr_retry=*/2, /*min_rnr_timer=*/1);
+  connect(a, b, {.rnr_retry = 2, .min_rnr_timer = 1});
   Sge s{a.addr(), 8, a.key};
   SendWr w;
   w.opcode = WrOpcode::kSend;
@@ -479,7 +416,7 @@ TEST(RcEngine, ModifyQpRules) {
 }
 
 TEST(RcEngine, CapsBeyondTheDeviceAreEinval) {
-  auto dev = SoftHca::open(test_profile()).value();
+  auto dev = SoftHca::open(pair::small_profile()).value();
   auto pd = dev->tables().alloc_pd().value();
   auto cq = dev->engine().create_cq(16, 0, nullptr).value();
   auto r = dev->engine().create_qp(QpInit{pd, cq, cq, QpCaps{100000, 1, 1, 1, 0}, false, nullptr});
@@ -594,7 +531,7 @@ TEST(RcEngine, ConcurrentPostAndPoll) {
 // order, and a full queue answers ENOMEM until the responder frees a slot.
 TEST(RcEngine, ReceivesPostedWhileSendsArrive) {
   Side a(4096, QpCaps{64, 64, 1, 1, 0}), b(4096, QpCaps{64, 16, 1, 1, 0});
-  connect(a, b, kAccessAll, /*rnr_retry=*/7);  // 7: retry forever
+  connect(a, b, {.rnr_retry = 7});  // 7: retry forever
   constexpr int kMsgs = 3000;
   std::thread poster([&] {
     Sge sge{b.addr(0), 64, b.key};
