@@ -68,7 +68,9 @@ TEST_P(PollContexts, EveryCompletionReachesItsDoneOnce) {
   Counter c;
   for (int i = 0; i < 200; ++i) {
     l.write(&c.cqe);
-    if (i % 50 == 49) ASSERT_TRUE(test::eventually([&] { return c.n.load() >= i + 1; }));  // bursts: it re-arms between them
+    if (i % 50 == 49) {  // bursts: it re-arms between them
+      ASSERT_TRUE(test::eventually([&] { return c.n.load() >= i + 1; }));
+    }
   }
   ASSERT_TRUE(test::eventually([&] { return c.n.load() >= 200; })) << c.n.load();
   test::drain_cq(*l.cq);

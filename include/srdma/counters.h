@@ -16,7 +16,7 @@ enum class DropReason : std::uint8_t {
   kBadState,   // the QP does not accept requests now (only RTR, RTS and SQD do)
   kBadPsn,     // a response that matches no outstanding PSN (stray or late)
   kUnknownQp,  // no QP with the destination QPN on the device (IBA 9.6.1.5)
-  kBadOpcode,  // a request at a completer or a response at a responder
+  kBadOpcode,  // an opcode the QP's transport does not take (counted by the wire's parser)
   kBadLength,  // a packet whose length does not fit its opcode
   kBadKey,     // a packet the wire's key checks refuse (P_Key, Q_Key)
 };

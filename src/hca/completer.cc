@@ -72,7 +72,6 @@ void Qp::completer_handle(Message& msg) {
   QpCounters::SendSide& c = send_counters_;
   // Header validation (IBA 9.6.1.5): only the connected peer answers us.
   if (msg.src_addr != req_.dest_addr || msg.src_qpn != req_.dest_qpn) return c.dropped_bad_source.bump();
-  if (is_request(msg.op)) return c.dropped_bad_opcode.bump();
   if (state() == QpState::kErr) return c.dropped_bad_state.bump();  // responses after an error
   // Find the WQE this response is for: the oldest outstanding one.
   if (comp_.consumer == req_.next) return c.dropped_bad_psn.bump();  // nothing outstanding: stray or duplicate

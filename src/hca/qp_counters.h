@@ -31,12 +31,12 @@ struct QpCounters {
   struct SendSide {
     Counter requests_sent, responses_received, retransmissions, timeouts;
     Counter rnr_naks_received, rnr_retries, seq_naks_received;
-    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_opcode;
+    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn;
   };
   // Receive side (responder).
   struct RecvSide {
     Counter requests_received, responses_sent, rnr_naks_sent, seq_naks_sent, duplicate_requests;
-    Counter dropped_bad_source, dropped_bad_state, dropped_bad_opcode;
+    Counter dropped_bad_source, dropped_bad_state;
   };
 
   static TransportCounters snapshot(const SendSide& send, const RecvSide& recv);
@@ -59,7 +59,6 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.dropped_for(DropReason::kBadSource) = send.dropped_bad_source.get() + recv.dropped_bad_source.get();
   c.dropped_for(DropReason::kBadState) = send.dropped_bad_state.get() + recv.dropped_bad_state.get();
   c.dropped_for(DropReason::kBadPsn) = send.dropped_bad_psn.get();
-  c.dropped_for(DropReason::kBadOpcode) = send.dropped_bad_opcode.get() + recv.dropped_bad_opcode.get();
   return c;
 }
 

@@ -58,10 +58,6 @@ void Qp::receive_request(Message&& msg) {
     recv_counters_.dropped_bad_source.bump();
     return;
   }
-  if (!is_request(msg.op)) {
-    recv_counters_.dropped_bad_opcode.bump();
-    return;
-  }
   recv_counters_.requests_received.bump();
   responder_execute(msg);
 }
