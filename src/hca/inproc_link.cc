@@ -23,7 +23,7 @@ struct Registry {
 
 // Each thread remembers the last destinations it sent to (one per slot of a
 // small direct-mapped table, so that a request/response pair of devices
-// does not evict itself): a stream of messages to one peer then costs a
+// does not evict itself): a stream of packets to one peer then costs a
 // generation check instead of the registry's lock and lookup. The pointer
 // is good while the generation is current, inside a DeliveryScope.
 struct Route {
@@ -68,7 +68,7 @@ bool InprocLink::knows(std::uint64_t addr) const {
   return registry().devices.count(addr) != 0;
 }
 
-bool InprocLink::send(Message&& msg) {
+bool InprocLink::send(Packet&& msg) {
   DeliveryScope scope;  // before the generation check: see DeliveryScope
   Route& route = tls_routes[msg.dst_addr % kRoutes];
   if (route.dev != nullptr && route.addr == msg.dst_addr &&

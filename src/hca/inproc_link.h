@@ -23,7 +23,7 @@ class InprocLink final : public Link {
   void attach(std::uint64_t addr, std::weak_ptr<QueueEngine> dev);
   void detach(std::uint64_t addr);
   bool knows(std::uint64_t addr) const;
-  bool send(Message&& msg) override;
+  bool send(Packet&& msg) override;
 };
 
 }  // namespace srdma::hca

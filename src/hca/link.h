@@ -1,8 +1,8 @@
-// The wire between devices. Roles hand messages to a Link; the link delivers
+// The wire between devices. Roles hand packets to a Link; the link delivers
 // them to the device at msg.dst_addr, which dispatches to the QP's responder
 // (requests) or completer (responses).
 //
-// Contract for every link: messages from one QP to one peer QP arrive in the
+// Contract for every link: packets from one QP to one peer QP arrive in the
 // order sent (RC ordering needs no more from the wire here); a message whose
 // destination does not exist is dropped and reported (the requester's
 // retry/timeout logic decides what that means). A link may deliver
@@ -10,7 +10,7 @@
 // in-process link does); roles must not depend on it either way.
 #pragma once
 
-#include "hca/message.h"
+#include "hca/packet.h"
 
 namespace srdma::hca {
 
@@ -18,7 +18,7 @@ class Link {
  public:
   virtual ~Link() = default;
   // false if the destination device is unknown (the message is dropped).
-  virtual bool send(Message&& msg) = 0;
+  virtual bool send(Packet&& msg) = 0;
 };
 
 }  // namespace srdma::hca

@@ -33,7 +33,7 @@
 
 #include "hca/engine_clock.h"
 #include "hca/fast_mutex.h"
-#include "hca/message.h"
+#include "hca/packet.h"
 #include "hca/qp_counters.h"
 #include "srdma/counters.h"
 #include "srdma/qp_attr.h"

@@ -186,7 +186,7 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
   return {};
 }
 
-void QueueEngine::receive(Message&& msg) {
+void QueueEngine::receive(Packet&& msg) {
   DeliveryScope scope;  // before the generation check (nests in the link's)
   QpRoute& route = tls_qp_routes[(msg.dst_qpn ^ (msg.dst_qpn >> 4) ^ address_) % kQpRoutes];
   // The generation is read before the table: an entry cached below is

@@ -69,7 +69,7 @@ class QueueEngine {
   // For the engine.
   Link& link() { return link_; }
   bool link_knows(std::uint64_t addr) const;
-  void receive(Message&& msg);
+  void receive(Packet&& msg);
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
   void kick_later(std::shared_ptr<Qp> qp);
 

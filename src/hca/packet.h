@@ -1,0 +1,154 @@
+// The unit the transport roles exchange: one RC packet, exactly as the wire
+// carries it (IBA vol. 1 ch. 9): the BTH opcode, one PSN per packet, at most
+// a path MTU of payload, and the fields of the extended headers its opcode
+// carries (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH). A link across
+// processes only adds framing (and the ICRC) around it.
+//
+// The payload travels by reference, as a list of memory pieces the sender
+// has already translated (and so checked). The in-process link hands the
+// list over as it is; a link that keeps a packet past send() (one that
+// delays or duplicates it) must copy the bytes first, and a link across
+// processes or hosts copies them into its frames.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "hca/piece_list.h"
+
+namespace srdma::hca {
+
+// BTH OpCode of the RC transport (IBA 9.2, table 38): transport bits 000,
+// the operation in the low five bits. The values are the wire's.
+enum class Opcode : std::uint8_t {
+  kSendFirst = 0x00,
+  kSendMiddle = 0x01,
+  kSendLast = 0x02,
+  kSendLastImm = 0x03,
+  kSendOnly = 0x04,
+  kSendOnlyImm = 0x05,
+  kWriteFirst = 0x06,
+  kWriteMiddle = 0x07,
+  kWriteLast = 0x08,
+  kWriteLastImm = 0x09,
+  kWriteOnly = 0x0a,
+  kWriteOnlyImm = 0x0b,
+  kReadRequest = 0x0c,
+  kReadResponseFirst = 0x0d,
+  kReadResponseMiddle = 0x0e,
+  kReadResponseLast = 0x0f,
+  kReadResponseOnly = 0x10,
+  kAck = 0x11,
+  kAtomicAck = 0x12,
+  kCmpSwap = 0x13,
+  kFetchAdd = 0x14,
+  kSendLastInv = 0x16,
+  kSendOnlyInv = 0x17,
+};
+std::string_view opcode_str(Opcode op);
+// A value the RC transport defines (0x15 and 0x18.. are not RC opcodes).
+constexpr bool is_rc_opcode(std::uint8_t v) { return v <= 0x17 && v != 0x15; }
+
+constexpr bool is_response(Opcode op) { return op >= Opcode::kReadResponseFirst && op <= Opcode::kAtomicAck; }
+constexpr bool is_request(Opcode op) { return !is_response(op); }
+constexpr bool is_send(Opcode op) {
+  return op <= Opcode::kSendOnlyImm || op == Opcode::kSendLastInv || op == Opcode::kSendOnlyInv;
+}
+constexpr bool is_write(Opcode op) { return op >= Opcode::kWriteFirst && op <= Opcode::kWriteOnlyImm; }
+constexpr bool is_atomic(Opcode op) { return op == Opcode::kCmpSwap || op == Opcode::kFetchAdd; }
+constexpr bool is_read_response(Opcode op) {
+  return op >= Opcode::kReadResponseFirst && op <= Opcode::kReadResponseOnly;
+}
+// Position in its message (IBA 9.2: FIRST, MIDDLE, LAST, ONLY); a READ
+// request and an atomic are one-packet messages (ONLY).
+constexpr bool starts_message(Opcode op) {
+  switch (op) {
+    case Opcode::kSendMiddle:
+    case Opcode::kSendLast:
+    case Opcode::kSendLastImm:
+    case Opcode::kSendLastInv:
+    case Opcode::kWriteMiddle:
+    case Opcode::kWriteLast:
+    case Opcode::kWriteLastImm:
+    case Opcode::kReadResponseMiddle:
+    case Opcode::kReadResponseLast: return false;
+    default: return true;
+  }
+}
+constexpr bool ends_message(Opcode op) {
+  switch (op) {
+    case Opcode::kSendFirst:
+    case Opcode::kSendMiddle:
+    case Opcode::kWriteFirst:
+    case Opcode::kWriteMiddle:
+    case Opcode::kReadResponseFirst:
+    case Opcode::kReadResponseMiddle: return false;
+    default: return true;
+  }
+}
+// Extended headers (IBA 9.2, table 38).
+constexpr bool has_reth(Opcode op) {
+  return op == Opcode::kWriteFirst || op == Opcode::kWriteOnly || op == Opcode::kWriteOnlyImm ||
+         op == Opcode::kReadRequest;
+}
+constexpr bool has_imm(Opcode op) {
+  return op == Opcode::kSendLastImm || op == Opcode::kSendOnlyImm || op == Opcode::kWriteLastImm ||
+         op == Opcode::kWriteOnlyImm;
+}
+constexpr bool has_ieth(Opcode op) { return op == Opcode::kSendLastInv || op == Opcode::kSendOnlyInv; }
+constexpr bool has_aeth(Opcode op) {
+  return op == Opcode::kReadResponseFirst || op == Opcode::kReadResponseLast || op == Opcode::kReadResponseOnly ||
+         op == Opcode::kAck || op == Opcode::kAtomicAck;
+}
+constexpr bool has_payload(Opcode op) {
+  return (is_send(op) || is_write(op) || is_read_response(op));
+}
+
+// PSNs are 24 bits and wrap (IBA 9.7.1).
+constexpr std::uint32_t kPsnMask = 0xffffff;
+constexpr std::uint32_t psn_add(std::uint32_t psn, std::uint32_t n) { return (psn + n) & kPsnMask; }
+// Signed distance b - a in the 24-bit space: negative when b precedes a.
+constexpr std::int32_t psn_diff(std::uint32_t b, std::uint32_t a) {
+  return static_cast<std::int32_t>(((b - a) & kPsnMask) << 8) >> 8;
+}
+constexpr bool psn_before(std::uint32_t a, std::uint32_t b) { return psn_diff(b, a) > 0; }
+
+// AETH syndrome (IBA 9.7.5.2.5): an ACK, an RNR NAK or one of the NAK codes.
+enum class Syndrome : std::uint8_t {
+  kAck,
+  kRnrNak,
+  kPsnSequenceError,
+  kInvalidRequest,
+  kRemoteAccessError,
+  kRemoteOperationalError,
+  kInvalidRdRequest,
+};
+
+struct Packet {
+  Opcode op = Opcode::kAck;
+  std::uint64_t src_addr = 0;  // sending device
+  std::uint64_t dst_addr = 0;  // receiving device
+  std::uint32_t src_qpn = 0;
+  std::uint32_t dst_qpn = 0;
+  std::uint32_t psn = 0;
+  bool solicited = false;       // BTH SE
+  bool ack_req = false;         // BTH A: the responder must acknowledge
+  // The bytes of this packet's ICRC would not match (the impairing link's
+  // corruption; the UDP link sets it when the check fails): dropped on
+  // arrival, before any field is read.
+  bool corrupted = false;
+  std::uint64_t va = 0;         // RETH / AtomicETH
+  std::uint32_t rkey = 0;
+  std::uint32_t dma_length = 0;  // RETH DMA length: the whole message's
+  std::uint32_t imm = 0;        // ImmDt, or IETH's rkey
+  std::uint64_t compare_add = 0;  // AtomicETH
+  std::uint64_t swap = 0;
+  std::uint64_t atomic_orig = 0;  // AtomicAckETH
+  Syndrome syndrome = Syndrome::kAck;  // AETH
+  std::uint8_t rnr_timer = 0;          // AETH of an RNR NAK
+  std::uint32_t msn = 0;               // AETH: messages completed by the responder (24 bits)
+  std::uint32_t payload_length = 0;    // bytes in `payload`
+  PieceList payload;                   // by reference, see above
+};
+
+}  // namespace srdma::hca
