@@ -14,13 +14,15 @@ namespace srdma {
 enum class DropReason : std::uint8_t {
   kBadSource,  // a connected QP hears only its peer (IBA 9.6: source address and QPN)
   kBadState,   // the QP does not accept requests now (only RTR, RTS and SQD do)
-  kBadPsn,     // a response that matches no outstanding PSN (stray or late)
+  kBadPsn,     // outside the PSN window: a response for nothing outstanding (stray, late or
+               // duplicate), a request behind a gap already NAKed
   kUnknownQp,  // no QP with the destination QPN on the device (IBA 9.6.1.5)
   kBadOpcode,  // an opcode the QP's transport does not take (counted by the wire's parser)
   kBadLength,  // a packet whose length does not fit its opcode
   kBadKey,     // a packet the wire's key checks refuse (P_Key, Q_Key)
+  kBadIcrc,    // corrupted on the way: its ICRC does not match
 };
-inline constexpr std::size_t kNumDropReasons = 7;
+inline constexpr std::size_t kNumDropReasons = 8;
 std::string_view drop_reason_str(DropReason r);
 
 struct TransportCounters {

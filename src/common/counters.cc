@@ -11,6 +11,7 @@ std::string_view drop_reason_str(DropReason r) {
     case DropReason::kBadOpcode: return "bad_opcode";
     case DropReason::kBadLength: return "bad_length";
     case DropReason::kBadKey: return "bad_key";
+    case DropReason::kBadIcrc: return "bad_icrc";
   }
   return "?";
 }

@@ -1,7 +1,9 @@
-// The completer: matches responses to outstanding WQEs in PSN order, finishes
-// READs and atomics into local memory, writes send CQEs, and handles NAKs:
-// RNR (retry after the timer, up to rnr_retry; 7 = for ever), PSN sequence
-// errors (resend), and the class B/C errors that end the QP (IBA 9.9.2).
+// The completer: matches response packets to outstanding WQEs in PSN order,
+// places READ data and atomic results into local memory, writes send CQEs,
+// and handles NAKs: RNR (retry after the timer, up to rnr_retry; 7 = for
+// ever), PSN sequence errors (go back N), and the class B/C errors that end
+// the QP (IBA 9.9.2). A state machine as rxe's rxe_comp.c: one small
+// function per state, each returning the next.
 #include <algorithm>
 #include <cstring>
 
@@ -32,21 +34,45 @@ WcOpcode wc_opcode(WrOpcode op) {
   return WcOpcode::kSend;
 }
 
-WcStatus nak_status(NakCode c) {
+WcStatus nak_status(Syndrome c) {
   switch (c) {
-    case NakCode::kInvalidRequest: return WcStatus::kRemInvReqErr;
-    case NakCode::kRemoteAccessError: return WcStatus::kRemAccessErr;
-    case NakCode::kRemoteOperationalError: return WcStatus::kRemOpErr;
-    case NakCode::kPsnSequenceError:
-    case NakCode::kRnr: return WcStatus::kGeneralErr;  // handled before
+    case Syndrome::kInvalidRequest:
+    case Syndrome::kInvalidRdRequest: return WcStatus::kRemInvReqErr;
+    case Syndrome::kRemoteAccessError: return WcStatus::kRemAccessErr;
+    case Syndrome::kRemoteOperationalError: return WcStatus::kRemOpErr;
+    case Syndrome::kAck:
+    case Syndrome::kPsnSequenceError:
+    case Syndrome::kRnrNak: return WcStatus::kGeneralErr;  // handled before
   }
   return WcStatus::kGeneralErr;
 }
 
-// PSNs are 24 bits; a precedes b within half the space.
-bool psn_before(std::uint32_t a, std::uint32_t b) { return ((b - a) & 0xffffff) - 1 < 0x7fffff; }
+constexpr bool is_rd_atomic(WrOpcode op) {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
+}
+
+constexpr std::uint32_t last_psn(std::uint32_t psn, std::uint32_t npsn) { return psn_add(psn, npsn - 1); }
 
 }  // namespace
+
+std::string_view Qp::comp_state_str(CompState s) {
+  switch (s) {
+    case CompState::kCheckPsn: return "check_psn";
+    case CompState::kImpliedAcks: return "implied_acks";
+    case CompState::kCheckOpcode: return "check_opcode";
+    case CompState::kAck: return "ack";
+    case CompState::kReadData: return "read_data";
+    case CompState::kAtomicData: return "atomic_data";
+    case CompState::kComplete: return "complete";
+    case CompState::kRetryRead: return "retry_read";
+    case CompState::kRnrNak: return "rnr_nak";
+    case CompState::kSequenceNak: return "sequence_nak";
+    case CompState::kFatalNak: return "fatal_nak";
+    case CompState::kDrop: return "drop";
+    case CompState::kDone: return "done";
+  }
+  return "?";
+}
 
 void Qp::complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len) {
   bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
@@ -62,131 +88,238 @@ void Qp::complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t by
   push_cqe(*init_.send_cq, wc, false);
 }
 
-void Qp::rewind_to(std::uint64_t index) {
-  req_.resend_until = std::max(req_.resend_until, req_.next);
+void Qp::rewind_to(std::uint64_t index, std::uint32_t psn) {
+  // The READs and atomics from `index` on are to be sent again: they are
+  // counted again then.
+  for (std::uint64_t i = index; i < req_.next; ++i)
+    if (is_rd_atomic(wqe(i).opcode) && !wqe(i).local_done) --req_.rd_atomic_outstanding;
+  SendWqe& w = wqe(index);
   req_.next = index;
-  req_.next_psn = wqe(index).psn;
+  req_.next_psn = psn;
+  // The resume point inside it: a SEND or WRITE resends from the packet
+  // `psn`, a READ asks for the rest from there (IBA 9.7.5.2.1).
+  req_.offset = w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kRdmaWrite ||
+                        w.opcode == WrOpcode::kRdmaWriteWithImm || w.opcode == WrOpcode::kSend ||
+                        w.opcode == WrOpcode::kSendWithImm || w.opcode == WrOpcode::kSendWithInv
+                    ? static_cast<std::uint32_t>(psn_diff(psn, w.psn)) * req_.mtu
+                    : 0;
 }
 
-void Qp::completer_handle(Message& msg) {
-  QpCounters::SendSide& c = send_counters_;
-  // Header validation (IBA 9.6.1.5): only the connected peer answers us.
-  if (msg.src_addr != req_.dest_addr || msg.src_qpn != req_.dest_qpn) return c.dropped_bad_source.bump();
-  if (state() == QpState::kErr) return c.dropped_bad_state.bump();  // responses after an error
-  // Find the WQE this response is for: the oldest outstanding one.
-  if (comp_.consumer == req_.next) return c.dropped_bad_psn.bump();  // nothing outstanding: stray or duplicate
+void Qp::retire_wqe() {
   SendWqe& w = wqe(comp_.consumer);
-  if (msg.psn != w.psn) {
-    // A response for an older PSN is a duplicate; for a newer one, it
-    // implicitly acknowledges the WQEs before it (only SENDs and WRITEs
-    // can be implied, IBA 9.7.5.1.2).
-    if (psn_before(msg.psn, w.psn)) return c.dropped_bad_psn.bump();
-    // A PSN beyond everything sent answers nothing we asked.
-    if (!psn_before(msg.psn, req_.next_psn)) return c.dropped_bad_psn.bump();
-    c.responses_received.bump();
-    while (comp_.consumer != req_.next && wqe(comp_.consumer).psn != msg.psn) {
-      SendWqe& old = wqe(comp_.consumer);
-      if (old.opcode == WrOpcode::kRdmaRead || old.opcode == WrOpcode::kAtomicCmpAndSwp ||
-          old.opcode == WrOpcode::kAtomicFetchAndAdd) {
-        // A READ or atomic cannot be implied: resend from it.
-        rewind_to(comp_.consumer);
-        return;
-      }
-      complete_send(old, WcStatus::kSuccess, false, old.length);
-      ++comp_.consumer;
-      retire_local_wqes();  // executed local operations behind it are done too
-    }
-    if (comp_.consumer == req_.next) return;
-  } else {
-    c.responses_received.bump();
-  }
-  SendWqe& cur = wqe(comp_.consumer);
-  switch (msg.op) {
-    case MsgOp::kAck:
-      break;
-    case MsgOp::kReadResponse:
-    case MsgOp::kAtomicAck: {
-      // Translate and place in one translation window (see delivery_scope.h).
-      const bool placed = [&] {
-        TranslationWindow window(cur.sges.size() == 1 ? cur.sges[0].lkey : detail::kAnyKey);
-        PieceList dst;
-        if (!translate_local(cur.sges, ACCESS_LOCAL_WRITE, dst)) return false;
-        if (msg.op == MsgOp::kReadResponse) {
-          copy_pieces(dst, msg.payload);
-        } else {
-          MemPiece src{reinterpret_cast<std::byte*>(&msg.atomic_orig), 8};
-          copy_pieces(dst, std::span<const MemPiece>(&src, 1));
-        }
-        return true;
-      }();
-      if (!placed) {
-        fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
-        return;
-      }
-      break;
-    }
-    case MsgOp::kNak:
-      switch (msg.nak) {
-        case NakCode::kRnr: {
-          c.rnr_naks_received.bump();
-          if (req_.rnr_retry != 7 && req_.rnr_retries_left == 0) {
-            fail_wqe(comp_.consumer, WcStatus::kRnrRetryExcErr);
-            return;
-          }
-          if (req_.rnr_retry != 7) --req_.rnr_retries_left;
-          c.rnr_retries.bump();
-          // Resend from this WQE once the responder's timer has run.
-          rewind_to(comp_.consumer);
-          req_.rnr_until = engine_.clock().now() + std::chrono::microseconds(rnr_timer_usec(msg.rnr_timer));
-          comp_.timeout_at = {};
-          comp_.timeout_unstamped = false;
-          return;
-        }
-        case NakCode::kPsnSequenceError:
-          // Go back to the PSN the responder expects. Like a timeout, a
-          // retry that makes no progress spends retry_cnt (as rxe does):
-          // a responder that NAKs for ever cannot keep us resending for ever.
-          c.seq_naks_received.bump();
-          if (req_.retries_left == 0) {
-            fail_wqe(comp_.consumer, WcStatus::kRetryExcErr);
-            return;
-          }
-          --req_.retries_left;
-          rewind_to(comp_.consumer);
-          return;
-        case NakCode::kInvalidRequest:
-        case NakCode::kRemoteAccessError:
-        case NakCode::kRemoteOperationalError:
-          fail_wqe(comp_.consumer, nak_status(msg.nak));
-          return;
-      }
-      return;
-    case MsgOp::kSend:
-    case MsgOp::kSendWithImm:
-    case MsgOp::kSendWithInv:
-    case MsgOp::kWrite:
-    case MsgOp::kWriteWithImm:
-    case MsgOp::kReadRequest:
-    case MsgOp::kCmpSwap:
-    case MsgOp::kFetchAdd:
-      return;  // requests never reach the completer
-  }
-  // Success: progress resets the retry counters (IBA 9.7.5.2.8).
-  req_.rnr_retries_left = req_.rnr_retry;
-  req_.retries_left = req_.retry_cnt;
-  std::uint32_t byte_len = cur.opcode == WrOpcode::kAtomicCmpAndSwp || cur.opcode == WrOpcode::kAtomicFetchAndAdd
-                               ? 8
-                               : cur.length;
-  complete_send(cur, WcStatus::kSuccess, false, byte_len);
+  const std::uint32_t byte_len =
+      w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd ? 8 : w.length;
+  complete_send(w, WcStatus::kSuccess, false, byte_len);
+  if (is_rd_atomic(w.opcode)) --req_.rd_atomic_outstanding;
+  comp_.psn = psn_add(w.psn, w.npsn);
   ++comp_.consumer;
   retire_local_wqes();  // in order: local operations executed behind it complete now
+  // Progress resets the retry counters (IBA 9.7.5.2.8).
+  req_.rnr_retries_left = req_.rnr_retry;
+  req_.retries_left = req_.retry_cnt;
+}
+
+void Qp::completer_handle(Packet& pkt) {
+  QpCounters::SendSide& c = send_counters_;
+  // Header validation (IBA 9.6.1.5): only the connected peer answers us.
+  if (pkt.src_addr != req_.dest_addr || pkt.src_qpn != req_.dest_qpn) return c.dropped_bad_source.bump();
+  if (state() == QpState::kErr) return c.dropped_bad_state.bump();  // responses after an error
+  CompState s = CompState::kCheckPsn;
+  while (s != CompState::kDone) {
+    switch (s) {
+      case CompState::kCheckPsn: s = comp_check_psn(pkt); break;
+      case CompState::kImpliedAcks: s = comp_implied_acks(pkt); break;
+      case CompState::kCheckOpcode: s = comp_check_opcode(pkt); break;
+      case CompState::kAck: s = comp_ack(pkt); break;
+      case CompState::kReadData: s = comp_read_data(pkt); break;
+      case CompState::kAtomicData: s = comp_atomic_data(pkt); break;
+      case CompState::kComplete: s = comp_complete(pkt); break;
+      case CompState::kRetryRead: s = comp_retry_read(pkt); break;
+      case CompState::kRnrNak: s = comp_rnr_nak(pkt); break;
+      case CompState::kSequenceNak: s = comp_sequence_nak(pkt); break;
+      case CompState::kFatalNak: s = comp_fatal_nak(pkt); break;
+      case CompState::kDrop:
+        c.dropped_bad_psn.bump();
+        s = CompState::kDone;
+        break;
+      case CompState::kDone: break;
+    }
+  }
+  // Whatever this response did (or did not: a drop), work still outstanding
+  // is timed, unless an RNR wait holds the requester.
+  if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
+      req_.rnr_until == Clock::time_point{} && state() != QpState::kErr &&
+      (comp_.consumer != req_.next || req_.offset != 0))
+    start_transport_timer();
+}
+
+// IBA 9.7.5.1.3 (the requester's PSN checks): a response answers a PSN
+// between the oldest unacknowledged one and the last one sent; an older one
+// is a duplicate (late, or answering a resend) and is dropped, so that no
+// data is placed twice into a buffer whose WQE may have completed.
+Qp::CompState Qp::comp_check_psn(Packet& pkt) {
+  if (comp_.consumer == req_.next && req_.offset == 0) return CompState::kDrop;  // nothing outstanding
+  if (psn_before(pkt.psn, comp_.psn) || !psn_before(pkt.psn, req_.next_psn)) return CompState::kDrop;
+  // After asking a READ again, responses to the first request that are
+  // still arriving beyond the gap are dropped without asking once more.
+  if (comp_.read_retry_pending && pkt.psn != comp_.psn && pkt.op != Opcode::kAck) return CompState::kDrop;
+  send_counters_.responses_received.bump();
+  return CompState::kImpliedAcks;
+}
+
+// IBA 9.7.5.1.2 (coalesced acknowledgement): a response for PSN p
+// acknowledges every SEND and WRITE before p. A READ or atomic before p
+// cannot be implied (its data did not arrive): it is asked again.
+Qp::CompState Qp::comp_implied_acks(Packet& pkt) {
+  while (comp_.consumer != req_.next) {
+    const SendWqe& w = wqe(comp_.consumer);
+    if (!psn_before(last_psn(w.psn, w.npsn), pkt.psn)) return CompState::kCheckOpcode;  // w holds pkt.psn
+    if (is_rd_atomic(w.opcode)) return CompState::kRetryRead;
+    retire_wqe();
+  }
+  // Only the WQE being sent is left, and it holds pkt.psn.
+  return req_.offset != 0 ? CompState::kCheckOpcode : CompState::kDone;
+}
+
+Qp::CompState Qp::comp_check_opcode(Packet& pkt) {
+  const SendWqe& w = wqe(comp_.consumer);
+  if (pkt.op == Opcode::kAck) {
+    if (pkt.syndrome == Syndrome::kAck) return CompState::kAck;
+    if (pkt.syndrome == Syndrome::kRnrNak) return CompState::kRnrNak;
+    if (pkt.syndrome == Syndrome::kPsnSequenceError) return CompState::kSequenceNak;
+    return CompState::kFatalNak;
+  }
+  if (is_read_response(pkt.op)) return w.opcode == WrOpcode::kRdmaRead ? CompState::kReadData : CompState::kDrop;
+  if (pkt.op == Opcode::kAtomicAck)
+    return (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd) && pkt.psn == w.psn
+               ? CompState::kAtomicData
+               : CompState::kDrop;
+  return CompState::kDrop;  // a request opcode: the engine routes those to the responder
+}
+
+// An ACK inside the oldest WQE: a SEND or WRITE completes with its last
+// PSN; before that, the ACK moves the window.
+Qp::CompState Qp::comp_ack(Packet& pkt) {
+  const SendWqe& w = wqe(comp_.consumer);
+  if (is_rd_atomic(w.opcode)) return CompState::kDrop;  // only its data answers a READ or atomic
+  if (pkt.psn == last_psn(w.psn, w.npsn) && comp_.consumer != req_.next) return CompState::kComplete;
+  comp_.psn = psn_add(pkt.psn, 1);
+  req_.retries_left = req_.retry_cnt;  // progress
+  return CompState::kDone;
+}
+
+// READ response packets arrive in PSN order, each carrying the MTU's worth
+// at its offset (the last one the rest); a gap means one was lost.
+Qp::CompState Qp::comp_read_data(Packet& pkt) {
+  if (pkt.psn != comp_.psn) return CompState::kRetryRead;
+  const SendWqe& w = wqe(comp_.consumer);
+  const std::uint64_t offset = static_cast<std::uint64_t>(psn_diff(pkt.psn, w.psn)) * req_.mtu;
+  const bool last = pkt.psn == last_psn(w.psn, w.npsn);
+  const std::uint64_t expect = last ? w.length - offset : req_.mtu;
+  if (offset > w.length || pkt.payload_length != expect || ends_message(pkt.op) != last) {
+    send_counters_.dropped_bad_length.bump();
+    return CompState::kDone;
+  }
+  // Translate and place in one translation window (see delivery_scope.h).
+  const bool placed = [&] {
+    TranslationWindow window(w.sges.size() == 1 ? w.sges[0].lkey : detail::kAnyKey);
+    if (!translate_slice(w.sges, offset, expect, ACCESS_LOCAL_WRITE, comp_pieces_)) return false;
+    copy_pieces(comp_pieces_, pkt.payload);
+    return true;
+  }();
+  if (!placed) {
+    fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
+    return CompState::kDone;
+  }
+  comp_.psn = psn_add(pkt.psn, 1);
+  comp_.read_retry_pending = false;
+  req_.retries_left = req_.retry_cnt;  // progress
+  return last ? CompState::kComplete : CompState::kDone;
+}
+
+Qp::CompState Qp::comp_atomic_data(Packet& pkt) {
+  const SendWqe& w = wqe(comp_.consumer);
+  const bool placed = [&] {
+    TranslationWindow window(w.sges.size() == 1 ? w.sges[0].lkey : detail::kAnyKey);
+    if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, comp_pieces_)) return false;
+    MemPiece src{reinterpret_cast<std::byte*>(&pkt.atomic_orig), 8};
+    copy_pieces(comp_pieces_, std::span<const MemPiece>(&src, 1));
+    return true;
+  }();
+  if (!placed) {
+    fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
+    return CompState::kDone;
+  }
+  comp_.read_retry_pending = false;
+  return CompState::kComplete;
+}
+
+Qp::CompState Qp::comp_complete(Packet&) {
+  retire_wqe();
   comp_.timeout_at = {};
   comp_.timeout_unstamped = false;
-  if (comp_.consumer != req_.next) start_transport_timer();
+  if (comp_.consumer != req_.next || req_.offset != 0) start_transport_timer();
+  return CompState::kDone;
+}
+
+// A READ response went missing (a gap in its PSNs, or a response for a
+// later PSN arrived first): ask for the rest of the READ again from the
+// first PSN not received. Like a sequence-error NAK it spends retry_cnt.
+Qp::CompState Qp::comp_retry_read(Packet&) {
+  if (comp_.read_retry_pending) return CompState::kDrop;
+  if (req_.retries_left == 0) {
+    fail_wqe(comp_.consumer, WcStatus::kRetryExcErr);
+    return CompState::kDone;
+  }
+  --req_.retries_left;
+  rewind_to(comp_.consumer, comp_.psn);
+  comp_.read_retry_pending = true;
+  return CompState::kDone;
+}
+
+// RNR NAK (IBA 9.7.5.2.8): resend from the NAKed PSN once the responder's
+// timer has run, up to rnr_retry times (7: for ever).
+Qp::CompState Qp::comp_rnr_nak(Packet& pkt) {
+  send_counters_.rnr_naks_received.bump();
+  if (req_.rnr_retry != 7 && req_.rnr_retries_left == 0) {
+    fail_wqe(comp_.consumer, WcStatus::kRnrRetryExcErr);
+    return CompState::kDone;
+  }
+  if (req_.rnr_retry != 7) --req_.rnr_retries_left;
+  send_counters_.rnr_retries.bump();
+  comp_.psn = pkt.psn;
+  rewind_to(comp_.consumer, pkt.psn);
+  req_.rnr_until = engine_.clock().now() + std::chrono::microseconds(rnr_timer_usec(pkt.rnr_timer));
+  comp_.timeout_at = {};
+  comp_.timeout_unstamped = false;
+  return CompState::kDone;
+}
+
+// PSN sequence error NAK (IBA 9.7.5.2.2): the responder expects pkt.psn;
+// everything before it is acknowledged (done above), go back N from there.
+// Like a timeout, a retry that makes no progress spends retry_cnt (as rxe
+// does): a responder that NAKs for ever cannot keep us resending for ever.
+Qp::CompState Qp::comp_sequence_nak(Packet& pkt) {
+  send_counters_.seq_naks_received.bump();
+  if (req_.retries_left == 0) {
+    fail_wqe(comp_.consumer, WcStatus::kRetryExcErr);
+    return CompState::kDone;
+  }
+  --req_.retries_left;
+  comp_.psn = pkt.psn;
+  rewind_to(comp_.consumer, pkt.psn);
+  return CompState::kDone;
+}
+
+// Invalid request, remote access and remote operational errors (class C,
+// IBA 9.9.2): the WQE completes with the error and the QP ends.
+Qp::CompState Qp::comp_fatal_nak(Packet& pkt) {
+  fail_wqe(comp_.consumer, nak_status(pkt.syndrome));
+  return CompState::kDone;
 }
 
 void Qp::completer_check_timeout() {
-  if (comp_.consumer == req_.next) {
+  if (comp_.consumer == req_.next && req_.offset == 0) {
     comp_.timeout_unstamped = false;
     return;
   }
@@ -199,7 +332,8 @@ void Qp::completer_check_timeout() {
     arm_timer(comp_.timeout_at, /*transport=*/true);
     return;
   }
-  // Lost request or response: go back to the oldest outstanding WQE.
+  // Lost request or response: go back to the oldest unacknowledged PSN,
+  // skipping what was acknowledged already.
   send_counters_.timeouts.bump();
   comp_.timeout_at = {};
   if (req_.retries_left == 0) {
@@ -207,7 +341,8 @@ void Qp::completer_check_timeout() {
     return;
   }
   --req_.retries_left;
-  rewind_to(comp_.consumer);
+  comp_.read_retry_pending = false;
+  rewind_to(comp_.consumer, comp_.psn);
 }
 
 void Qp::flush_send_queue() {
@@ -215,6 +350,8 @@ void Qp::flush_send_queue() {
   // a flush error, signaled or not, in order.
   while (comp_.consumer != sq_prod_) complete_send(wqe(comp_.consumer++), WcStatus::kWrFlushErr, true);
   req_.next = sq_prod_;
+  req_.offset = 0;
+  req_.rd_atomic_outstanding = 0;
 }
 
 }  // namespace srdma::hca

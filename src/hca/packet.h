@@ -61,31 +61,17 @@ constexpr bool is_read_response(Opcode op) {
 }
 // Position in its message (IBA 9.2: FIRST, MIDDLE, LAST, ONLY); a READ
 // request and an atomic are one-packet messages (ONLY).
-constexpr bool starts_message(Opcode op) {
-  switch (op) {
-    case Opcode::kSendMiddle:
-    case Opcode::kSendLast:
-    case Opcode::kSendLastImm:
-    case Opcode::kSendLastInv:
-    case Opcode::kWriteMiddle:
-    case Opcode::kWriteLast:
-    case Opcode::kWriteLastImm:
-    case Opcode::kReadResponseMiddle:
-    case Opcode::kReadResponseLast: return false;
-    default: return true;
-  }
+constexpr bool is_middle_or_last(Opcode op) {
+  return op == Opcode::kSendMiddle || op == Opcode::kSendLast || op == Opcode::kSendLastImm ||
+         op == Opcode::kSendLastInv || op == Opcode::kWriteMiddle || op == Opcode::kWriteLast ||
+         op == Opcode::kWriteLastImm || op == Opcode::kReadResponseMiddle || op == Opcode::kReadResponseLast;
 }
-constexpr bool ends_message(Opcode op) {
-  switch (op) {
-    case Opcode::kSendFirst:
-    case Opcode::kSendMiddle:
-    case Opcode::kWriteFirst:
-    case Opcode::kWriteMiddle:
-    case Opcode::kReadResponseFirst:
-    case Opcode::kReadResponseMiddle: return false;
-    default: return true;
-  }
+constexpr bool is_first_or_middle(Opcode op) {
+  return op == Opcode::kSendFirst || op == Opcode::kSendMiddle || op == Opcode::kWriteFirst ||
+         op == Opcode::kWriteMiddle || op == Opcode::kReadResponseFirst || op == Opcode::kReadResponseMiddle;
 }
+constexpr bool starts_message(Opcode op) { return !is_middle_or_last(op); }
+constexpr bool ends_message(Opcode op) { return !is_first_or_middle(op); }
 // Extended headers (IBA 9.2, table 38).
 constexpr bool has_reth(Opcode op) {
   return op == Opcode::kWriteFirst || op == Opcode::kWriteOnly || op == Opcode::kWriteOnlyImm ||

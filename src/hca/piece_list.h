@@ -3,6 +3,7 @@
 // and passes these without touching the heap.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -17,7 +18,7 @@ class PieceList {
   static constexpr std::size_t kInline = 4;
 
   // The inline slots are left uninitialized (only [0, size_) is ever read):
-  // a Message is built per work request, and zeroing four pieces is most
+  // a Packet is built per packet, and zeroing four pieces is most
   // of its construction.
   PieceList() {}
   PieceList(const PieceList&) = default;
@@ -50,6 +51,32 @@ class PieceList {
   };
   std::vector<MemPiece> spill_;  // all pieces, once there are more than kInline
   std::size_t size_ = 0;
+};
+
+// Walks a list of pieces front to back, handing out consecutive slices:
+// how a message's translated memory is cut into packets.
+class PieceCursor {
+ public:
+  explicit PieceCursor(std::span<const MemPiece> pieces) : pieces_(pieces) {}
+  // Appends the next `len` bytes (fewer if the pieces run out) to `out`.
+  void take(std::size_t len, PieceList& out) {
+    while (len > 0 && index_ < pieces_.size()) {
+      const MemPiece& p = pieces_[index_];
+      const std::size_t n = std::min<std::size_t>(len, p.length - offset_);
+      out.push_back(MemPiece{p.addr + offset_, n});
+      len -= n;
+      offset_ += n;
+      if (offset_ == p.length) {
+        ++index_;
+        offset_ = 0;
+      }
+    }
+  }
+
+ private:
+  std::span<const MemPiece> pieces_;
+  std::size_t index_ = 0;
+  std::size_t offset_ = 0;
 };
 
 }  // namespace srdma::hca

@@ -67,6 +67,12 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   if ((mask & QP_PATH_MTU) && (in.path_mtu < 256 || in.path_mtu > 4096 || (in.path_mtu & (in.path_mtu - 1))))
     return make_error(EINVAL, "path_mtu must be 256, 512, 1024, 2048 or 4096");
   if ((mask & QP_DEST_QPN) && in.dest_qp_num > 0xffffff) return make_error(EINVAL, "dest_qp_num is 24 bits");
+  if ((mask & QP_MAX_QP_RD_ATOMIC) && in.max_rd_atomic > kMaxRdAtomic)
+    return make_error(EINVAL, fmt::format("max_rd_atomic {} beyond the device's max_qp_init_rd_atom {}",
+                                          in.max_rd_atomic, kMaxRdAtomic));
+  if ((mask & QP_MAX_DEST_RD_ATOMIC) && in.max_dest_rd_atomic > kMaxRdAtomic)
+    return make_error(EINVAL, fmt::format("max_dest_rd_atomic {} beyond the device's max_qp_rd_atom {}",
+                                          in.max_dest_rd_atomic, kMaxRdAtomic));
   if ((mask & QP_AV) && !engine_.link_knows(in.dest_addr))
     return make_error(EINVAL, fmt::format("no device at address {:#x}", in.dest_addr));
 
@@ -94,20 +100,34 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
     req_.timeout = attr_.timeout;
     req_.retry_cnt = attr_.retry_cnt;
     req_.rnr_retry = attr_.rnr_retry;
+    req_.mtu = attr_.path_mtu;
+    req_.max_rd_atomic = attr_.max_rd_atomic;
+    resp_.mtu = attr_.path_mtu;
+    if (resp_.resources.size() != attr_.max_dest_rd_atomic) {
+      resp_.resources.assign(attr_.max_dest_rd_atomic, RdAtomicResource{});
+      resp_.next_resource = 0;
+    }
     resp_.access.store(attr_.qp_access_flags, std::memory_order_relaxed);
     resp_.peer_addr.store(attr_.dest_addr, std::memory_order_relaxed);
     resp_.peer_qpn.store(attr_.dest_qp_num, std::memory_order_relaxed);
     resp_.min_rnr_timer = attr_.min_rnr_timer;
   }
-  if (mask & QP_RQ_PSN) resp_.expected_psn.store(in.rq_psn & 0xffffff, std::memory_order_release);
-  if (mask & QP_SQ_PSN) req_.next_psn = in.sq_psn & 0xffffff;
+  if (mask & QP_RQ_PSN) {
+    resp_.expected_psn.store(in.rq_psn & kPsnMask, std::memory_order_release);
+    resp_.nak_sent.store(false, std::memory_order_relaxed);
+  }
+  if (mask & QP_SQ_PSN) req_.next_psn = comp_.psn = req_.sent_end_psn = in.sq_psn & kPsnMask;
   if (mask & QP_RETRY_CNT) req_.retries_left = in.retry_cnt;
   if (mask & QP_RNR_RETRY) req_.rnr_retries_left = in.rnr_retry;
 
   if (next == QpState::kReset) {
     // RESET empties both queues without completions (IBA 10.3.1).
-    sq_prod_ = req_.next = comp_.consumer = req_.resend_until = 0;
+    sq_prod_ = req_.next = comp_.consumer = 0;
+    req_.offset = req_.rd_atomic_outstanding = 0;
+    comp_.read_retry_pending = false;
     rq_head_ = rq_tail_ = 0;
+    resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
+    for (auto& r : resp_.resources) r.valid = false;
     req_.rnr_until = {};
     comp_.timeout_at = {};
     comp_.timeout_unstamped = false;
@@ -173,6 +193,10 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
       for (int i = 0; i < wr->num_sge; ++i) length += wr->sg_list[i].length;
     const bool atomic = wr->opcode == WrOpcode::kAtomicCmpAndSwp || wr->opcode == WrOpcode::kAtomicFetchAndAdd;
     const bool inl = wr->send_flags & SEND_INLINE;
+    if ((wr->opcode == WrOpcode::kRdmaRead || atomic) && req_.max_rd_atomic == 0) {
+      refuse(EINVAL, "max_rd_atomic is 0: this QP may not issue RDMA READs or atomics");
+      break;
+    }
     if (inl && (length > init_.caps.max_inline_data || wr->opcode == WrOpcode::kRdmaRead || atomic)) {
       refuse(EINVAL, length > init_.caps.max_inline_data
                          ? fmt::format("{} inline bytes beyond max_inline_data {}", length, init_.caps.max_inline_data)
@@ -258,10 +282,10 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
   return {};
 }
 
-void Qp::receive_response(Message&& msg) {
+void Qp::receive_response(Packet&& pkt) {
   {
     std::lock_guard lock(inbox_mu_);
-    inbox_.push_back(std::move(msg));
+    inbox_.push_back(std::move(pkt));
     inbox_ready_.store(true, std::memory_order_release);
   }
   kick();

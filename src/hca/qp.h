@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "hca/engine_clock.h"
@@ -70,6 +71,15 @@ struct FastRegView {
 // for anything else.
 using FastRegResolver = bool (*)(const MemoryRegion* mr, FastRegView& out);
 
+// The transport's fixed limits. A requester keeps at most kMaxUnackedPsns
+// PSNs unacknowledged (its window; one READ larger than that goes alone)
+// and asks for an ACK at least every kAckEveryPsns packets. kMaxRdAtomic is
+// the device's max_qp_rd_atom and max_qp_init_rd_atom: modify_qp refuses
+// max_rd_atomic and max_dest_rd_atomic above it.
+constexpr std::uint32_t kMaxUnackedPsns = 256;
+constexpr std::uint32_t kAckEveryPsns = 16;
+constexpr std::uint8_t kMaxRdAtomic = 16;
+
 // REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
 constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op == WrOpcode::kLocalInv; }
 
@@ -98,8 +108,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr);
 
   // From the link: a request for the responder, a response for the completer.
-  void receive_request(Message&& msg);
-  void receive_response(Message&& msg);
+  void receive_request(Packet&& pkt);
+  void receive_response(Packet&& pkt);
   // Moves the QP to ERR and flushes (CQ overrun, device fatal, class C errors).
   void set_error();
   // Runs the send side if no thread does (timer expiry, new responses).
@@ -122,7 +132,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::vector<std::byte> inline_data;
     bool is_inline = false;
     std::uint32_t length = 0;
-    std::uint32_t psn = 0;
+    std::uint32_t psn = 0;   // of its first packet (a READ's request), set when it is first sent
+    std::uint32_t npsn = 1;  // PSNs it takes: one per packet; a READ, one per response packet
     // REG_MR (rkey holds the key; LOCAL_INV's key is in rkey too): the MR's
     // mapping, copied at post time into vectors that keep their capacity.
     std::uint32_t access = 0;
@@ -150,18 +161,27 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::uint8_t timeout = 14;
     std::uint8_t retry_cnt = 7;
     std::uint8_t rnr_retry = 7;
+    std::uint32_t mtu = 4096;               // path_mtu
+    std::uint8_t max_rd_atomic = 16;        // READs and atomics outstanding at most
+    std::uint32_t rd_atomic_outstanding = 0;  // READ and atomic WQEs in [comp_.consumer, next)
     std::uint32_t next_psn = 0;
     std::uint64_t next = 0;                 // next WQE index to send
+    std::uint32_t offset = 0;               // bytes of WQE `next` already sent (a resume point after a NAK)
+    // PSNs before this one were sent before: sending one again is a
+    // retransmission (go-back-N after a timeout, a NAK or an RNR wait).
+    std::uint32_t sent_end_psn = 0;
     Clock::time_point rnr_until{};          // no sends before this
     std::uint8_t rnr_retries_left = 7;
     std::uint8_t retries_left = 7;
-    // WQEs below this index were sent before: sending one again is a
-    // retransmission (go-back-N after a timeout, a NAK or an RNR wait).
-    std::uint64_t resend_until = 0;
   };
   // Completer (completer.cc): written only by it.
   struct CompleterState {
     std::uint64_t consumer = 0;  // next WQE index to retire
+    std::uint32_t psn = 0;       // oldest PSN not acknowledged yet
+    // A READ was asked again from `psn` because a response went missing;
+    // responses after the gap that are still on their way are dropped
+    // without asking again, until the response at `psn` arrives.
+    bool read_retry_pending = false;
     Clock::time_point timeout_at{};
     // An answer is outstanding but its deadline is not stamped yet: a
     // transport timer armed at most one timeout ago is pending and stamps
@@ -172,11 +192,39 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // in-sequence RDMA WRITE or READ runs without rq_mu_ (neither touches the
   // receive queue): it reads access and expected_psn and advances
   // expected_psn, so those two are atomics.
+  // A READ or atomic the responder executed, kept to answer its duplicate
+  // (IBA 9.7.5.1.1, rxe's resp_res): a READ again from the PSN asked, an
+  // atomic from the saved original value, never executed twice.
+  struct RdAtomicResource {
+    bool valid = false;
+    bool atomic = false;
+    std::uint32_t first_psn = 0, last_psn = 0;
+    std::uint64_t va = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;
+    std::uint64_t orig = 0;  // an atomic's result
+  };
   struct ResponderState {
     std::atomic<std::uint32_t> access{0};  // qp_access_flags
     std::uint8_t min_rnr_timer = 1;
     std::atomic<std::uint32_t> expected_psn{0};
-    std::uint64_t last_atomic_orig = 0;
+    std::uint32_t mtu = 4096;
+    // Messages completed (AETH MSN), and whether a sequence-error NAK for
+    // expected_psn is out (the rest is dropped silently until it arrives).
+    // Atomics: the unlocked path reads or moves them too.
+    std::atomic<std::uint32_t> msn{0};
+    std::atomic<bool> nak_sent{false};
+    // The multi-packet message in progress (FIRST seen, LAST not yet):
+    // what the next packet must continue. Read without rq_mu_ by the
+    // unlocked path (a WRITE ONLY is a sequence error in the middle of one).
+    enum class InMessage : std::uint8_t { kNone, kSend, kWrite };
+    std::atomic<InMessage> in_message{InMessage::kNone};
+    std::uint32_t offset = 0;     // bytes of it placed so far
+    std::uint64_t write_va = 0;   // RETH of the WRITE in progress
+    std::uint32_t write_rkey = 0;
+    std::uint32_t write_length = 0;
+    std::vector<RdAtomicResource> resources;  // max_dest_rd_atomic of them
+    std::uint32_t next_resource = 0;          // the one reused next (the oldest)
     // The connected peer (IBA 9.6 / C9-xx: a connected QP accepts requests
     // only from its destination address and QPN), set at modify time.
     std::atomic<std::uint64_t> peer_addr{0};
@@ -184,6 +232,22 @@ class Qp : public std::enable_shared_from_this<Qp> {
   };
 
   enum class ReqStep { kIdle, kSend, kWaitRnr, kFlush };  // requester.cc state machine
+ public:
+  // The responder's and the completer's state machines (responder.cc,
+  // completer.cc): one small function per state, named for tracing.
+  enum class RespState : std::uint8_t {
+    kCheckPsn, kCheckOpSequence, kCheckLength, kCheckResources, kExecuteSend, kExecuteWrite, kExecuteRead,
+    kExecuteAtomic, kAcknowledge, kDuplicate, kNakSequence, kNakRnr, kNakInvalid, kNakAccess, kNakOperational,
+    kDrop, kDone,
+  };
+  enum class CompState : std::uint8_t {
+    kCheckPsn, kImpliedAcks, kCheckOpcode, kAck, kReadData, kAtomicData, kComplete, kRetryRead, kRnrNak,
+    kSequenceNak, kFatalNak, kDrop, kDone,
+  };
+  static std::string_view resp_state_str(RespState s);
+  static std::string_view comp_state_str(CompState s);
+
+ private:
 
   // Send side, REQUIRES sq_mu_.
   // check_timeout: the engine timer's run (see requester.cc).
@@ -192,29 +256,63 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void requester_send_one();
   void requester_execute_local(SendWqe& w);
   void retire_local_wqes();
-  void completer_handle(Message& msg);
-  // Go-back-N: the next send is the WQE at `index` (REQUIRES sq_mu_).
-  void rewind_to(std::uint64_t index);
+  void completer_handle(Packet& pkt);
+  CompState comp_check_psn(Packet& pkt);
+  CompState comp_implied_acks(Packet& pkt);
+  CompState comp_check_opcode(Packet& pkt);
+  CompState comp_ack(Packet& pkt);
+  CompState comp_read_data(Packet& pkt);
+  CompState comp_atomic_data(Packet& pkt);
+  CompState comp_complete(Packet& pkt);
+  CompState comp_retry_read(Packet& pkt);
+  CompState comp_rnr_nak(Packet& pkt);
+  CompState comp_sequence_nak(Packet& pkt);
+  CompState comp_fatal_nak(Packet& pkt);
+  // Go-back-N: the next send is the packet `psn` of the WQE at `index`
+  // (REQUIRES sq_mu_, index < req_.next and the WQE holds `psn`).
+  void rewind_to(std::uint64_t index, std::uint32_t psn);
+  void retire_wqe();  // the oldest outstanding WQE completed successfully
   void completer_check_timeout();
   void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);
   void flush_send_queue();
   void fail_wqe(std::uint64_t index, WcStatus status);
   bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const;
+  // The bytes [offset, offset + len) of an SGE list, translated piece by
+  // piece (each piece's key, access and bounds checked).
+  bool translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
+                       PieceList& out) const;
   Clock::time_point transport_deadline() const;
+  std::uint32_t packets_for(std::uint64_t bytes) const;  // at the requester's path MTU, at least one
 
   // An in-sequence RDMA WRITE or READ, without rq_mu_: true if it executed
   // the request, false if the locked path must (anything else: a
   // duplicate, a NAK, a state that drops it).
-  bool responder_unlocked(const Message& msg);
+  bool responder_unlocked(const Packet& pkt);
   // The request comes from the connected peer's address and QPN.
-  bool from_peer(const Message& msg) const;
-  // A READ's response from the translated memory, for both responder paths
-  // (`duplicate`: the expected PSN stays).
-  void answer_read(const Message& msg, const Translation& t, bool duplicate);
+  bool from_peer(const Packet& pkt) const;
   // Receive side, REQUIRES rq_mu_.
-  void responder_execute(Message& msg);
-  void respond(const Message& req, MsgOp op, Message&& resp);
-  void nak(const Message& req, NakCode code, std::uint8_t rnr_timer = 0);
+  void responder_execute(Packet& pkt);
+  RespState resp_check_psn(Packet& pkt);
+  RespState resp_check_op_sequence(Packet& pkt);
+  RespState resp_check_length(Packet& pkt);
+  RespState resp_check_resources(Packet& pkt);
+  RespState resp_execute_send(Packet& pkt);
+  RespState resp_execute_write(Packet& pkt);
+  RespState resp_execute_read(Packet& pkt);
+  RespState resp_execute_atomic(Packet& pkt);
+  RespState resp_acknowledge(Packet& pkt);
+  RespState resp_duplicate(Packet& pkt);
+  // Sends the READ response packets for [va, va + length) from `first_psn`
+  // (a new READ or a duplicate asking again from the middle); false if the
+  // rkey no longer grants it.
+  bool send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
+                           std::uint32_t length);
+  RdAtomicResource* find_resource(std::uint32_t psn);
+  RdAtomicResource& take_resource();
+  // The expected PSN moves past `pkt` (and past a READ's response PSNs).
+  void advance_expected(std::uint32_t next_psn);
+  void respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn);
+  void nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer = 0);
   void flush_recv_queue();
   // `imm` is the immediate data with WC_WITH_IMM, the invalidated rkey with
   // WC_WITH_INVALIDATE.
@@ -250,7 +348,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   CompleterState comp_;
   QpCounters::SendSide send_counters_;
   PieceList req_pieces_;              // scratch for translations
-  std::vector<Message> drain_;        // the inbox's other half, reused
+  PieceList comp_pieces_;             // the completer's
+  std::vector<Packet> drain_;        // the inbox's other half, reused
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
   std::uint8_t timer_armed_timeout_ = 0xff;  // req_.timeout it was a transport deadline for, else 0xff
 
@@ -266,7 +365,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   QpCounters::RecvSide recv_counters_;
 
   FastMutex inbox_mu_;  // guards inbox_
-  std::vector<Message> inbox_;
+  std::vector<Packet> inbox_;
   std::atomic<bool> inbox_ready_{false};
 
   std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none

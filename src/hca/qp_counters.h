@@ -31,12 +31,12 @@ struct QpCounters {
   struct SendSide {
     Counter requests_sent, responses_received, retransmissions, timeouts;
     Counter rnr_naks_received, rnr_retries, seq_naks_received;
-    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn;
+    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_length;
   };
   // Receive side (responder).
   struct RecvSide {
     Counter requests_received, responses_sent, rnr_naks_sent, seq_naks_sent, duplicate_requests;
-    Counter dropped_bad_source, dropped_bad_state;
+    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn;
   };
 
   static TransportCounters snapshot(const SendSide& send, const RecvSide& recv);
@@ -58,7 +58,8 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.duplicate_requests = recv.duplicate_requests.get();
   c.dropped_for(DropReason::kBadSource) = send.dropped_bad_source.get() + recv.dropped_bad_source.get();
   c.dropped_for(DropReason::kBadState) = send.dropped_bad_state.get() + recv.dropped_bad_state.get();
-  c.dropped_for(DropReason::kBadPsn) = send.dropped_bad_psn.get();
+  c.dropped_for(DropReason::kBadPsn) = send.dropped_bad_psn.get() + recv.dropped_bad_psn.get();
+  c.dropped_for(DropReason::kBadLength) = send.dropped_bad_length.get();
   return c;
 }
 

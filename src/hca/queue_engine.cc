@@ -187,6 +187,12 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
 }
 
 void QueueEngine::receive(Packet&& msg) {
+  // A packet whose ICRC failed is dropped before any of its fields is
+  // believed (IBA 7.8.1): not even its destination QPN.
+  if (msg.corrupted) [[unlikely]] {
+    dropped_bad_icrc_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   DeliveryScope scope;  // before the generation check (nests in the link's)
   QpRoute& route = tls_qp_routes[(msg.dst_qpn ^ (msg.dst_qpn >> 4) ^ address_) % kQpRoutes];
   // The generation is read before the table: an entry cached below is
@@ -244,6 +250,7 @@ TransportCounters QueueEngine::counters() const {
     for (const auto& [qpn, qp] : qps_) sum += qp->counters();
   }
   sum.dropped_for(DropReason::kUnknownQp) += dropped_unknown_qp_.load(std::memory_order_relaxed);
+  sum.dropped_for(DropReason::kBadIcrc) += dropped_bad_icrc_.load(std::memory_order_relaxed);
   return sum;
 }
 

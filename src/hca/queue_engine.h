@@ -100,6 +100,7 @@ class QueueEngine {
   std::unordered_map<std::uint32_t, std::weak_ptr<Cq>> cqs_;
   EngineClock clock_;
   std::atomic<std::uint64_t> dropped_unknown_qp_{0};
+  std::atomic<std::uint64_t> dropped_bad_icrc_{0};
   mutable std::mutex retired_mu_;  // guards retired_counters_
   TransportCounters retired_counters_;  // of destroyed QPs
 };

@@ -1,5 +1,7 @@
-// The requester: turns send WQEs into request messages, in order, one PSN
-// each, and keeps RC ordering: nothing is sent while an RNR wait is pending,
+// The requester: turns send WQEs into request packets, in order, one PSN
+// per packet (IBA 9.7.1): a SEND or WRITE in packets of the path MTU (ONLY,
+// or FIRST, MIDDLE..., LAST), a READ as one request that takes a PSN per
+// response packet, an atomic as one. It keeps RC ordering: nothing is sent while an RNR wait is pending,
 // and after an error nothing more is sent (the QP flushes instead).
 //
 // Local operations (REG_MR, LOCAL_INV) execute here, at their turn in the
@@ -68,10 +70,20 @@ Qp::ReqStep Qp::requester_next_step() {
     if (engine_.clock().now() < req_.rnr_until) return ReqStep::kWaitRnr;
     req_.rnr_until = {};  // the wait is over: no more clock reads
   }
+  const bool outstanding = comp_.consumer != req_.next;
+  // The window: an ACK (asked for every kAckEveryPsns packets) reopens it.
+  if (outstanding && psn_diff(req_.next_psn, comp_.psn) >= static_cast<std::int32_t>(kMaxUnackedPsns)) [[unlikely]]
+    return ReqStep::kIdle;
+  const SendWqe& w = wqe(req_.next);
   // Fence: wait for the completions of everything before (a response runs
   // the send side again; the transport timer is armed while it waits).
-  const SendWqe& w = wqe(req_.next);
   if ((w.flags & SEND_FENCE) && !w.local_done && comp_.consumer != req_.next) [[unlikely]]
+    return ReqStep::kIdle;
+  // max_rd_atomic (IBA 9.4.5): a READ or atomic waits while that many are
+  // outstanding; the completion of one sends it.
+  if ((w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kAtomicCmpAndSwp ||
+       w.opcode == WrOpcode::kAtomicFetchAndAdd) &&
+      req_.offset == 0 && req_.rd_atomic_outstanding >= req_.max_rd_atomic) [[unlikely]]
     return ReqStep::kIdle;
   return ReqStep::kSend;
 }
@@ -84,6 +96,29 @@ bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, Pie
     t->for_each_piece([&](MemPiece p) { out.push_back(p); });
   }
   return true;
+}
+
+bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
+                         PieceList& out) const {
+  out.clear();
+  for (const Sge& s : sges) {
+    if (len == 0) break;
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, len);
+    auto t = tables_.translate(s.lkey, s.addr + offset, n, access, init_.pdn);
+    if (!t) return false;
+    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
+    offset = 0;
+    len -= n;
+  }
+  return len == 0;
+}
+
+std::uint32_t Qp::packets_for(std::uint64_t bytes) const {
+  return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + req_.mtu - 1) / req_.mtu);
 }
 
 Clock::time_point Qp::transport_deadline() const {
@@ -118,89 +153,149 @@ void Qp::retire_local_wqes() {
   }
 }
 
+namespace {
+
+// The opcode of a SEND or WRITE packet by its place in the message (IBA
+// 9.2): immediate data and the invalidate rkey ride on the last packet.
+Opcode send_opcode(WrOpcode op, bool first, bool last) {
+  switch (op) {
+    case WrOpcode::kSend:
+      return first ? (last ? Opcode::kSendOnly : Opcode::kSendFirst) : (last ? Opcode::kSendLast : Opcode::kSendMiddle);
+    case WrOpcode::kSendWithImm:
+      return first ? (last ? Opcode::kSendOnlyImm : Opcode::kSendFirst)
+                   : (last ? Opcode::kSendLastImm : Opcode::kSendMiddle);
+    case WrOpcode::kSendWithInv:
+      return first ? (last ? Opcode::kSendOnlyInv : Opcode::kSendFirst)
+                   : (last ? Opcode::kSendLastInv : Opcode::kSendMiddle);
+    case WrOpcode::kRdmaWrite:
+      return first ? (last ? Opcode::kWriteOnly : Opcode::kWriteFirst)
+                   : (last ? Opcode::kWriteLast : Opcode::kWriteMiddle);
+    case WrOpcode::kRdmaWriteWithImm:
+      return first ? (last ? Opcode::kWriteOnlyImm : Opcode::kWriteFirst)
+                   : (last ? Opcode::kWriteLastImm : Opcode::kWriteMiddle);
+    case WrOpcode::kRdmaRead:
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+    case WrOpcode::kRegMr:
+    case WrOpcode::kLocalInv: break;  // not a SEND or WRITE
+  }
+  return Opcode::kSendOnly;
+}
+
+constexpr bool is_rd_atomic(WrOpcode op) {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
+}
+
+}  // namespace
+
 void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
   if (is_local_op(w.opcode)) [[unlikely]]
     return requester_execute_local(w);
-  Message m;
-  m.src_addr = engine_.address();
-  m.dst_addr = req_.dest_addr;
-  m.src_qpn = qpn_;
-  m.dst_qpn = req_.dest_qpn;
-  m.psn = w.psn = req_.next_psn;
-  m.solicited = w.flags & SEND_SOLICITED;
-  m.length = w.length;
-  // Ask for an acknowledgement when the WQE will need its completion, every
-  // 16 PSNs, and when half the send queue waits for one; the responder
-  // coalesces the rest (an ACK acknowledges every PSN before it).
+  // A WQE takes its PSNs when its first packet goes out. A resend from an
+  // earlier WQE reaches it with the same PSN again (every WQE takes the
+  // same number of PSNs each time); a resume in its middle (rewind_to)
+  // comes with the offset already set.
+  if (req_.offset == 0) {
+    w.psn = req_.next_psn;
+    w.npsn = is_rd_atomic(w.opcode) && w.opcode != WrOpcode::kRdmaRead ? 1 : packets_for(w.length);
+  }
+  Packet p;
+  p.src_addr = engine_.address();
+  p.dst_addr = req_.dest_addr;
+  p.src_qpn = qpn_;
+  p.dst_qpn = req_.dest_qpn;
+  p.psn = req_.next_psn;
   const bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
-  m.ack_req = signaled || (m.psn & 15) == 15 || (req_.next + 1 - comp_.consumer) * 2 >= sq_depth();
-  // A local operation or a fenced WR right behind waits for this one's
-  // completion: ask for it rather than wait for the transport timer.
-  if (!m.ack_req && req_.next + 1 != sq_prod_) {
-    const SendWqe& after = wqe(req_.next + 1);
-    m.ack_req = is_local_op(after.opcode) || (after.flags & SEND_FENCE);
-  }
+  std::uint32_t psns = 1;  // this packet takes
+  bool last = true;        // of the WQE
 
-  // Gather the payload of SENDs and WRITEs: every local byte through
-  // translate() (IBA 10.6.3: local read access is implied by the lkey).
-  auto gather = [&]() {
-    if (w.is_inline) {
-      m.payload.push_back(MemPiece{w.inline_data.data(), w.inline_data.size()});
-      return true;
-    }
-    return translate_local(w.sges, 0, m.payload);
-  };
-  switch (w.opcode) {
-    case WrOpcode::kSend: m.op = MsgOp::kSend; break;
-    case WrOpcode::kSendWithImm: m.op = MsgOp::kSendWithImm; m.imm = w.imm; break;
-    case WrOpcode::kSendWithInv: m.op = MsgOp::kSendWithInv; m.imm = w.imm; break;
-    case WrOpcode::kRdmaWrite: m.op = MsgOp::kWrite; break;
-    case WrOpcode::kRdmaWriteWithImm: m.op = MsgOp::kWriteWithImm; m.imm = w.imm; break;
-    case WrOpcode::kRdmaRead: m.op = MsgOp::kReadRequest; break;
-    case WrOpcode::kAtomicCmpAndSwp: m.op = MsgOp::kCmpSwap; break;
-    case WrOpcode::kAtomicFetchAndAdd: m.op = MsgOp::kFetchAdd; break;
-    case WrOpcode::kRegMr:
-    case WrOpcode::kLocalInv: return;  // executed above
-  }
   switch (w.opcode) {
     case WrOpcode::kSend:
     case WrOpcode::kSendWithImm:
     case WrOpcode::kSendWithInv:
-      if (!gather()) return fail_wqe(req_.next, WcStatus::kLocProtErr);
-      break;
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm:
-      if (!gather()) return fail_wqe(req_.next, WcStatus::kLocProtErr);
-      m.va = w.remote_addr;
-      m.rkey = w.rkey;
+    case WrOpcode::kRdmaWriteWithImm: {
+      const bool first = req_.offset == 0;
+      const std::uint32_t len = std::min(w.length - req_.offset, req_.mtu);
+      last = req_.offset + len == w.length;
+      p.op = send_opcode(w.opcode, first, last);
+      // Every local byte through translate() (IBA 10.6.3: local read
+      // access is implied by the lkey), a packet's worth at a time.
+      if (w.is_inline) {
+        if (len) p.payload.push_back(MemPiece{w.inline_data.data() + req_.offset, std::uint64_t{len}});
+      } else if (!translate_slice(w.sges, req_.offset, len, 0, p.payload)) {
+        return fail_wqe(req_.next, WcStatus::kLocProtErr);
+      }
+      p.payload_length = len;
+      if (has_reth(p.op)) {
+        p.va = w.remote_addr;
+        p.rkey = w.rkey;
+        p.dma_length = w.length;
+      }
+      if (has_imm(p.op) || has_ieth(p.op)) p.imm = w.imm;
+      p.solicited = last && (w.flags & SEND_SOLICITED);
       break;
+    }
     case WrOpcode::kRdmaRead:
       // The local SGEs are checked for LOCAL_WRITE before the request goes
-      // out, so a bad lkey never costs the responder a read.
+      // out, so a bad lkey never costs the responder a read. A resume asks
+      // for the rest only, from the PSN where the responses stopped.
       if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_)) return fail_wqe(req_.next, WcStatus::kLocProtErr);
-      m.va = w.remote_addr;
-      m.rkey = w.rkey;
+      p.op = Opcode::kReadRequest;
+      p.va = w.remote_addr + req_.offset;
+      p.rkey = w.rkey;
+      p.dma_length = w.length - req_.offset;
+      psns = packets_for(p.dma_length);
       break;
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
       if (w.length != 8 || !translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_))
         return fail_wqe(req_.next, w.length != 8 ? WcStatus::kLocLenErr : WcStatus::kLocProtErr);
-      m.va = w.remote_addr;
-      m.rkey = w.rkey;
-      m.compare_add = w.compare_add;
-      m.swap = w.swap;
+      p.op = w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kCmpSwap : Opcode::kFetchAdd;
+      p.va = w.remote_addr;
+      p.rkey = w.rkey;
+      p.compare_add = w.compare_add;
+      p.swap = w.swap;
       break;
     case WrOpcode::kRegMr:
     case WrOpcode::kLocalInv:
-      return;
+      return;  // executed above
   }
+
+  // The AckReq policy (IBA 9.7.5.1.2 lets the requester choose): a READ or
+  // atomic is always answered; otherwise ask on the last packet of a WQE
+  // that will need its completion, every kAckEveryPsns PSNs (so the window
+  // reopens), when half the send queue waits for completions, and when a
+  // local operation or a fenced WR right behind waits for this one. The
+  // responder coalesces the rest: an ACK acknowledges every PSN before it.
+  if (is_rd_atomic(w.opcode)) {
+    p.ack_req = true;
+  } else {
+    p.ack_req = (last && signaled) || (p.psn & (kAckEveryPsns - 1)) == kAckEveryPsns - 1;
+    if (!p.ack_req && last) {
+      p.ack_req = (req_.next + 1 - comp_.consumer) * 2 >= sq_depth();
+      if (!p.ack_req && req_.next + 1 != sq_prod_) {
+        const SendWqe& after = wqe(req_.next + 1);
+        p.ack_req = is_local_op(after.opcode) || (after.flags & SEND_FENCE);
+      }
+    }
+  }
+
   send_counters_.requests_sent.bump();
-  if (req_.next < req_.resend_until) [[unlikely]] send_counters_.retransmissions.bump();
-  req_.next_psn = (req_.next_psn + 1) & 0xffffff;
-  ++req_.next;
+  if (psn_before(p.psn, req_.sent_end_psn)) [[unlikely]]
+    send_counters_.retransmissions.bump();
+  req_.next_psn = psn_add(req_.next_psn, psns);
+  if (!psn_before(req_.next_psn, req_.sent_end_psn)) req_.sent_end_psn = req_.next_psn;
+  if (last) {
+    if (is_rd_atomic(w.opcode)) ++req_.rd_atomic_outstanding;
+    ++req_.next;
+    req_.offset = 0;
+  } else {
+    req_.offset += p.payload_length;
+  }
   // An unknown destination loses the request; the transport timer retries.
-  (void)engine_.link().send(std::move(m));
+  (void)engine_.link().send(std::move(p));
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
   if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
@@ -216,6 +311,8 @@ void Qp::fail_wqe(std::uint64_t index, WcStatus status) {
   while (comp_.consumer < index) complete_send(wqe(comp_.consumer++), WcStatus::kWrFlushErr, true);
   complete_send(wqe(comp_.consumer++), status, true);
   req_.next = std::max(req_.next, comp_.consumer);
+  req_.offset = 0;
+  req_.rd_atomic_outstanding = 0;
   std::lock_guard lock(rq_mu_);  // lock order: sq_mu_ then rq_mu_
   flush_recv_queue();
 }

@@ -1,7 +1,12 @@
-// The responder: checks each request's PSN, translates the rkey (or takes a
-// receive WQE), moves the bytes, and answers with ACK, read response, atomic
-// ACK or NAK. Class C errors (invalid request, remote access, remote
-// operation) end the responder's QP too (IBA 9.9.3.1.2); RNR does not.
+// The responder: checks each request packet's PSN, opcode sequence and
+// length, translates the rkey (or takes a receive WQE), moves the bytes, and
+// answers with ACK, READ response packets, atomic ACK or NAK. Class C errors
+// (invalid request, remote access, remote operation) end the responder's QP
+// too (IBA 9.9.3.1.2); RNR does not.
+//
+// A state machine as rxe's rxe_resp.c: responder_execute() runs one small
+// function per state, each returning the next; the IBA rule each applies is
+// cited beside it.
 #include <atomic>
 
 #include "hca/copy.h"
@@ -27,25 +32,42 @@ std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
 // a state nobody thought of is closed, not open.
 bool accepts_requests(QpState s) { return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd; }
 
+std::uint32_t packets_at(std::uint64_t bytes, std::uint32_t mtu) {
+  return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + mtu - 1) / mtu);
+}
+
 }  // namespace
 
-void Qp::answer_read(const Message& msg, const Translation& t, bool duplicate) {
-  Message m;
-  m.length = msg.length;
-  t.for_each_piece([&](MemPiece p) { m.payload.push_back(p); });
-  // A duplicate READ runs again (it is idempotent) but does not move the
-  // expected PSN back.
-  if (!duplicate) resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
-  respond(msg, MsgOp::kReadResponse, std::move(m));
+std::string_view Qp::resp_state_str(RespState s) {
+  switch (s) {
+    case RespState::kCheckPsn: return "check_psn";
+    case RespState::kCheckOpSequence: return "check_op_sequence";
+    case RespState::kCheckLength: return "check_length";
+    case RespState::kCheckResources: return "check_resources";
+    case RespState::kExecuteSend: return "execute_send";
+    case RespState::kExecuteWrite: return "execute_write";
+    case RespState::kExecuteRead: return "execute_read";
+    case RespState::kExecuteAtomic: return "execute_atomic";
+    case RespState::kAcknowledge: return "acknowledge";
+    case RespState::kDuplicate: return "duplicate";
+    case RespState::kNakSequence: return "nak_sequence";
+    case RespState::kNakRnr: return "nak_rnr";
+    case RespState::kNakInvalid: return "nak_invalid";
+    case RespState::kNakAccess: return "nak_access";
+    case RespState::kNakOperational: return "nak_operational";
+    case RespState::kDrop: return "drop";
+    case RespState::kDone: return "done";
+  }
+  return "?";
 }
 
-bool Qp::from_peer(const Message& msg) const {
-  return msg.src_addr == resp_.peer_addr.load(std::memory_order_relaxed) &&
-         msg.src_qpn == resp_.peer_qpn.load(std::memory_order_relaxed);
+bool Qp::from_peer(const Packet& pkt) const {
+  return pkt.src_addr == resp_.peer_addr.load(std::memory_order_relaxed) &&
+         pkt.src_qpn == resp_.peer_qpn.load(std::memory_order_relaxed);
 }
 
-void Qp::receive_request(Message&& msg) {
-  if ((msg.op == MsgOp::kWrite || msg.op == MsgOp::kReadRequest) && responder_unlocked(msg)) return;
+void Qp::receive_request(Packet&& pkt) {
+  if (pkt.op == Opcode::kWriteOnly && responder_unlocked(pkt)) return;
   std::lock_guard lock(rq_mu_);
   if (!accepts_requests(state())) {
     recv_counters_.dropped_bad_state.bump();
@@ -54,252 +76,434 @@ void Qp::receive_request(Message&& msg) {
   // IBA 9.6.1.5 (header validation of a connected QP): a request from any
   // address or QPN but the peer's is silently dropped. Executing it would
   // let a third party write our memory and move our expected PSN.
-  if (!from_peer(msg)) {
+  if (!from_peer(pkt)) {
     recv_counters_.dropped_bad_source.bump();
     return;
   }
   recv_counters_.requests_received.bump();
-  responder_execute(msg);
+  responder_execute(pkt);
 }
 
-bool Qp::responder_unlocked(const Message& msg) {
+bool Qp::responder_unlocked(const Packet& pkt) {
   // Requests to a QP come from its one peer, whose requester sends them one
-  // at a time (under its sq_mu_), so an in-sequence RDMA WRITE or READ
-  // needs no lock of ours: neither touches the receive queue, and
-  // everything that can go wrong (a duplicate, a gap, an access or key
-  // error, a state that drops the request) is left to the locked path,
-  // which checks again. Two senders aiming at one QP at once (a
-  // misconfigured peer) can both pass the PSN check; each access was still
-  // translated and checked, so nothing outside what their rkeys grant is
-  // touched.
-  if (!accepts_requests(state()) || !from_peer(msg)) return false;  // the locked path counts the drop
-  const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_acquire);
-  if (msg.psn != expected) return false;
-  const std::uint32_t access = msg.op == MsgOp::kWrite ? ACCESS_REMOTE_WRITE : ACCESS_REMOTE_READ;
-  if (!(resp_.access.load(std::memory_order_relaxed) & access)) return false;
-  if (msg.op == MsgOp::kReadRequest) {
-    // A READ stores nothing here: its pieces are read once, right away.
-    auto t = tables_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
-    if (!t) return false;
-    recv_counters_.requests_received.bump();
-    answer_read(msg, *t, /*duplicate=*/false);
-    return true;
-  }
+  // at a time (under its sq_mu_), so an in-sequence RDMA WRITE ONLY needs
+  // no lock of ours: it touches neither the receive queue nor the state of
+  // a message in progress, and everything that can go wrong (a duplicate,
+  // a gap, a sequence, length, access or key error, a state that drops the
+  // request) is left to the locked path, which checks again. Two packets of
+  // one PSN at once (a link that duplicates, a misconfigured peer) can both
+  // pass the PSN check; each access was still translated and checked, and
+  // both store the same bytes.
+  if (!accepts_requests(state()) || !from_peer(pkt)) return false;  // the locked path counts the drop
+  if (pkt.psn != resp_.expected_psn.load(std::memory_order_acquire)) return false;
+  if (resp_.in_message.load(std::memory_order_relaxed) != ResponderState::InMessage::kNone ||
+      resp_.nak_sent.load(std::memory_order_relaxed))
+    return false;
+  if (pkt.payload_length != pkt.dma_length || pkt.payload_length > resp_.mtu) return false;
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return false;
   {
     // From the translation to the last store (see delivery_scope.h): an
     // invalidation of this rkey waits for it.
-    TranslationWindow window(msg.rkey);
-    auto t = tables_.translate(msg.rkey, msg.va, msg.length, access, init_.pdn);
+    TranslationWindow window(pkt.rkey);
+    auto t = tables_.translate(pkt.rkey, pkt.va, pkt.payload_length, ACCESS_REMOTE_WRITE, init_.pdn);
     if (!t) return false;
     PieceList dst;
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
-    copy_pieces(dst, msg.payload);
+    copy_pieces(dst, pkt.payload);
   }
   recv_counters_.requests_received.bump();
-  resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
-  if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
+  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  resp_.expected_psn.store(psn_add(pkt.psn, 1), std::memory_order_release);
+  if (pkt.ack_req) respond(pkt, Opcode::kAck, Packet{}, pkt.psn);
   return true;
 }
 
-void Qp::respond(const Message& req, MsgOp op, Message&& resp) {
+void Qp::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn) {
   resp.op = op;
   resp.src_addr = engine_.address();
   resp.dst_addr = req.src_addr;
   resp.src_qpn = qpn_;
   resp.dst_qpn = req.src_qpn;
-  resp.psn = req.psn;
+  resp.psn = psn;
+  if (has_aeth(op)) resp.msn = resp_.msn.load(std::memory_order_relaxed);
   recv_counters_.responses_sent.bump();
   engine_.link().send(std::move(resp));
 }
 
-void Qp::nak(const Message& req, NakCode code, std::uint8_t rnr_timer) {
-  Message m;
-  m.nak = code;
+void Qp::nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer) {
+  Packet m;
+  m.syndrome = code;
   m.rnr_timer = rnr_timer;
-  if (code == NakCode::kRnr) recv_counters_.rnr_naks_sent.bump();
-  if (code == NakCode::kPsnSequenceError) recv_counters_.seq_naks_sent.bump();
-  respond(req, MsgOp::kNak, std::move(m));
-  if (code == NakCode::kInvalidRequest || code == NakCode::kRemoteAccessError ||
-      code == NakCode::kRemoteOperationalError) {
+  if (code == Syndrome::kRnrNak) recv_counters_.rnr_naks_sent.bump();
+  // A sequence-error NAK names the PSN the responder expects (IBA 9.7.5.2.2);
+  // every other NAK names the packet it refuses.
+  std::uint32_t psn = req.psn;
+  if (code == Syndrome::kPsnSequenceError) {
+    recv_counters_.seq_naks_sent.bump();
+    psn = resp_.expected_psn.load(std::memory_order_relaxed);
+  }
+  respond(req, Opcode::kAck, std::move(m), psn);
+  if (code == Syndrome::kInvalidRequest || code == Syndrome::kRemoteAccessError ||
+      code == Syndrome::kRemoteOperationalError) {
     state_.store(QpState::kErr, std::memory_order_release);
+    resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
     flush_recv_queue();
     engine_.kick_later(shared_from_this());  // its send side flushes too
   }
 }
 
-void Qp::responder_execute(Message& msg) {
-  // PSN check (IBA 9.7.5.1.1): a duplicate is acknowledged again without
-  // being executed; reads (idempotent) run again and atomics replay their
-  // saved result; a gap is a sequence error.
-  bool duplicate = false;
-  const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_relaxed);
-  if (msg.psn != expected) {
-    std::uint32_t behind = (expected - msg.psn) & 0xffffff;
-    if (behind >= 0x800000) {
-      nak(msg, NakCode::kPsnSequenceError);
-      return;
-    }
-    duplicate = true;
-    recv_counters_.duplicate_requests.bump();
-    if (msg.op == MsgOp::kCmpSwap || msg.op == MsgOp::kFetchAdd) {
-      Message m;
-      m.atomic_orig = resp_.last_atomic_orig;
-      respond(msg, MsgOp::kAtomicAck, std::move(m));
-      return;
-    }
-    if (msg.op != MsgOp::kReadRequest) {
-      respond(msg, MsgOp::kAck, Message{});
-      return;
-    }
-  }
-  const std::uint32_t pdn = init_.pdn;
+void Qp::advance_expected(std::uint32_t next_psn) {
+  resp_.nak_sent.store(false, std::memory_order_relaxed);
+  resp_.expected_psn.store(next_psn, std::memory_order_release);
+}
 
-  switch (msg.op) {
-    case MsgOp::kSend:
-    case MsgOp::kSendWithImm:
-    case MsgOp::kSendWithInv: {
-      if (rq_empty()) {
-        nak(msg, NakCode::kRnr, resp_.min_rnr_timer);  // IBA 9.7.5.2.8
-        return;
-      }
-      const RecvWqe& r = take_recv();
-      if (msg.length > r.length) {
-        // The receive is too small: the receiver sees a local length error,
-        // the sender an invalid request (IBA 9.7.5.2.4).
-        complete_recv(r, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, msg.src_qpn);
-        nak(msg, NakCode::kInvalidRequest);
-        return;
-      }
-      // Translate and place inside one translation window, and nothing
-      // else in it (the NAK below may block on a peer's lock).
-      const bool placed = [&] {
-        TranslationWindow window(r.sges.size() == 1 ? r.sges[0].lkey : detail::kAnyKey);
-        PieceList dst;
-        for (const Sge& s : r.sges) {
-          auto t = tables_.translate(s.lkey, s.addr, s.length, ACCESS_LOCAL_WRITE, pdn);
-          if (!t) return false;
-          t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
-        }
-        copy_pieces(dst, msg.payload);
-        return true;
-      }();
-      if (!placed) {
-        complete_recv(r, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, msg.src_qpn);
-        nak(msg, NakCode::kRemoteOperationalError);
-        return;
-      }
-      if (msg.op == MsgOp::kSendWithInv) {
-        // IETH (IBA 9.4.1.3): after the message is placed, the responder
-        // invalidates the R_Key it names, in this QP's PD, before the
-        // receive completes; from the completion on the key fails. The key
-        // must name a valid-or-free fast-registration MR of our PD, with
-        // its current key. If not, we choose (and IBA's Class C handling
-        // allows) NAK Invalid Request: the sender sees kRemInvReqErr, the
-        // receive completes with kMemMgmtOpErr carrying the key, and both
-        // QPs go to error.
-        if (!tables_.local_invalidate(msg.imm, pdn)) {
-          complete_recv(r, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, msg.length, msg.imm, WC_WITH_INVALIDATE,
-                        msg.src_qpn);
-          nak(msg, NakCode::kInvalidRequest);
-          return;
-        }
-        complete_recv(r, WcStatus::kSuccess, WcOpcode::kRecv, msg.length, msg.imm, WC_WITH_INVALIDATE, msg.src_qpn,
-                      msg.solicited);
+void Qp::responder_execute(Packet& pkt) {
+  RespState s = RespState::kCheckPsn;
+  while (s != RespState::kDone) {
+    switch (s) {
+      case RespState::kCheckPsn: s = resp_check_psn(pkt); break;
+      case RespState::kCheckOpSequence: s = resp_check_op_sequence(pkt); break;
+      case RespState::kCheckLength: s = resp_check_length(pkt); break;
+      case RespState::kCheckResources: s = resp_check_resources(pkt); break;
+      case RespState::kExecuteSend: s = resp_execute_send(pkt); break;
+      case RespState::kExecuteWrite: s = resp_execute_write(pkt); break;
+      case RespState::kExecuteRead: s = resp_execute_read(pkt); break;
+      case RespState::kExecuteAtomic: s = resp_execute_atomic(pkt); break;
+      case RespState::kAcknowledge: s = resp_acknowledge(pkt); break;
+      case RespState::kDuplicate: s = resp_duplicate(pkt); break;
+      case RespState::kNakSequence:
+        nak(pkt, Syndrome::kPsnSequenceError);
+        s = RespState::kDone;
         break;
-      }
-      std::uint32_t flags = msg.op == MsgOp::kSendWithImm ? std::uint32_t{WC_WITH_IMM} : 0u;
-      complete_recv(r, WcStatus::kSuccess, WcOpcode::kRecv, msg.length,
-                    msg.op == MsgOp::kSendWithImm ? msg.imm : 0, flags, msg.src_qpn, msg.solicited);
-      break;
+      case RespState::kNakRnr:
+        nak(pkt, Syndrome::kRnrNak, resp_.min_rnr_timer);  // IBA 9.7.5.2.8
+        s = RespState::kDone;
+        break;
+      case RespState::kNakInvalid:
+        nak(pkt, Syndrome::kInvalidRequest);
+        s = RespState::kDone;
+        break;
+      case RespState::kNakAccess:
+        nak(pkt, Syndrome::kRemoteAccessError);
+        s = RespState::kDone;
+        break;
+      case RespState::kNakOperational:
+        nak(pkt, Syndrome::kRemoteOperationalError);
+        s = RespState::kDone;
+        break;
+      case RespState::kDrop:
+        recv_counters_.dropped_bad_psn.bump();
+        s = RespState::kDone;
+        break;
+      case RespState::kDone: break;
     }
-    case MsgOp::kWrite:
-    case MsgOp::kWriteWithImm: {
-      if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) {
-        nak(msg, NakCode::kRemoteAccessError);
-        return;
-      }
-      if (msg.op == MsgOp::kWriteWithImm && rq_empty()) {
-        nak(msg, NakCode::kRnr, resp_.min_rnr_timer);
-        return;
-      }
-      const bool placed = [&] {
-        TranslationWindow window(msg.rkey);
-        auto t = tables_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_WRITE, pdn);
-        if (!t) return false;
-        PieceList dst;
-        t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
-        copy_pieces(dst, msg.payload);
-        return true;
-      }();
-      if (!placed) {
-        nak(msg, NakCode::kRemoteAccessError);
-        return;
-      }
-      if (msg.op == MsgOp::kWriteWithImm) {
-        complete_recv(take_recv(), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, msg.length, msg.imm, WC_WITH_IMM,
-                      msg.src_qpn, msg.solicited);
-      }
-      break;
-    }
-    case MsgOp::kReadRequest: {
-      if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) {
-        nak(msg, NakCode::kRemoteAccessError);
-        return;
-      }
-      auto t = tables_.translate(msg.rkey, msg.va, msg.length, ACCESS_REMOTE_READ, pdn);
-      if (!t) {
-        nak(msg, NakCode::kRemoteAccessError);
-        return;
-      }
-      answer_read(msg, *t, duplicate);
-      return;
-    }
-    case MsgOp::kCmpSwap:
-    case MsgOp::kFetchAdd: {
-      if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) {
-        nak(msg, NakCode::kRemoteAccessError);
-        return;
-      }
-      if (msg.va % 8 != 0) {
-        nak(msg, NakCode::kInvalidRequest);
-        return;
-      }
-      std::uint64_t orig = 0;
-      const bool executed = [&] {
-        TranslationWindow window(msg.rkey);
-        auto t = tables_.translate(msg.rkey, msg.va, 8, ACCESS_REMOTE_ATOMIC, pdn);
-        if (!t) return false;
-        std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
-        auto word = atomic_at(target);
-        if (msg.op == MsgOp::kCmpSwap) {
-          orig = msg.compare_add;
-          word.compare_exchange_strong(orig, msg.swap, std::memory_order_acq_rel);
-        } else {
-          orig = word.fetch_add(msg.compare_add, std::memory_order_acq_rel);
-        }
-        return true;
-      }();
-      if (!executed) {
-        nak(msg, NakCode::kRemoteAccessError);
-        return;
-      }
-      resp_.last_atomic_orig = orig;
-      resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
-      Message m;
-      m.atomic_orig = orig;
-      respond(msg, MsgOp::kAtomicAck, std::move(m));
-      return;
-    }
-    case MsgOp::kAck:
-    case MsgOp::kNak:
-    case MsgOp::kReadResponse:
-    case MsgOp::kAtomicAck:
-      return;  // responses never reach the responder
   }
-  resp_.expected_psn.store((msg.psn + 1) & 0xffffff, std::memory_order_release);
-  // Coalesced: an ACK only when asked (IBA 9.7.5.1.2); it covers every
-  // earlier PSN too.
-  if (msg.ack_req) respond(msg, MsgOp::kAck, Message{});
+}
+
+// IBA 9.7.5.1.1 (responder PSN checks): the expected PSN executes; an
+// earlier one is a duplicate; a later one means packets were lost: one
+// sequence-error NAK per gap (C9-66), and every packet after it is dropped
+// until the expected PSN arrives.
+Qp::RespState Qp::resp_check_psn(Packet& pkt) {
+  const std::int32_t d = psn_diff(pkt.psn, resp_.expected_psn.load(std::memory_order_relaxed));
+  if (d > 0) {
+    if (resp_.nak_sent.load(std::memory_order_relaxed)) return RespState::kDrop;
+    resp_.nak_sent.store(true, std::memory_order_relaxed);
+    return RespState::kNakSequence;
+  }
+  if (d < 0) {
+    recv_counters_.duplicate_requests.bump();
+    return RespState::kDuplicate;
+  }
+  return RespState::kCheckOpSequence;
+}
+
+// IBA 9.8.3 (opcode sequence): inside a multi-packet message only its
+// MIDDLE and LAST packets may follow; outside one, only a packet that starts
+// a message. Anything else (a MIDDLE without its FIRST) is an invalid
+// request (class C, as rxe's missing FIRST/LAST).
+Qp::RespState Qp::resp_check_op_sequence(Packet& pkt) {
+  using M = ResponderState::InMessage;
+  switch (resp_.in_message.load(std::memory_order_relaxed)) {
+    case M::kSend:
+      return is_send(pkt.op) && !starts_message(pkt.op) ? RespState::kCheckLength : RespState::kNakInvalid;
+    case M::kWrite:
+      return is_write(pkt.op) && !starts_message(pkt.op) ? RespState::kCheckLength : RespState::kNakInvalid;
+    case M::kNone:
+      return starts_message(pkt.op) && is_request(pkt.op) ? RespState::kCheckLength : RespState::kNakInvalid;
+  }
+  return RespState::kNakInvalid;
+}
+
+// IBA 9.7.5.1.4 (length checks): FIRST and MIDDLE carry exactly the path
+// MTU, LAST 1..MTU, ONLY 0..MTU; a WRITE's packets add up to its RETH DMA
+// length; READ requests and atomics carry none. A message longer than its
+// DMA length (or than the receive, below) is an invalid request.
+Qp::RespState Qp::resp_check_length(Packet& pkt) {
+  const std::uint32_t mtu = resp_.mtu;
+  const std::uint32_t len = pkt.payload_length;
+  if (has_payload(pkt.op)) {
+    if (!ends_message(pkt.op)) {
+      if (len != mtu) return RespState::kNakInvalid;
+    } else if (!starts_message(pkt.op)) {
+      if (len == 0 || len > mtu) return RespState::kNakInvalid;
+    } else if (len > mtu) {
+      return RespState::kNakInvalid;
+    }
+  } else if (len != 0) {
+    return RespState::kNakInvalid;
+  }
+  if (is_write(pkt.op)) {
+    if (starts_message(pkt.op)) {
+      // ONLY: the one packet is the message; FIRST: more than one follows.
+      if (ends_message(pkt.op) ? pkt.dma_length != len : pkt.dma_length <= mtu) return RespState::kNakInvalid;
+    } else {
+      const std::uint64_t end = std::uint64_t{resp_.offset} + len;
+      if (end > resp_.write_length || (ends_message(pkt.op) && end != resp_.write_length))
+        return RespState::kNakInvalid;
+    }
+  }
+  return RespState::kCheckResources;
+}
+
+// A SEND (at its first packet) and a WRITE with immediate (at its last)
+// need a receive WQE: none is an RNR NAK (IBA 9.7.5.2.8). A READ or atomic
+// needs a responder resource: max_dest_rd_atomic 0 allows none (class C).
+Qp::RespState Qp::resp_check_resources(Packet& pkt) {
+  if (is_send(pkt.op)) {
+    if (starts_message(pkt.op) && rq_empty()) return RespState::kNakRnr;
+    return RespState::kExecuteSend;
+  }
+  if (is_write(pkt.op)) {
+    if (has_imm(pkt.op) && rq_empty()) return RespState::kNakRnr;
+    return RespState::kExecuteWrite;
+  }
+  if (resp_.resources.empty()) return RespState::kNakInvalid;
+  return pkt.op == Opcode::kReadRequest ? RespState::kExecuteRead : RespState::kExecuteAtomic;
+}
+
+Qp::RespState Qp::resp_execute_send(Packet& pkt) {
+  using M = ResponderState::InMessage;
+  // The receive stays at the head of the queue until the message's last
+  // packet completes it (post_recv appends behind it).
+  const RecvWqe& r = rq_[rq_head_ & rq_mask_];
+  const std::uint32_t offset = starts_message(pkt.op) ? 0 : resp_.offset;
+  if (std::uint64_t{offset} + pkt.payload_length > r.length) {
+    // The receive is too small: the receiver sees a local length error,
+    // the sender an invalid request (IBA 9.7.5.2.4).
+    resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    complete_recv(take_recv(), WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
+    return RespState::kNakInvalid;
+  }
+  // Translate and place inside one translation window, and nothing else in
+  // it (the NAK below may block on a peer's lock).
+  const bool placed = [&] {
+    TranslationWindow window(r.sges.size() == 1 ? r.sges[0].lkey : detail::kAnyKey);
+    PieceList dst;
+    if (!translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, dst)) return false;
+    copy_pieces(dst, pkt.payload);
+    return true;
+  }();
+  if (!placed) {
+    resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    complete_recv(take_recv(), WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
+    return RespState::kNakOperational;
+  }
+  if (!ends_message(pkt.op)) {
+    resp_.in_message.store(M::kSend, std::memory_order_relaxed);
+    resp_.offset = offset + pkt.payload_length;
+    return RespState::kAcknowledge;
+  }
+  resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+  const std::uint32_t byte_len = offset + pkt.payload_length;
+  const RecvWqe& done = take_recv();
+  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  if (has_ieth(pkt.op)) {
+    // IETH (IBA 9.4.1.3): after the message is placed, the responder
+    // invalidates the R_Key it names, in this QP's PD, before the receive
+    // completes; from the completion on the key fails. The key must name a
+    // valid-or-free fast-registration MR of our PD, with its current key.
+    // If not, we choose (and IBA's class C handling allows) NAK Invalid
+    // Request: the sender sees kRemInvReqErr, the receive completes with
+    // kMemMgmtOpErr carrying the key, and both QPs go to error.
+    if (!tables_.local_invalidate(pkt.imm, init_.pdn)) {
+      complete_recv(done, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE,
+                    pkt.src_qpn);
+      return RespState::kNakInvalid;
+    }
+    complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE, pkt.src_qpn,
+                  pkt.solicited);
+    return RespState::kAcknowledge;
+  }
+  const bool imm = has_imm(pkt.op);
+  complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, imm ? pkt.imm : 0, imm ? WC_WITH_IMM : 0u,
+                pkt.src_qpn, pkt.solicited);
+  return RespState::kAcknowledge;
+}
+
+Qp::RespState Qp::resp_execute_write(Packet& pkt) {
+  using M = ResponderState::InMessage;
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return RespState::kNakAccess;
+  if (starts_message(pkt.op)) {  // the RETH: the whole message's target
+    resp_.write_va = pkt.va;
+    resp_.write_rkey = pkt.rkey;
+    resp_.write_length = pkt.dma_length;
+    resp_.offset = 0;
+  }
+  const bool placed = [&] {
+    TranslationWindow window(resp_.write_rkey);
+    auto t = tables_.translate(resp_.write_rkey, resp_.write_va + resp_.offset, pkt.payload_length,
+                               ACCESS_REMOTE_WRITE, init_.pdn);
+    if (!t) return false;
+    PieceList dst;
+    t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
+    copy_pieces(dst, pkt.payload);
+    return true;
+  }();
+  if (!placed) {
+    resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    return RespState::kNakAccess;
+  }
+  resp_.offset += pkt.payload_length;
+  if (!ends_message(pkt.op)) {
+    resp_.in_message.store(M::kWrite, std::memory_order_relaxed);
+    return RespState::kAcknowledge;
+  }
+  resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  if (has_imm(pkt.op))
+    complete_recv(take_recv(), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_length, pkt.imm,
+                  WC_WITH_IMM, pkt.src_qpn, pkt.solicited);
+  return RespState::kAcknowledge;
+}
+
+// A new READ takes a responder resource (the oldest is reused: a requester
+// that keeps to our max_dest_rd_atomic never has more outstanding) and is
+// answered packet by packet; its PSNs are the responses'.
+Qp::RespState Qp::resp_execute_read(Packet& pkt) {
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) return RespState::kNakAccess;
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccess;
+  RdAtomicResource& res = take_resource();
+  res.atomic = false;
+  res.first_psn = pkt.psn;
+  res.last_psn = psn_add(pkt.psn, packets_at(pkt.dma_length, resp_.mtu) - 1);
+  res.va = pkt.va;
+  res.rkey = pkt.rkey;
+  res.length = pkt.dma_length;
+  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  advance_expected(psn_add(res.last_psn, 1));
+  return RespState::kDone;
+}
+
+bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
+                             std::uint32_t length) {
+  // The key, access and bounds are checked for every READ, a duplicate's
+  // too: an rkey invalidated since the first answer answers nothing more.
+  auto t = tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, init_.pdn);
+  if (!t) return false;
+  PieceList all;
+  t->for_each_piece([&](MemPiece p) { all.push_back(p); });
+  PieceCursor cursor(all);
+  const std::uint32_t mtu = resp_.mtu;
+  const std::uint32_t n = packets_at(length, mtu);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    Packet r;
+    r.payload_length = std::min(mtu, length - i * mtu);
+    cursor.take(r.payload_length, r.payload);
+    const Opcode op = n == 1        ? Opcode::kReadResponseOnly
+                      : i == 0      ? Opcode::kReadResponseFirst
+                      : i == n - 1  ? Opcode::kReadResponseLast
+                                    : Opcode::kReadResponseMiddle;
+    respond(req, op, std::move(r), psn_add(first_psn, i));
+  }
+  return true;
+}
+
+Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) return RespState::kNakAccess;
+  if (pkt.va % 8 != 0) return RespState::kNakInvalid;
+  std::uint64_t orig = 0;
+  const bool executed = [&] {
+    TranslationWindow window(pkt.rkey);
+    auto t = tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, init_.pdn);
+    if (!t) return false;
+    std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
+    auto word = atomic_at(target);
+    if (pkt.op == Opcode::kCmpSwap) {
+      orig = pkt.compare_add;
+      word.compare_exchange_strong(orig, pkt.swap, std::memory_order_acq_rel);
+    } else {
+      orig = word.fetch_add(pkt.compare_add, std::memory_order_acq_rel);
+    }
+    return true;
+  }();
+  if (!executed) return RespState::kNakAccess;
+  // Saved before it is answered: a duplicate is answered from here and
+  // never executed twice.
+  RdAtomicResource& res = take_resource();
+  res.atomic = true;
+  res.first_psn = res.last_psn = pkt.psn;
+  res.va = pkt.va;
+  res.rkey = pkt.rkey;
+  res.length = 8;
+  res.orig = orig;
+  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  advance_expected(psn_add(pkt.psn, 1));
+  Packet m;
+  m.atomic_orig = orig;
+  respond(pkt, Opcode::kAtomicAck, std::move(m), pkt.psn);
+  return RespState::kDone;
+}
+
+// A SEND or WRITE packet executed: the expected PSN moves on; an ACK only
+// when asked (IBA 9.7.5.1.2, coalescing: it covers every earlier PSN).
+Qp::RespState Qp::resp_acknowledge(Packet& pkt) {
+  advance_expected(psn_add(pkt.psn, 1));
+  if (pkt.ack_req) respond(pkt, Opcode::kAck, Packet{}, pkt.psn);
+  return RespState::kDone;
+}
+
+// IBA 9.7.5.1.1 / C9-105..108 (duplicates): a SEND or WRITE is not executed
+// again, only acknowledged, every one (as rxe), with its own PSN: always
+// inside what the requester sent, even after it went back N;
+// a READ is executed again from the PSN it asks for, if a resource still
+// holds it; an atomic is answered from its resource's saved result. A
+// duplicate no resource remembers is dropped (rxe does the same).
+Qp::RespState Qp::resp_duplicate(Packet& pkt) {
+  if (is_send(pkt.op) || is_write(pkt.op)) {
+    respond(pkt, Opcode::kAck, Packet{}, pkt.psn);
+    return RespState::kDone;
+  }
+  RdAtomicResource* res = find_resource(pkt.psn);
+  if (res == nullptr || res->atomic != is_atomic(pkt.op)) return RespState::kDrop;
+  if (res->atomic) {
+    if (pkt.psn != res->first_psn) return RespState::kDrop;
+    Packet m;
+    m.atomic_orig = res->orig;
+    respond(pkt, Opcode::kAtomicAck, std::move(m), pkt.psn);
+    return RespState::kDone;
+  }
+  // It must ask for the rest of the same READ, from its PSN on.
+  const std::uint64_t offset = static_cast<std::uint64_t>(psn_diff(pkt.psn, res->first_psn)) * resp_.mtu;
+  if (pkt.op != Opcode::kReadRequest || pkt.rkey != res->rkey || offset > res->length ||
+      pkt.va != res->va + offset || pkt.dma_length != res->length - offset)
+    return RespState::kDrop;
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccess;
+  return RespState::kDone;
+}
+
+Qp::RdAtomicResource* Qp::find_resource(std::uint32_t psn) {
+  for (RdAtomicResource& r : resp_.resources)
+    if (r.valid && psn_diff(psn, r.first_psn) >= 0 && psn_diff(r.last_psn, psn) >= 0) return &r;
+  return nullptr;
+}
+
+Qp::RdAtomicResource& Qp::take_resource() {
+  RdAtomicResource& r = resp_.resources[resp_.next_resource];
+  resp_.next_resource = (resp_.next_resource + 1) % resp_.resources.size();
+  r = RdAtomicResource{};
+  r.valid = true;
+  return r;
 }
 
 void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,
