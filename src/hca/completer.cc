@@ -163,6 +163,7 @@ Qp::CompState Qp::comp_check_psn(Packet& pkt) {
   // After asking a READ again, responses to the first request that are
   // still arriving beyond the gap are dropped without asking once more.
   if (comp_.read_retry_pending && pkt.psn != comp_.psn && pkt.op != Opcode::kAck) return CompState::kDrop;
+  if (!psn_before(last_psn_of(pkt), req_.next_psn)) return CompState::kDrop;  // a train beyond what was asked
   send_counters_.responses_received.bump();
   return CompState::kImpliedAcks;
 }
@@ -209,14 +210,18 @@ Qp::CompState Qp::comp_ack(Packet& pkt) {
 }
 
 // READ response packets arrive in PSN order, each carrying the MTU's worth
-// at its offset (the last one the rest); a gap means one was lost.
+// at its offset (the last one the rest); a gap means one was lost. A train
+// of them is placed at once, checked as its packets would be one by one.
 Qp::CompState Qp::comp_read_data(Packet& pkt) {
   if (pkt.psn != comp_.psn) return CompState::kRetryRead;
   const SendWqe& w = wqe(comp_.consumer);
   const std::uint64_t offset = static_cast<std::uint64_t>(psn_diff(pkt.psn, w.psn)) * req_.mtu;
-  const bool last = pkt.psn == last_psn(w.psn, w.npsn);
-  const std::uint64_t expect = last ? w.length - offset : req_.mtu;
-  if (offset > w.length || pkt.payload_length != expect || ends_message(pkt.op) != last) {
+  const std::uint32_t wqe_last = last_psn(w.psn, w.npsn);
+  const std::int32_t to_last = psn_diff(wqe_last, last_psn_of(pkt));
+  const bool last = to_last == 0;
+  const std::uint64_t expect = last ? w.length - offset : std::uint64_t{pkt.count} * req_.mtu;
+  if (to_last < 0 || offset > w.length || pkt.payload_length != expect || ends_message(last_opcode(pkt)) != last ||
+      (pkt.count > 1 && packets_for(pkt.payload_length) != pkt.count)) {
     send_counters_.dropped_bad_length.bump();
     return CompState::kDone;
   }
@@ -231,7 +236,7 @@ Qp::CompState Qp::comp_read_data(Packet& pkt) {
     fail_wqe(comp_.consumer, WcStatus::kLocProtErr);
     return CompState::kDone;
   }
-  comp_.psn = psn_add(pkt.psn, 1);
+  comp_.psn = psn_add(pkt.psn, pkt.count);
   comp_.read_retry_pending = false;
   req_.retries_left = req_.retry_cnt;  // progress
   return last ? CompState::kComplete : CompState::kDone;

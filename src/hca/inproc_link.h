@@ -24,6 +24,9 @@ class InprocLink final : public Link {
   void detach(std::uint64_t addr);
   bool knows(std::uint64_t addr) const;
   bool send(Packet&& msg) override;
+  // Packets of one message go together: nothing between the devices
+  // would see them apart.
+  bool carries_trains() const override { return true; }
 };
 
 }  // namespace srdma::hca

@@ -19,6 +19,10 @@ class Link {
   virtual ~Link() = default;
   // false if the destination device is unknown (the message is dropped).
   virtual bool send(Packet&& msg) = 0;
+  // Whether the roles may hand this link trains (Packet::count > 1): a
+  // link that has no per-packet wire between the devices. Every other one
+  // gets single packets. Fixed for the link's life.
+  virtual bool carries_trains() const { return false; }
 };
 
 }  // namespace srdma::hca

@@ -135,6 +135,71 @@ struct Packet {
   std::uint32_t msn = 0;               // AETH: messages completed by the responder (24 bits)
   std::uint32_t payload_length = 0;    // bytes in `payload`
   PieceList payload;                   // by reference, see above
+  // A train: `count` consecutive packets of one message handed over at once
+  // by a link that carries trains (the in-process link; see unroll()).
+  // `op` is the first packet's opcode, `last_op` the last one's; the
+  // headers are those of the packets that carry them (RETH of the first,
+  // ImmDt/IETH and SE of the last).
+  std::uint32_t count = 1;
+  Opcode last_op = Opcode::kAck;
 };
+
+inline Opcode last_opcode(const Packet& p) { return p.count > 1 ? p.last_op : p.op; }
+inline std::uint32_t last_psn_of(const Packet& p) { return psn_add(p.psn, p.count - 1); }
+
+// The AckReq bit of a train's packets: the last one's is the train's
+// `ack_req`; one before it asks when its PSN is the last of a group of
+// kAckEveryPsns (the requester's policy, see requester.cc).
+constexpr std::uint32_t kAckEveryPsns = 16;
+constexpr bool asks_ack_inside(std::uint32_t psn, std::uint32_t count) {
+  return count >= 2 && (psn | (kAckEveryPsns - 1)) - psn <= count - 2;
+}
+
+// Calls f(Packet&) for each packet of a train, in order, exactly as the
+// wire carries them: every packet but the last `mtu` bytes of payload.
+template <class F>
+void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
+  if (train.count <= 1) {
+    Packet p = train;
+    f(p);
+    return;
+  }
+  PieceCursor cursor(train.payload);
+  for (std::uint32_t i = 0; i < train.count; ++i) {
+    const bool first = i == 0, last = i + 1 == train.count;
+    Packet p;
+    p.src_addr = train.src_addr;
+    p.dst_addr = train.dst_addr;
+    p.src_qpn = train.src_qpn;
+    p.dst_qpn = train.dst_qpn;
+    p.psn = psn_add(train.psn, i);
+    p.op = first ? train.op
+           : last ? train.last_op
+           : is_send(train.op)  ? Opcode::kSendMiddle
+           : is_write(train.op) ? Opcode::kWriteMiddle
+                                : Opcode::kReadResponseMiddle;
+    if (first) {
+      p.va = train.va;
+      p.rkey = train.rkey;
+      p.dma_length = train.dma_length;
+    }
+    if (last) {
+      p.imm = train.imm;
+      p.solicited = train.solicited;
+      p.ack_req = train.ack_req;
+    } else {
+      p.ack_req = (p.psn & (kAckEveryPsns - 1)) == kAckEveryPsns - 1;
+    }
+    if (has_aeth(p.op)) {
+      p.syndrome = train.syndrome;
+      p.msn = train.msn;
+    }
+    const std::uint32_t done = i * mtu;
+    p.payload_length = last ? (train.payload_length > done ? train.payload_length - done : 0)
+                            : std::min(mtu, train.payload_length > done ? train.payload_length - done : 0);
+    cursor.take(p.payload_length, p.payload);
+    f(p);
+  }
+}
 
 }  // namespace srdma::hca

@@ -17,7 +17,7 @@
 namespace srdma::hca {
 
 Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init)
-    : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)) {
+    : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)), trains_(engine.link().carries_trains()) {
   sq_.resize(std::bit_ceil(sq_depth()));
   sq_mask_ = sq_.size() - 1;
   for (auto& w : sq_) {

@@ -73,11 +73,10 @@ using FastRegResolver = bool (*)(const MemoryRegion* mr, FastRegView& out);
 
 // The transport's fixed limits. A requester keeps at most kMaxUnackedPsns
 // PSNs unacknowledged (its window; one READ larger than that goes alone)
-// and asks for an ACK at least every kAckEveryPsns packets. kMaxRdAtomic is
+// and asks for an ACK at least every kAckEveryPsns packets (packet.h). kMaxRdAtomic is
 // the device's max_qp_rd_atom and max_qp_init_rd_atom: modify_qp refuses
 // max_rd_atomic and max_dest_rd_atomic above it.
 constexpr std::uint32_t kMaxUnackedPsns = 256;
-constexpr std::uint32_t kAckEveryPsns = 16;
 constexpr std::uint8_t kMaxRdAtomic = 16;
 
 // REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
@@ -335,6 +334,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   TranslationTables& tables_;
   const std::uint32_t qpn_;
   const QpInit init_;
+  const bool trains_;  // the device's link carries trains (packet.h)
   std::atomic<QpState> state_{QpState::kReset};
 
   mutable std::mutex attr_mu_;  // guards attr_

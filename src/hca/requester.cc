@@ -216,12 +216,28 @@ void Qp::requester_send_one() {
     case WrOpcode::kSendWithInv:
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaWriteWithImm: {
+      // One packet, or a train of them where the link carries trains: as
+      // many as the message has left and the window allows.
+      const std::uint32_t left = w.length - req_.offset;
+      std::uint32_t n = 1;
+      if (trains_ && left > req_.mtu) {
+        n = (left + req_.mtu - 1) / req_.mtu;
+        if (comp_.consumer != req_.next) {
+          const std::int32_t room = static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn);
+          n = std::clamp<std::int64_t>(room, 1, n);
+        }
+      }
+      const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, std::uint64_t{n} * req_.mtu));
       const bool first = req_.offset == 0;
-      const std::uint32_t len = std::min(w.length - req_.offset, req_.mtu);
       last = req_.offset + len == w.length;
-      p.op = send_opcode(w.opcode, first, last);
+      p.op = send_opcode(w.opcode, first, last && n == 1);
+      if (n > 1) {
+        p.count = n;
+        p.last_op = send_opcode(w.opcode, false, last);
+        psns = n;
+      }
       // Every local byte through translate() (IBA 10.6.3: local read
-      // access is implied by the lkey), a packet's worth at a time.
+      // access is implied by the lkey).
       if (w.is_inline) {
         if (len) p.payload.push_back(MemPiece{w.inline_data.data() + req_.offset, std::uint64_t{len}});
       } else if (!translate_slice(w.sges, req_.offset, len, 0, p.payload)) {
@@ -233,7 +249,7 @@ void Qp::requester_send_one() {
         p.rkey = w.rkey;
         p.dma_length = w.length;
       }
-      if (has_imm(p.op) || has_ieth(p.op)) p.imm = w.imm;
+      if (has_imm(last_opcode(p)) || has_ieth(last_opcode(p))) p.imm = w.imm;
       p.solicited = last && (w.flags & SEND_SOLICITED);
       break;
     }
@@ -272,7 +288,8 @@ void Qp::requester_send_one() {
   if (is_rd_atomic(w.opcode)) {
     p.ack_req = true;
   } else {
-    p.ack_req = (last && signaled) || (p.psn & (kAckEveryPsns - 1)) == kAckEveryPsns - 1;
+    // (A train's packets before its last ask by the PSN rule: unroll().)
+    p.ack_req = (last && signaled) || (last_psn_of(p) & (kAckEveryPsns - 1)) == kAckEveryPsns - 1;
     if (!p.ack_req && last) {
       p.ack_req = (req_.next + 1 - comp_.consumer) * 2 >= sq_depth();
       if (!p.ack_req && req_.next + 1 != sq_prod_) {
@@ -282,9 +299,9 @@ void Qp::requester_send_one() {
     }
   }
 
-  send_counters_.requests_sent.bump();
+  send_counters_.requests_sent.bump(p.count);
   if (psn_before(p.psn, req_.sent_end_psn)) [[unlikely]]
-    send_counters_.retransmissions.bump();
+    send_counters_.retransmissions.bump(std::min<std::uint32_t>(psn_diff(req_.sent_end_psn, p.psn), p.count));
   req_.next_psn = psn_add(req_.next_psn, psns);
   if (!psn_before(req_.next_psn, req_.sent_end_psn)) req_.sent_end_psn = req_.next_psn;
   if (last) {

@@ -67,7 +67,10 @@ bool Qp::from_peer(const Packet& pkt) const {
 }
 
 void Qp::receive_request(Packet&& pkt) {
-  if (pkt.op == Opcode::kWriteOnly && responder_unlocked(pkt)) return;
+  // A whole RDMA WRITE (one packet or a train of all of them) may take the
+  // unlocked path; everything else is checked and executed per packet.
+  if ((pkt.op == Opcode::kWriteOnly || (pkt.op == Opcode::kWriteFirst && pkt.count > 1)) && responder_unlocked(pkt))
+    return;
   std::lock_guard lock(rq_mu_);
   if (!accepts_requests(state())) {
     recv_counters_.dropped_bad_state.bump();
@@ -80,8 +83,18 @@ void Qp::receive_request(Packet&& pkt) {
     recv_counters_.dropped_bad_source.bump();
     return;
   }
-  recv_counters_.requests_received.bump();
-  responder_execute(pkt);
+  recv_counters_.requests_received.bump(pkt.count);
+  // A train that is a whole message at the expected PSN runs through the
+  // state machine at once (each check covers its packets); any other is
+  // taken apart and its packets run one by one.
+  if (pkt.count == 1 ||
+      (starts_message(pkt.op) && ends_message(pkt.last_op) &&
+       pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
+       resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone))
+    return responder_execute(pkt);
+  unroll(pkt, resp_.mtu, [&](Packet& p) {
+    if (accepts_requests(state())) responder_execute(p);  // a NAK on the way ended the QP
+  });
 }
 
 bool Qp::responder_unlocked(const Packet& pkt) {
@@ -94,12 +107,20 @@ bool Qp::responder_unlocked(const Packet& pkt) {
   // one PSN at once (a link that duplicates, a misconfigured peer) can both
   // pass the PSN check; each access was still translated and checked, and
   // both store the same bytes.
+  //
+  // A train here is a whole WRITE: what its packets one by one would pass
+  // (the expected PSN, FIRST..LAST with MTU-sized packets before the last,
+  // lengths adding up to the DMA length) is checked for the train at once.
   if (!accepts_requests(state()) || !from_peer(pkt)) return false;  // the locked path counts the drop
   if (pkt.psn != resp_.expected_psn.load(std::memory_order_acquire)) return false;
   if (resp_.in_message.load(std::memory_order_relaxed) != ResponderState::InMessage::kNone ||
       resp_.nak_sent.load(std::memory_order_relaxed))
     return false;
-  if (pkt.payload_length != pkt.dma_length || pkt.payload_length > resp_.mtu) return false;
+  const std::uint32_t mtu = resp_.mtu;
+  if (pkt.payload_length != pkt.dma_length) return false;
+  if (pkt.count == 1 ? pkt.payload_length > mtu
+                     : last_opcode(pkt) != Opcode::kWriteLast || packets_at(pkt.payload_length, mtu) != pkt.count)
+    return false;
   if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return false;
   {
     // From the translation to the last store (see delivery_scope.h): an
@@ -111,10 +132,12 @@ bool Qp::responder_unlocked(const Packet& pkt) {
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
     copy_pieces(dst, pkt.payload);
   }
-  recv_counters_.requests_received.bump();
+  recv_counters_.requests_received.bump(pkt.count);
   resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
-  resp_.expected_psn.store(psn_add(pkt.psn, 1), std::memory_order_release);
-  if (pkt.ack_req) respond(pkt, Opcode::kAck, Packet{}, pkt.psn);
+  const std::uint32_t last = last_psn_of(pkt);
+  resp_.expected_psn.store(psn_add(last, 1), std::memory_order_release);
+  // One ACK for the train's last PSN covers every packet in it that asked.
+  if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) respond(pkt, Opcode::kAck, Packet{}, last);
   return true;
 }
 
@@ -242,6 +265,13 @@ Qp::RespState Qp::resp_check_op_sequence(Packet& pkt) {
 Qp::RespState Qp::resp_check_length(Packet& pkt) {
   const std::uint32_t mtu = resp_.mtu;
   const std::uint32_t len = pkt.payload_length;
+  if (pkt.count > 1) {
+    // A whole message's train: every packet but the last the MTU, the last
+    // 1..MTU.
+    if (packets_at(len, mtu) != pkt.count || len == 0) return RespState::kNakInvalid;
+    if (is_write(pkt.op) && pkt.dma_length != len) return RespState::kNakInvalid;
+    return RespState::kCheckResources;
+  }
   if (has_payload(pkt.op)) {
     if (!ends_message(pkt.op)) {
       if (len != mtu) return RespState::kNakInvalid;
@@ -275,7 +305,7 @@ Qp::RespState Qp::resp_check_resources(Packet& pkt) {
     return RespState::kExecuteSend;
   }
   if (is_write(pkt.op)) {
-    if (has_imm(pkt.op) && rq_empty()) return RespState::kNakRnr;
+    if (has_imm(last_opcode(pkt)) && rq_empty()) return RespState::kNakRnr;
     return RespState::kExecuteWrite;
   }
   if (resp_.resources.empty()) return RespState::kNakInvalid;
@@ -309,7 +339,8 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
     complete_recv(take_recv(), WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
     return RespState::kNakOperational;
   }
-  if (!ends_message(pkt.op)) {
+  const Opcode last_op = last_opcode(pkt);
+  if (!ends_message(last_op)) {
     resp_.in_message.store(M::kSend, std::memory_order_relaxed);
     resp_.offset = offset + pkt.payload_length;
     return RespState::kAcknowledge;
@@ -318,7 +349,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
   const std::uint32_t byte_len = offset + pkt.payload_length;
   const RecvWqe& done = take_recv();
   resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
-  if (has_ieth(pkt.op)) {
+  if (has_ieth(last_op)) {
     // IETH (IBA 9.4.1.3): after the message is placed, the responder
     // invalidates the R_Key it names, in this QP's PD, before the receive
     // completes; from the completion on the key fails. The key must name a
@@ -335,7 +366,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
                   pkt.solicited);
     return RespState::kAcknowledge;
   }
-  const bool imm = has_imm(pkt.op);
+  const bool imm = has_imm(last_op);
   complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, imm ? pkt.imm : 0, imm ? WC_WITH_IMM : 0u,
                 pkt.src_qpn, pkt.solicited);
   return RespState::kAcknowledge;
@@ -365,13 +396,13 @@ Qp::RespState Qp::resp_execute_write(Packet& pkt) {
     return RespState::kNakAccess;
   }
   resp_.offset += pkt.payload_length;
-  if (!ends_message(pkt.op)) {
+  if (!ends_message(last_opcode(pkt))) {
     resp_.in_message.store(M::kWrite, std::memory_order_relaxed);
     return RespState::kAcknowledge;
   }
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
   resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
-  if (has_imm(pkt.op))
+  if (has_imm(last_opcode(pkt)))
     complete_recv(take_recv(), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_length, pkt.imm,
                   WC_WITH_IMM, pkt.src_qpn, pkt.solicited);
   return RespState::kAcknowledge;
@@ -401,19 +432,30 @@ bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::ui
   // too: an rkey invalidated since the first answer answers nothing more.
   auto t = tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, init_.pdn);
   if (!t) return false;
+  const std::uint32_t mtu = resp_.mtu;
+  const std::uint32_t n = packets_at(length, mtu);
+  if (trains_ || n == 1) {  // all of them at once
+    Packet r;
+    t->for_each_piece([&](MemPiece p) { r.payload.push_back(p); });
+    r.payload_length = length;
+    r.op = n == 1 ? Opcode::kReadResponseOnly : Opcode::kReadResponseFirst;
+    if (n > 1) {
+      r.count = n;
+      r.last_op = Opcode::kReadResponseLast;
+    }
+    respond(req, r.op, std::move(r), first_psn);
+    return true;
+  }
   PieceList all;
   t->for_each_piece([&](MemPiece p) { all.push_back(p); });
   PieceCursor cursor(all);
-  const std::uint32_t mtu = resp_.mtu;
-  const std::uint32_t n = packets_at(length, mtu);
   for (std::uint32_t i = 0; i < n; ++i) {
     Packet r;
     r.payload_length = std::min(mtu, length - i * mtu);
     cursor.take(r.payload_length, r.payload);
-    const Opcode op = n == 1        ? Opcode::kReadResponseOnly
-                      : i == 0      ? Opcode::kReadResponseFirst
-                      : i == n - 1  ? Opcode::kReadResponseLast
-                                    : Opcode::kReadResponseMiddle;
+    const Opcode op = i == 0 ? Opcode::kReadResponseFirst
+                      : i == n - 1 ? Opcode::kReadResponseLast
+                                   : Opcode::kReadResponseMiddle;
     respond(req, op, std::move(r), psn_add(first_psn, i));
   }
   return true;
@@ -458,8 +500,9 @@ Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
 // A SEND or WRITE packet executed: the expected PSN moves on; an ACK only
 // when asked (IBA 9.7.5.1.2, coalescing: it covers every earlier PSN).
 Qp::RespState Qp::resp_acknowledge(Packet& pkt) {
-  advance_expected(psn_add(pkt.psn, 1));
-  if (pkt.ack_req) respond(pkt, Opcode::kAck, Packet{}, pkt.psn);
+  const std::uint32_t last = last_psn_of(pkt);
+  advance_expected(psn_add(last, 1));
+  if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) respond(pkt, Opcode::kAck, Packet{}, last);
   return RespState::kDone;
 }
 
