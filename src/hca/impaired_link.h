@@ -8,7 +8,8 @@
 // 1..reorder_depth later packets have been offered, then delivered after
 // the packet that released it). Every later send counts the held packets
 // down, lost or held ones too, so a held packet is overtaken by at most
-// reorder_depth later packets. A packet this link keeps past send(), or
+// reorder_depth later packets (and by the answers sent from inside their
+// deliveries, which go before it). A packet this link keeps past send(), or
 // hands on twice, owns a copy of its payload: the sender may reuse its
 // buffer once the WR completes.
 //
