@@ -77,5 +77,20 @@ TEST(ImpairSpec, RefusesBadInputNamingIt) {
   }
 }
 
+TEST(ImpairSpec, ValidateRefusesASpecBuiltOutOfRange) {
+  EXPECT_TRUE(validate_impair(ImpairSpec{}));
+  ImpairSpec s;
+  s.corrupt = 1;
+  auto r = validate_impair(s);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  EXPECT_NE(r.error().reason.find("corrupt=1"), std::string::npos) << r.error().reason;
+  s = ImpairSpec{};
+  s.reorder_depth = 0;
+  r = validate_impair(s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("depth=0"), std::string::npos) << r.error().reason;
+}
+
 }  // namespace
 }  // namespace srdma

@@ -36,6 +36,10 @@ inline constexpr std::uint32_t kMaxReorderDepth = 64;
 // outside 1..kMaxReorderDepth, an empty spec.
 Result<ImpairSpec> parse_impair(std::string_view text);
 
+// EINVAL naming the field when a spec is outside parse_impair's ranges (a
+// spec built in code rather than parsed).
+Result<void> validate_impair(const ImpairSpec& spec);
+
 // The form parse_impair reads back to the same spec (every key, shortest
 // exact decimal for the probabilities).
 std::string to_string(const ImpairSpec& spec);

@@ -2,7 +2,7 @@
 #include "srdma/impair.h"
 
 #include <charconv>
-#include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -69,6 +69,17 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
     }
   }
   return spec;
+}
+
+Result<void> validate_impair(const ImpairSpec& s) {
+  const std::pair<const char*, double> probabilities[] = {
+      {"loss", s.loss}, {"dup", s.dup}, {"reorder", s.reorder}, {"corrupt", s.corrupt}};
+  for (auto [key, p] : probabilities)
+    if (!(p >= 0 && p < 1)) return make_error(EINVAL, fmt::format("impair: {}={} is not a probability in [0, 1)", key, p));
+  if (s.reorder_depth < 1 || s.reorder_depth > kMaxReorderDepth)
+    return make_error(EINVAL,
+                      fmt::format("impair: depth={} is not an integer in 1..{}", s.reorder_depth, kMaxReorderDepth));
+  return {};
 }
 
 std::string to_string(const ImpairSpec& s) {
