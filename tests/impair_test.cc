@@ -64,7 +64,7 @@ TEST(ImpairSpec, RefusesBadInputNamingIt) {
       {"seed=18446744073709551616", "seed="},
       {"depth=0", "depth=\"0\""},
       {"depth=65", "depth=\"65\""},
-      {"drop=0.1", "unknown key \"drop\""},
+      {"drop=0.1", "unknown impairment key \"drop\""},
       {"loss", "\"loss\" is not key=value"},
       {"loss=0.1,", "\"\" is not key=value"},
       {"loss=0.1,loss=0.2", "loss given twice"},

@@ -28,7 +28,8 @@ class RecordingLink final : public Link {
  public:
   bool send(Packet&& p) override {
     Arrival a{p.psn, p.corrupted, {}, p.payload.empty() ? nullptr : p.payload.front().addr};
-    for (const MemPiece& m : std::span<const MemPiece>(p.payload)) a.bytes.insert(a.bytes.end(), m.addr, m.addr + m.length);
+    for (const MemPiece& m : std::span<const MemPiece>(p.payload))
+      a.bytes.insert(a.bytes.end(), m.addr, m.addr + m.length);
     {
       std::lock_guard lock(mu);
       got.push_back(std::move(a));

@@ -16,7 +16,7 @@ Result<double> parse_probability(std::string_view key, std::string_view value) {
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), p);
   // !(p >= 0 && p < 1) also refuses NaN, which from_chars accepts.
   if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || !(p >= 0 && p < 1))
-    return make_error(EINVAL, fmt::format("impair: {}={:?} is not a probability in [0, 1)", key, value));
+    return make_error(EINVAL, fmt::format("{}={:?} is not a probability in [0, 1)", key, value));
   return p;
 }
 
@@ -25,14 +25,14 @@ Result<std::uint64_t> parse_unsigned(std::string_view key, std::string_view valu
   std::uint64_t n = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
   if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || n < lo || n > hi)
-    return make_error(EINVAL, fmt::format("impair: {}={:?} is not an integer in {}..{}", key, value, lo, hi));
+    return make_error(EINVAL, fmt::format("{}={:?} is not an integer in {}..{}", key, value, lo, hi));
   return n;
 }
 
 }  // namespace
 
 Result<ImpairSpec> parse_impair(std::string_view text) {
-  if (text.empty()) return make_error(EINVAL, fmt::format("impair: empty spec (expected {})", kForm));
+  if (text.empty()) return make_error(EINVAL, fmt::format("empty impairment spec (expected {})", kForm));
   ImpairSpec spec;
   unsigned seen = 0;  // one bit per key: a key given twice is a typo, not an override
   std::size_t pos = 0;
@@ -43,15 +43,15 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
     pos = comma + 1;
     std::size_t eq = item.find('=');
     if (eq == std::string_view::npos)
-      return make_error(EINVAL, fmt::format("impair: {:?} is not key=value (expected {})", item, kForm));
+      return make_error(EINVAL, fmt::format("{:?} is not key=value (expected {})", item, kForm));
     std::string_view key = item.substr(0, eq);
     std::string_view value = item.substr(eq + 1);
     static constexpr std::string_view kKeys[] = {"loss", "dup", "reorder", "corrupt", "seed", "depth"};
     unsigned bit = 0;
     while (bit < std::size(kKeys) && kKeys[bit] != key) ++bit;
     if (bit == std::size(kKeys))
-      return make_error(EINVAL, fmt::format("impair: unknown key {:?} (expected {})", key, kForm));
-    if (seen & (1u << bit)) return make_error(EINVAL, fmt::format("impair: {} given twice", key));
+      return make_error(EINVAL, fmt::format("unknown impairment key {:?} (expected {})", key, kForm));
+    if (seen & (1u << bit)) return make_error(EINVAL, fmt::format("{} given twice", key));
     seen |= 1u << bit;
     if (bit < 4) {
       auto p = parse_probability(key, value);
@@ -75,10 +75,11 @@ Result<void> validate_impair(const ImpairSpec& s) {
   const std::pair<const char*, double> probabilities[] = {
       {"loss", s.loss}, {"dup", s.dup}, {"reorder", s.reorder}, {"corrupt", s.corrupt}};
   for (auto [key, p] : probabilities)
-    if (!(p >= 0 && p < 1)) return make_error(EINVAL, fmt::format("impair: {}={} is not a probability in [0, 1)", key, p));
+    if (!(p >= 0 && p < 1))
+      return make_error(EINVAL, fmt::format("impair spec: {}={} is not a probability in [0, 1)", key, p));
   if (s.reorder_depth < 1 || s.reorder_depth > kMaxReorderDepth)
-    return make_error(EINVAL,
-                      fmt::format("impair: depth={} is not an integer in 1..{}", s.reorder_depth, kMaxReorderDepth));
+    return make_error(EINVAL, fmt::format("impair spec: depth={} is not an integer in 1..{}", s.reorder_depth,
+                                          kMaxReorderDepth));
   return {};
 }
 
