@@ -70,6 +70,26 @@ TEST(BlkBench, RefusesBadOptions) {
   expect_einval(o);
 }
 
+TEST(BlkBench, RefusesBadMtuAndImpairNamingTheOption) {
+  std::ostringstream out;
+  auto refused = [&](BlkBenchOptions o, const char* names) {
+    auto r = blk_bench(o, out);
+    ASSERT_FALSE(r) << names;
+    EXPECT_EQ(r.error().code, EINVAL);
+    EXPECT_NE(r.error().reason.find(names), std::string::npos) << r.error().reason;
+  };
+  for (std::uint32_t mtu : {0u, 255u, 768u, 8192u}) {
+    BlkBenchOptions o = small();
+    o.mtu = mtu;
+    refused(o, "--mtu");
+  }
+  for (const char* text : {"loss=1.5", "reorder=0.1,reorder=0.2", "jitter=0.1", "seed=-3"}) {
+    BlkBenchOptions o = small();
+    o.impair = text;
+    refused(o, "--impair");
+  }
+}
+
 TEST(BlkBench, VerifiedRandomReadWriteFindsNoMismatchInEitherMode) {
   BlkBenchOptions o = small();
   o.rw = "randrw";
@@ -117,6 +137,16 @@ TEST(BlkBench, FmrRegistrationAndJsonOutput) {
     EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_GT(m.at("iops").get<double>(), 0);
   EXPECT_EQ(m.at("verify_errors").get<int>(), 0);
+  EXPECT_EQ(j.at("mtu"), 4096);
+  EXPECT_TRUE(j.at("impair").is_null());
+  for (const char* dev : {"host", "target"}) {
+    const auto& t = m.at("transport").at(dev);
+    for (const char* k : {"requests_sent", "retransmissions", "timeouts", "seq_naks_sent", "seq_naks_received",
+                          "rnr_naks_sent", "rnr_naks_received", "duplicate_requests", "dropped", "dropped_total",
+                          "impair"})
+      EXPECT_TRUE(t.contains(k)) << dev << " " << k;
+    EXPECT_GT(t.at("requests_sent").get<std::uint64_t>(), 0u) << dev;
+  }
   std::ifstream svg(o.plot);
   std::string first;
   std::getline(svg, first);
