@@ -107,6 +107,48 @@ TEST(BlkBench, VerifiedRandomReadWriteFindsNoMismatchInEitherMode) {
   EXPECT_NE(out.str().find("pool/private"), std::string::npos);
 }
 
+// Every loss, duplicate and reordering of the link is the transport's to
+// hide: the NVMe-oF layer sees no failed I/O and no wrong data.
+TEST(BlkBench, VerifiedRandomReadWriteAcrossAnImpairedLink) {
+  BlkBenchOptions o = small();
+  o.rw = "randrw";
+  o.verify = true;
+  o.ios = 600;
+  o.impair = "loss=0.02,reorder=0.02,dup=0.01,seed=5";
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string() << "\n" << out.str();
+  ASSERT_EQ(r->size(), 1u);
+  const BlkModeResult& m = (*r)[0];
+  EXPECT_EQ(m.verify_errors, 0u);
+  EXPECT_EQ(m.io_errors, 0u);
+  EXPECT_GE(m.ios, o.ios);
+  ASSERT_EQ(m.transport.size(), 2u);
+  std::uint64_t dropped = 0, retransmitted = 0;
+  for (const DeviceTransport& d : m.transport) {
+    dropped += d.impair.dropped;
+    retransmitted += d.counters.retransmissions;
+  }
+  EXPECT_GT(dropped, 0u);
+  EXPECT_GT(retransmitted, 0u);
+  EXPECT_NE(out.str().find("impaired link loss=0.02"), std::string::npos) << out.str();
+}
+
+// A small path MTU: every 4 KiB block crosses as 16 packets, and arrives whole.
+TEST(BlkBench, VerifiedAtTheSmallestMtu) {
+  BlkBenchOptions o = small();
+  o.rw = "randrw";
+  o.verify = true;
+  o.mtu = 256;
+  o.ios = 600;
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string() << "\n" << out.str();
+  EXPECT_EQ((*r)[0].verify_errors, 0u);
+  EXPECT_EQ((*r)[0].io_errors, 0u);
+  EXPECT_NE(out.str().find("MTU 256"), std::string::npos) << out.str();
+}
+
 TEST(BlkBench, VerifyCatchesAnInjectedCorruption) {
   BlkBenchOptions o = small();
   o.rw = "randwrite";  // the corrupted write is read back at once

@@ -394,6 +394,27 @@ TEST(Perf, ReportCarriesTransportCountersAndImpairStats) {
   EXPECT_TRUE(to_json(r)["impair"].is_null());
 }
 
+// A lossy link in both directions: the run completes (the transport
+// recovers every loss) and the client's counters show the retransmissions.
+TEST(Perf, ImpairedRunCompletesWithRetransmissions) {
+  auto o = opts("write_bw", 400);
+  o.size = 8192;
+  o.tx_depth = 16;
+  o.mtu = 1024;
+  o.impair = "loss=0.05,seed=7";
+  auto r = run_perf(o);
+  ASSERT_TRUE(r) << r.error().to_string();
+  check_bw(*r, "write_bw", 8192, 400);
+  ASSERT_EQ(r->transport.size(), 2u);
+  const DeviceTransport& client = r->transport[0];
+  EXPECT_EQ(client.role, "client");
+  EXPECT_GT(client.counters.retransmissions, 0u);
+  EXPECT_GT(client.impair.dropped + r->transport[1].impair.dropped, 0u);
+  auto j = to_json(*r);
+  EXPECT_GT(j["transport"]["client"]["retransmissions"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(j["impair"], "loss=0.05,dup=0,reorder=0,corrupt=0,seed=7,depth=4");
+}
+
 TEST(Perf, Defaults) {
   PerfOptions o;
   o.test = "write_bw";
