@@ -8,9 +8,16 @@ namespace {
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
+// A depth of 0 (a spec nobody checked) holds for one send rather than
+// dividing by zero.
+ImpairSpec sane(ImpairSpec s) {
+  if (s.reorder_depth == 0) s.reorder_depth = 1;
+  return s;
+}
+
 }  // namespace
 
-ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec) : inner_(inner), spec_(spec), rng_(spec.seed) {}
+ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec) : inner_(inner), spec_(sane(spec)), rng_(spec.seed) {}
 
 ImpairedLink::~ImpairedLink() = default;
 
