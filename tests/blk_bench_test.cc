@@ -70,6 +70,26 @@ TEST(BlkBench, RefusesBadOptions) {
   expect_einval(o);
 }
 
+TEST(BlkBench, RefusesBadMtuAndImpairNamingTheOption) {
+  std::ostringstream out;
+  auto refused = [&](BlkBenchOptions o, const char* names) {
+    auto r = blk_bench(o, out);
+    ASSERT_FALSE(r) << names;
+    EXPECT_EQ(r.error().code, EINVAL);
+    EXPECT_NE(r.error().reason.find(names), std::string::npos) << r.error().reason;
+  };
+  for (std::uint32_t mtu : {0u, 255u, 768u, 8192u}) {
+    BlkBenchOptions o = small();
+    o.mtu = mtu;
+    refused(o, "--mtu");
+  }
+  for (const char* text : {"loss=1.5", "reorder=0.1,reorder=0.2", "jitter=0.1", "seed=-3"}) {
+    BlkBenchOptions o = small();
+    o.impair = text;
+    refused(o, "--impair");
+  }
+}
+
 TEST(BlkBench, VerifiedRandomReadWriteFindsNoMismatchInEitherMode) {
   BlkBenchOptions o = small();
   o.rw = "randrw";
@@ -85,6 +105,48 @@ TEST(BlkBench, VerifiedRandomReadWriteFindsNoMismatchInEitherMode) {
     EXPECT_GE(m.ios, o.ios) << m.mode;
   }
   EXPECT_NE(out.str().find("pool/private"), std::string::npos);
+}
+
+// Every loss, duplicate and reordering of the link is the transport's to
+// hide: the NVMe-oF layer sees no failed I/O and no wrong data.
+TEST(BlkBench, VerifiedRandomReadWriteAcrossAnImpairedLink) {
+  BlkBenchOptions o = small();
+  o.rw = "randrw";
+  o.verify = true;
+  o.ios = 600;
+  o.impair = "loss=0.02,reorder=0.02,dup=0.01,seed=5";
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string() << "\n" << out.str();
+  ASSERT_EQ(r->size(), 1u);
+  const BlkModeResult& m = (*r)[0];
+  EXPECT_EQ(m.verify_errors, 0u);
+  EXPECT_EQ(m.io_errors, 0u);
+  EXPECT_GE(m.ios, o.ios);
+  ASSERT_EQ(m.transport.size(), 2u);
+  std::uint64_t dropped = 0, retransmitted = 0;
+  for (const DeviceTransport& d : m.transport) {
+    dropped += d.impair.dropped;
+    retransmitted += d.counters.retransmissions;
+  }
+  EXPECT_GT(dropped, 0u);
+  EXPECT_GT(retransmitted, 0u);
+  EXPECT_NE(out.str().find("impaired link loss=0.02"), std::string::npos) << out.str();
+}
+
+// A small path MTU: every 4 KiB block crosses as 16 packets, and arrives whole.
+TEST(BlkBench, VerifiedAtTheSmallestMtu) {
+  BlkBenchOptions o = small();
+  o.rw = "randrw";
+  o.verify = true;
+  o.mtu = 256;
+  o.ios = 600;
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string() << "\n" << out.str();
+  EXPECT_EQ((*r)[0].verify_errors, 0u);
+  EXPECT_EQ((*r)[0].io_errors, 0u);
+  EXPECT_NE(out.str().find("MTU 256"), std::string::npos) << out.str();
 }
 
 TEST(BlkBench, VerifyCatchesAnInjectedCorruption) {
@@ -117,6 +179,16 @@ TEST(BlkBench, FmrRegistrationAndJsonOutput) {
     EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_GT(m.at("iops").get<double>(), 0);
   EXPECT_EQ(m.at("verify_errors").get<int>(), 0);
+  EXPECT_EQ(j.at("mtu"), 4096);
+  EXPECT_TRUE(j.at("impair").is_null());
+  for (const char* dev : {"host", "target"}) {
+    const auto& t = m.at("transport").at(dev);
+    for (const char* k : {"requests_sent", "retransmissions", "timeouts", "seq_naks_sent", "seq_naks_received",
+                          "rnr_naks_sent", "rnr_naks_received", "duplicate_requests", "dropped", "dropped_total",
+                          "impair"})
+      EXPECT_TRUE(t.contains(k)) << dev << " " << k;
+    EXPECT_GT(t.at("requests_sent").get<std::uint64_t>(), 0u) << dev;
+  }
   std::ifstream svg(o.plot);
   std::string first;
   std::getline(svg, first);

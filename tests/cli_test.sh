@@ -23,6 +23,16 @@ err=$("$srdma" info -p reserved_qps=-1 2>&1 >/dev/null) && fail "bad profile sho
 err=$("$srdma" perf write_bw --verify -t 4 -n 10 2>&1 >/dev/null) && fail "perf --verify -t 4 should fail"
 [[ $err == *EINVAL* ]] || fail "perf --verify -t 4 error on stderr: '$err'"
 "$srdma" perf read_bw --verify -n 50 --copy-ms 0 >/dev/null || fail "srdma perf read_bw --verify"
+# --impair and --mtu: a bad value is a readable EINVAL naming the option, before any device opens.
+for args in "perf write_bw --impair loss=1" "perf write_bw --impair bogus" "perf write_bw --mtu 1000" \
+            "blk bench --ios 10 --impair loss=0.1,loss=0.2" "blk bench --ios 10 --mtu 8192"; do
+  opt=$(grep -oE -- '--(impair|mtu)' <<<"$args")
+  # shellcheck disable=SC2086
+  err=$("$srdma" $args 2>&1 >/dev/null) && fail "srdma $args should fail"
+  [[ $err == *EINVAL*"$opt"* ]] || fail "srdma $args: error on stderr names $opt: '$err'"
+done
+"$srdma" perf write_bw -n 200 -s 8192 --mtu 1024 --impair loss=0.02,dup=0.02,seed=3 --copy-ms 0 |
+  grep -q "retransmissions" || fail "srdma perf --impair shows the transport counters"
 
 for t in "$golden"/*.in; do
   name=$(basename "$t" .in)

@@ -45,7 +45,8 @@ void check_bw(const PerfReport& r, const std::string& test, std::uint64_t bytes,
   EXPECT_EQ(b.copy_bw_mib_s, std::max(b.memcpy_mib_s, b.loop_mib_s));
   EXPECT_NEAR(b.bw_over_copy, b.bw_avg_mib_s / b.copy_bw_mib_s, 1e-9);
   auto j = to_json(r);
-  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "results"}));
+  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "results", "mtu", "impair", "transport"}));
+  EXPECT_EQ(keys(j["transport"]), (std::set<std::string>{"client", "server"}));
   EXPECT_EQ(j["test"], test);
   ASSERT_EQ(j["results"].size(), 1u);
   EXPECT_EQ(keys(j["results"][0]),
@@ -68,7 +69,8 @@ void check_lat(const PerfReport& r, const std::string& test, std::uint64_t bytes
   EXPECT_LE(l.t_avg_us, l.t_max_us);
   EXPECT_GE(l.t_stdev_us, 0);
   auto j = to_json(r);
-  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "results"}));
+  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "results", "mtu", "impair", "transport"}));
+  EXPECT_EQ(keys(j["transport"]), (std::set<std::string>{"client", "server"}));
   EXPECT_EQ(j["test"], test);
   ASSERT_EQ(j["results"].size(), 1u);
   EXPECT_EQ(keys(j["results"][0]),
@@ -317,6 +319,100 @@ TEST(Perf, BadOptionsAreRefused) {
   auto r = parse_perf_test("nope");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().reason.find("write_bw"), std::string::npos) << "the error lists the tests";
+}
+
+TEST(Perf, MtuAndImpairOptions) {
+  auto s = resolve_perf_options(opts("write_bw")).value();
+  EXPECT_EQ(s.mtu, 4096u);
+  EXPECT_FALSE(s.impair.any());
+  auto o = opts("write_bw");
+  o.mtu = 256;
+  o.impair = "loss=0.05,reorder=0.01,seed=7";
+  s = resolve_perf_options(o).value();
+  EXPECT_EQ(s.mtu, 256u);
+  EXPECT_EQ(s.impair.loss, 0.05);
+  EXPECT_EQ(s.impair.reorder, 0.01);
+  EXPECT_EQ(s.impair.seed, 7u);
+  auto refused = [](PerfOptions bad, const char* names) {
+    auto r = resolve_perf_options(bad);
+    ASSERT_FALSE(r) << names;
+    EXPECT_EQ(r.error().code, EINVAL);
+    EXPECT_NE(r.error().reason.find(names), std::string::npos) << r.error().reason;
+  };
+  for (std::uint32_t mtu : {0u, 128u, 1000u, 8192u}) {
+    o = opts("write_bw");
+    o.mtu = mtu;
+    refused(o, "--mtu");
+  }
+  for (const char* text : {"loss=1", "loss=-0.1", "drop=0.1", "loss", "seed=x", "depth=0"}) {
+    o = opts("write_bw");
+    o.impair = text;
+    refused(o, "--impair");
+  }
+  o = opts("write_bw");
+  o.impair = "dup=2";
+  refused(o, "dup=\"2\"");  // the reason names the key and value
+}
+
+// The report carries both devices' transport counters and, with --impair,
+// what the impairing link did: in the JSON and under the table.
+TEST(Perf, ReportCarriesTransportCountersAndImpairStats) {
+  PerfReport r;
+  r.settings.test = PerfTest::kWriteBw;
+  r.settings.mtu = 1024;
+  r.settings.impair.loss = 0.05;
+  r.settings.impair.seed = 7;
+  TransportCounters c;
+  c.retransmissions = 12;
+  c.timeouts = 3;
+  c.seq_naks_received = 4;
+  c.duplicate_requests = 2;
+  c.dropped_for(DropReason::kBadPsn) = 5;
+  r.transport = {DeviceTransport{"client", c, ImpairStats{100, 6, 1, 2, 3}}, DeviceTransport{"server", {}, {}}};
+  auto j = to_json(r);
+  EXPECT_EQ(j["mtu"], 1024);
+  EXPECT_EQ(j["impair"], "loss=0.05,dup=0,reorder=0,corrupt=0,seed=7,depth=4");
+  const auto& cj = j["transport"]["client"];
+  for (const char* k : {"requests_sent", "requests_received", "responses_sent", "responses_received", "retransmissions",
+                        "timeouts", "rnr_naks_sent", "rnr_naks_received", "rnr_retries", "seq_naks_sent",
+                        "seq_naks_received", "duplicate_requests", "dropped", "dropped_total", "impair"})
+    EXPECT_TRUE(cj.contains(k)) << k;
+  EXPECT_EQ(cj["retransmissions"], 12);
+  EXPECT_EQ(cj["dropped"]["bad_psn"], 5);
+  EXPECT_EQ(cj["dropped_total"], 5);
+  EXPECT_EQ(cj["impair"], (nlohmann::json{{"passed", 100}, {"dropped", 6}, {"duplicated", 1}, {"reordered", 2},
+                                          {"corrupted", 3}}));
+  EXPECT_EQ(j["transport"]["server"]["retransmissions"], 0);
+
+  std::ostringstream out;
+  print_footer(r, out);
+  for (const char* text : {"transport client: requests", "retransmissions 12", "timeouts 3", "seq NAKs 0 / 4",
+                           "duplicate requests 2", "dropped 5 (bad_psn 5)", "impaired link loss=0.05",
+                           "passed 100, dropped 6, duplicated 1, reordered 2, corrupted 3"})
+    EXPECT_NE(out.str().find(text), std::string::npos) << text << "\n" << out.str();
+  r.settings.impair = {};
+  EXPECT_TRUE(to_json(r)["impair"].is_null());
+}
+
+// A lossy link in both directions: the run completes (the transport
+// recovers every loss) and the client's counters show the retransmissions.
+TEST(Perf, ImpairedRunCompletesWithRetransmissions) {
+  auto o = opts("write_bw", 400);
+  o.size = 8192;
+  o.tx_depth = 16;
+  o.mtu = 1024;
+  o.impair = "loss=0.05,seed=7";
+  auto r = run_perf(o);
+  ASSERT_TRUE(r) << r.error().to_string();
+  check_bw(*r, "write_bw", 8192, 400);
+  ASSERT_EQ(r->transport.size(), 2u);
+  const DeviceTransport& client = r->transport[0];
+  EXPECT_EQ(client.role, "client");
+  EXPECT_GT(client.counters.retransmissions, 0u);
+  EXPECT_GT(client.impair.dropped + r->transport[1].impair.dropped, 0u);
+  auto j = to_json(*r);
+  EXPECT_GT(j["transport"]["client"]["retransmissions"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(j["impair"], "loss=0.05,dup=0,reorder=0,corrupt=0,seed=7,depth=4");
 }
 
 TEST(Perf, Defaults) {

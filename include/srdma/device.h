@@ -14,6 +14,7 @@
 
 #include "srdma/async_event.h"
 #include "srdma/counters.h"
+#include "srdma/impair.h"
 #include "srdma/cq.h"
 #include "srdma/cq_pool.h"
 #include "srdma/pd.h"
@@ -95,6 +96,15 @@ class Device {
   // The transport's counters summed over the device's QPs, past and
   // present, plus the packets no QP could take (counters.h).
   TransportCounters counters() const;
+  // From now on the device's packets cross a link that loses, duplicates,
+  // reorders or corrupts some of them as `spec` says (impair.h), so the
+  // transport's recovery can be exercised and measured; a spec without any
+  // impairment restores the plain link. Call it before the device's first
+  // QP: EBUSY while it has QPs, EINVAL for a spec out of range, ENODEV once
+  // removed.
+  Result<void> impair(const ImpairSpec& spec);
+  // What the impairing link did so far (zeros without one).
+  ImpairStats impair_stats() const;
   // Bytes of address space the device tables take; they are touched lazily.
   std::size_t table_bytes() const;
 

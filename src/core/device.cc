@@ -55,6 +55,13 @@ TptStats Device::tpt_stats() const {
 
 TransportCounters Device::counters() const { return state_->hca->engine().counters(); }
 
+Result<void> Device::impair(const ImpairSpec& spec) {
+  if (state_->removed) return make_error(ENODEV, "the device has been removed");
+  return state_->hca->engine().impair(spec);
+}
+
+ImpairStats Device::impair_stats() const { return state_->hca->engine().impair_stats(); }
+
 Result<ProtectionDomain> Device::alloc_pd() {
   if (state_->removed) return make_error(ENODEV, "the device has been removed");
   auto pdn = state_->hca->tables().alloc_pd();

@@ -43,7 +43,8 @@ QueueEngine::QueueEngine(const Profile& profile, TranslationTables& tables, allo
       qp_alloc_(std::move(qp)),
       cq_alloc_(std::move(cq)),
       address_(address),
-      link_(link) {}
+      link_(link),
+      out_(&link) {}
 
 QueueEngine::~QueueEngine() {
   timer_.reset();  // no more kicks
@@ -73,6 +74,27 @@ EventQueue& QueueEngine::event_queue(std::uint32_t vector) {
 AsyncEventDispatcher& QueueEngine::async_events() {
   start_engine();
   return *async_;
+}
+
+Result<void> QueueEngine::impair(const ImpairSpec& spec) {
+  if (auto ok = validate_impair(spec); !ok) return ok;
+  // Under the queue lock: no QP can appear, so no role sends on the link
+  // being replaced.
+  std::unique_lock lock(queues_mu_);
+  if (!qps_.empty())
+    return make_error(EBUSY, fmt::format("the device has {} QP(s): impair the link before the first", qps_.size()));
+  out_.store(&link_, std::memory_order_release);
+  impaired_.reset();
+  if (spec.any()) {
+    impaired_ = std::make_unique<ImpairedLink>(link_, spec);
+    out_.store(impaired_.get(), std::memory_order_release);
+  }
+  return {};
+}
+
+ImpairStats QueueEngine::impair_stats() const {
+  std::shared_lock lock(queues_mu_);
+  return impaired_ ? impaired_->stats() : ImpairStats{};
 }
 
 bool QueueEngine::link_knows(std::uint64_t addr) const { return InprocLink::instance().knows(addr); }

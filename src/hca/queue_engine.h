@@ -24,9 +24,11 @@
 #include "hca/cq.h"
 #include "hca/engine_clock.h"
 #include "hca/event_queue.h"
+#include "hca/impaired_link.h"
 #include "hca/link.h"
 #include "hca/qp.h"
 #include "srdma/counters.h"
+#include "srdma/impair.h"
 #include "srdma/profile.h"
 #include "srdma/status.h"
 #include "srdma/usage.h"
@@ -65,9 +67,16 @@ class QueueEngine {
   // REQUIRES: `clock` outlives the device; called before the first QP.
   void use_manual_clock(ManualClock& clock);
   const EngineClock& clock() const { return clock_; }
+  // From now on the device sends through a link that impairs its packets
+  // as `spec` says (impair.h); a spec without any impairment restores the
+  // plain link. EBUSY once the device has a QP (its roles hold on to the
+  // link they send on); EINVAL for a spec out of range.
+  Result<void> impair(const ImpairSpec& spec);
+  // What the impairing link did (zeros without one).
+  ImpairStats impair_stats() const;
 
   // For the engine.
-  Link& link() { return link_; }
+  Link& link() { return *out_.load(std::memory_order_acquire); }
   bool link_knows(std::uint64_t addr) const;
   void receive(Packet&& msg);
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
@@ -91,6 +100,8 @@ class QueueEngine {
   alloc::IndexAllocator cq_alloc_;
   const std::uint64_t address_;
   Link& link_;  // the wire to other devices (in-process for now)
+  std::unique_ptr<ImpairedLink> impaired_;  // around link_, when asked for
+  std::atomic<Link*> out_;  // what the roles send on: link_ or impaired_
   std::once_flag engine_once_;
   std::unique_ptr<EngineTimer> timer_;
   std::unique_ptr<AsyncEventDispatcher> async_;

@@ -100,6 +100,7 @@ Result<void> HostQueue::connect(std::uint64_t target_addr, std::uint16_t port) {
   CmRequest req;
   req.peer_addr = dev_.address();
   req.peer_qpn = qp_->qp_num();
+  req.path_mtu = cfg_.path_mtu;
   NvmeRdmaCmRequest pdata;
   pdata.qid = cfg_.qid;
   pdata.hrqsize = static_cast<std::uint16_t>(cfg_.size);
@@ -112,6 +113,7 @@ Result<void> HostQueue::connect(std::uint64_t target_addr, std::uint16_t port) {
   c.peer_addr = target_addr;
   c.peer_qpn = reply->first.qpn;
   c.access = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;  // the MRs say what is allowed
+  c.path_mtu = cfg_.path_mtu;
   if (auto r = qp_->connect(c); !r) {
     conn_->disconnect(CmConnection::kActive);
     return r;

@@ -47,6 +47,7 @@ struct HostQueueConfig {
   std::uint32_t max_io_size = 128 * 1024;
   bool pool_cqs = true;
   RegMode reg = RegMode::kFrwr;
+  std::uint32_t path_mtu = 4096;
   std::chrono::milliseconds timeout{10000};
   std::shared_ptr<const Clock> clock = Clock::steady();  // times `timeout`
 };

@@ -54,6 +54,9 @@ class CmConnection {
 struct CmRequest {
   std::uint64_t peer_addr = 0;  // the active side's device
   std::uint32_t peer_qpn = 0;
+  // The path MTU both ends run the connection at (an IB CM REQ's Path
+  // Packet Payload MTU: the passive side takes it from the request).
+  std::uint32_t path_mtu = 4096;
   std::vector<std::byte> private_data;
 };
 

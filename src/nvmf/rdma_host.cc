@@ -125,6 +125,7 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
   ac.max_io_size = std::max<std::uint32_t>(opts_.max_io_size, kIdentifyDataSize);
   ac.pool_cqs = opts_.pool_cqs;
   ac.reg = opts_.reg;
+  ac.path_mtu = opts_.path_mtu;
   ac.timeout = opts_.io_timeout;
   ac.clock = opts_.clock;
   admin_ = std::make_unique<HostQueue>(dev_, pd_, ac);
@@ -182,6 +183,7 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
     qc.max_io_size = opts_.max_io_size;
     qc.pool_cqs = opts_.pool_cqs;
     qc.reg = opts_.reg;
+  qc.path_mtu = opts_.path_mtu;
     qc.timeout = opts_.io_timeout;
     qc.clock = opts_.clock;
     auto q = std::make_unique<HostQueue>(dev_, pd_, qc);

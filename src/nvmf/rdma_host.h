@@ -40,6 +40,7 @@ struct HostOptions {
   bool pool_cqs = true;            // false: one private CQ per queue
   RegMode reg = RegMode::kFrwr;    // how the data of each I/O is registered
   std::uint32_t max_io_size = 128 * 1024;
+  std::uint32_t path_mtu = 4096;   // every queue's, the target's side too (the CM request carries it)
   std::chrono::milliseconds io_timeout{10000};
   std::uint32_t kato_ms = 5000;    // 0: no keep alive
   std::uint32_t keep_alive_interval_ms = 0;  // 0: KATO / 2, as Linux's host

@@ -89,7 +89,7 @@ Result<CmReply> RdmaTarget::on_connect_request(const CmRequest& req, const std::
   auto q = std::make_unique<TargetQueue>(*this, pd->qid, size, conn);
   // On failure nothing ran on the queue yet: destroying it drops the
   // receives with the QP.
-  if (auto r = q->init(req.peer_addr, req.peer_qpn); !r) return std::unexpected(r.error());
+  if (auto r = q->init(req.peer_addr, req.peer_qpn, req.path_mtu); !r) return std::unexpected(r.error());
   TargetQueue* raw = q.get();
   conn->set_disconnect_handler(CmConnection::kPassive, [raw] { raw->close(); });
   CmReply reply;

@@ -22,7 +22,7 @@ TargetQueue::~TargetQueue() = default;
 
 std::uint32_t TargetQueue::qpn() const { return qp_ ? qp_->qp_num() : 0; }
 
-Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn) {
+Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn, std::uint32_t path_mtu) {
   const TargetOptions& o = target_.options();
   Device& dev = target_.device();
   // The admin queue takes no in-capsule data (its IOCCSZ is the bare SQE).
@@ -97,6 +97,7 @@ Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn) 
   c.peer_addr = host_addr;
   c.peer_qpn = host_qpn;
   c.access = ACCESS_LOCAL_WRITE;  // the host never reads or writes target memory
+  c.path_mtu = path_mtu;
   if (auto r = qp_->connect(c); !r) return r;
   for (RecvBuf& b : recvs_)
     if (!post_recv(b)) return make_error(EIO, "cannot post the receive ring");

@@ -50,8 +50,8 @@ class TargetQueue {
   TargetQueue& operator=(const TargetQueue&) = delete;
 
   // Creates the CQ, the QP and the buffers, posts the receives and connects
-  // the QP to the host's.
-  Result<void> init(std::uint64_t host_addr, std::uint32_t host_qpn);
+  // the QP to the host's, at the path MTU of the host's CM request.
+  Result<void> init(std::uint64_t host_addr, std::uint32_t host_qpn, std::uint32_t path_mtu);
   std::uint32_t qpn() const;
   std::uint16_t qid() const { return qid_; }
   // Any thread: the controller once Connect succeeded, else null.

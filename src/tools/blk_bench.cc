@@ -22,6 +22,7 @@
 #include "nvmf/subsystem.h"
 #include "tools/blk_plot.h"
 #include "tools/latency_histogram.h"
+#include "tools/link_options.h"
 
 namespace srdma::tools {
 namespace {
@@ -222,7 +223,7 @@ Result<std::shared_ptr<nvmf::Namespace>> make_namespace(const BlkBenchOptions& o
   return make_error(EINVAL, fmt::format("unknown backend '{}' (ram or file:PATH)", o.backend));
 }
 
-Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool) {
+Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impair, bool pool) {
   BlkModeResult res;
   res.mode = pool ? "pool" : "private";
   Profile prof;
@@ -232,6 +233,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool) {
   if (!target_dev) return std::unexpected(target_dev.error());
   host_dev->set_cq_dim(o.dim);
   target_dev->set_cq_dim(o.dim);
+  for (Device* d : {&*host_dev, &*target_dev})  // before the first QP
+    if (auto r = d->impair(impair); !r) return std::unexpected(r.error());
 
   nvmf::TargetOptions topts;
   topts.pool_cqs = pool;
@@ -279,6 +282,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool) {
     hopts.pool_cqs = pool;
     hopts.reg = o.reg == "fmr" ? nvmf::RegMode::kFmr : nvmf::RegMode::kFrwr;
     hopts.max_io_size = topts.limits.max_io_size;
+    hopts.path_mtu = o.mtu;
     auto ctrl = nvmf::HostController::connect(*host_dev, target_dev->address(), kPort, hopts);
     if (!ctrl) return std::unexpected(ctrl.error());
     for (std::uint32_t q = 0; q < queues; ++q) {
@@ -335,6 +339,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = cpu_seconds() - cpu0;
   const VectorTotals v1 = vector_totals(devs);
+  res.transport = {device_transport("host", *host_dev), device_transport("target", *target_dev)};
   if (o.progress) std::cerr << "\r" << std::string(50, ' ') << "\r";
 
   LatencyHistogram hist;
@@ -369,11 +374,13 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, bool pool) {
 
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.2f}x", a / b) : "-"; }
 
-void print_table(const BlkBenchOptions& o, std::uint32_t queues, const std::vector<BlkModeResult>& rs,
-                 std::ostream& out) {
-  fmt::print(out, "srdma blk bench: {} controllers x {} queues, qd {}, {} B {}{}, {} namespaces of {} MiB, {}{}\n",
+void print_table(const BlkBenchOptions& o, const ImpairSpec& impair, std::uint32_t queues,
+                 const std::vector<BlkModeResult>& rs, std::ostream& out) {
+  fmt::print(out, "srdma blk bench: {} controllers x {} queues, qd {}, {} B {}{}, {} namespaces of {} MiB, {}{}, "
+             "MTU {}{}\n",
              o.controllers, queues, o.qd, o.bs, o.rw, o.rw == "randrw" ? fmt::format(" ({}% reads)", o.rwmix) : "",
-             o.backend, o.size >> 20, o.reg == "fmr" ? "FMR pool" : "FRWR", o.dim ? ", adaptive moderation" : "");
+             o.backend, o.size >> 20, o.reg == "fmr" ? "FMR pool" : "FRWR", o.dim ? ", adaptive moderation" : "",
+             o.mtu, impair.any() ? ", impaired link" : "");
   fmt::print(out, "{:<24}", "");
   for (const auto& r : rs) fmt::print(out, "{:>14}", r.mode);
   if (rs.size() == 2) fmt::print(out, "{:>16}", "pool/private");
@@ -398,10 +405,17 @@ void print_table(const BlkBenchOptions& o, std::uint32_t queues, const std::vect
   row("I/Os", [](const BlkModeResult& r) { return static_cast<double>(r.ios); }, "{:.0f}");
   row("I/O errors", [](const BlkModeResult& r) { return static_cast<double>(r.io_errors); }, "{:.0f}");
   if (o.verify) row("verify errors", [](const BlkModeResult& r) { return static_cast<double>(r.verify_errors); }, "{:.0f}");
+  for (const auto& r : rs) {
+    fmt::print(out, "{}:\n", r.mode);
+    print_transport(r.transport, impair, out, "  ");
+  }
 }
 
-Result<void> write_json(const std::string& path, const std::vector<BlkModeResult>& rs) {
+Result<void> write_json(const std::string& path, const BlkBenchOptions& o, const ImpairSpec& impair,
+                        const std::vector<BlkModeResult>& rs) {
   nlohmann::json j;
+  j["mtu"] = o.mtu;
+  j["impair"] = impair.any() ? nlohmann::json(to_string(impair)) : nlohmann::json(nullptr);
   for (const auto& r : rs) {
     j["modes"][r.mode] = {
         {"iops", r.iops},
@@ -418,6 +432,7 @@ Result<void> write_json(const std::string& path, const std::vector<BlkModeResult
         {"verify_errors", r.verify_errors},
         {"io_errors", r.io_errors},
         {"ios", r.ios},
+        {"transport", to_json(r.transport)},
     };
   }
   std::ofstream f(path);
@@ -443,24 +458,26 @@ Result<void> check_options(const BlkBenchOptions& o) {
     return make_error(EINVAL, fmt::format("--backend '{}': ram or file:PATH", o.backend));
   if (o.runtime <= 0 && o.ios == 0) return make_error(EINVAL, "--runtime must be positive (or give --ios)");
   if (o.size < kBlockSize || o.size % o.bs) return make_error(EINVAL, "--size must be a positive multiple of --bs");
-  return {};
+  return check_mtu_option(o.mtu);
 }
 
 }  // namespace
 
 Result<std::vector<BlkModeResult>> blk_bench(const BlkBenchOptions& o, std::ostream& out) {
   if (auto r = check_options(o); !r) return std::unexpected(r.error());
+  auto impair = impair_option(o.impair);
+  if (!impair) return std::unexpected(impair.error());
   std::vector<BlkModeResult> results;
   for (bool pool : {false, true}) {
     if ((o.cq == "private" && pool) || (o.cq == "pool" && !pool)) continue;
-    auto r = run_mode(o, pool);
+    auto r = run_mode(o, *impair, pool);
     if (!r) return std::unexpected(r.error());
     results.push_back(*r);
   }
   const std::uint32_t queues = o.queues ? o.queues : std::max(1u, std::thread::hardware_concurrency());
-  print_table(o, queues, results, out);
+  print_table(o, *impair, queues, results, out);
   if (!o.json.empty())
-    if (auto r = write_json(o.json, results); !r) return std::unexpected(r.error());
+    if (auto r = write_json(o.json, o, *impair, results); !r) return std::unexpected(r.error());
   if (!o.plot.empty())
     if (auto r = write_plot(o.plot, results); !r) return std::unexpected(r.error());
   std::uint64_t verify = 0, errors = 0;

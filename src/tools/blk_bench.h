@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "srdma/status.h"
+#include "tools/transport_report.h"
 
 namespace srdma::tools {
 
@@ -31,6 +32,8 @@ struct BlkBenchOptions {
   bool progress = true;
   bool dim = true;              // adaptive completion-event moderation on both devices
   std::uint64_t inject_corruption_after = 0;  // tests: corrupt a block after N I/Os (0: never)
+  std::uint32_t mtu = 4096;     // path MTU of every queue's QP (the host's CM request carries it)
+  std::string impair;           // host and target send through an impairing link (srdma/impair.h); "" none
 };
 
 struct BlkModeResult {
@@ -47,6 +50,7 @@ struct BlkModeResult {
   double cpu_us_per_io = 0;
   std::uint64_t verify_errors = 0;
   std::uint64_t io_errors = 0;
+  std::vector<DeviceTransport> transport;  // the host's and the target's, after the last I/O
 };
 
 // Runs the modes `opts.cq` names and prints the table to `out`. An error

@@ -108,6 +108,11 @@ int main(int argc, char** argv) {
                  "Ping-pong and send_bw: run the server side in the client's thread, alternating");
   perf->add_option("--copy-ms", popt.copy_budget_ms, "Milliseconds spent measuring each copy routine per size")
       ->capture_default_str();
+  std::uint32_t pmtu = 0;
+  auto* o_mtu = perf->add_option("--mtu", pmtu, "Path MTU of the QPs: 256, 512, 1024, 2048 or 4096 (default 4096)");
+  perf->add_option("--impair", popt.impair,
+                   "Both devices send through a link that loses, duplicates, reorders or corrupts packets: "
+                   "loss=P,dup=P,reorder=P,corrupt=P,seed=N[,depth=K] (any subset; P in [0, 1))");
 
   auto* cq_pool = sim->add_subcommand(
       "cq-pool", "The shared CQ pool: lines 'get NR_CQE HINT CTX', 'put CQ NR_CQE', 'destroy CQ', "
@@ -143,6 +148,11 @@ int main(int argc, char** argv) {
   blkbench->add_flag("!--no-dim", bo.dim, "No adaptive completion-event moderation (an event per completion when armed)");
   blkbench->add_option("--inject-corruption", bo.inject_corruption_after,
                        "Testing --verify: corrupt one written block after N I/Os");
+  blkbench->add_option("--mtu", bo.mtu, "Path MTU of the NVMe-oF queues' QPs: 256, 512, 1024, 2048 or 4096")
+      ->capture_default_str();
+  blkbench->add_option("--impair", bo.impair,
+                       "Host and target send through a link that loses, duplicates, reorders or corrupts packets: "
+                       "loss=P,dup=P,reorder=P,corrupt=P,seed=N[,depth=K] (any subset; P in [0, 1))");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -175,6 +185,7 @@ int main(int argc, char** argv) {
     if (o_dur->count()) popt.duration_s = pdur;
     if (o_tx->count()) popt.tx_depth = ptx;
     if (o_inline->count()) popt.inline_size = pinline;
+    if (o_mtu->count()) popt.mtu = pmtu;
     auto report = srdma::tools::run_perf(popt, &std::cout);
     if (!report) return fail(report.error());
     if (!pjson.empty())

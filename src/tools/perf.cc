@@ -35,6 +35,7 @@
 #include "srdma/qp_attr.h"
 #include "srdma/wc.h"
 #include "srdma/wr.h"
+#include "tools/link_options.h"
 #include "tools/perf.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -146,6 +147,13 @@ Result<PerfSettings> resolve_perf_options(const PerfOptions& o) {
 
   if (!(o.copy_budget_ms >= 0)) return make_error(EINVAL, "the copy budget must be >= 0 ms");
   s.copy_budget_ms = o.copy_budget_ms;
+  if (o.mtu) {
+    if (auto r = check_mtu_option(*o.mtu); !r) return std::unexpected(r.error());
+    s.mtu = *o.mtu;
+  }
+  auto impair = impair_option(o.impair);
+  if (!impair) return std::unexpected(impair.error());
+  s.impair = *impair;
   s.use_events = o.use_events;
   s.single_thread = o.single_thread;
   s.verify = o.verify;
@@ -265,6 +273,7 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
   auto dev = Device::open(p, name);
   if (!dev) return std::unexpected(dev.error());
   side->dev = std::move(*dev);
+  if (auto r = side->dev.impair(s.impair); !r) return std::unexpected(r.error());  // before the first QP
   auto pd = side->dev.alloc_pd();
   if (!pd) return std::unexpected(pd.error());
   side->pd = std::move(*pd);
@@ -953,6 +962,7 @@ Result<PerfReport> run_perf(const PerfOptions& options, std::ostream* live) {
       if (live) print_row(report, report.lat.size() - 1, *live);
     }
   }
+  report.transport = {device_transport("client", p.client->dev), device_transport("server", p.server->dev)};
   if (live) print_footer(report, *live);
   return report;
 }

@@ -19,7 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "srdma/impair.h"
 #include "srdma/status.h"
+#include "tools/transport_report.h"
 
 namespace srdma::tools {
 
@@ -45,6 +47,8 @@ struct PerfOptions {
   bool use_events = false;                // -e: wait on a completion channel instead of busy polling
   bool single_thread = false;             // ping-pong tests: both sides alternate in one thread
   double copy_budget_ms = 20;             // time spent measuring each copy routine per size
+  std::optional<std::uint32_t> mtu;       // --mtu: the QPs' path MTU, 256 .. 4096 (default 4096)
+  std::string impair;                     // --impair: both devices send through an impairing link (impair.h)
   // --verify (bandwidth tests): WR k of QP i moves a pattern of its own
   // (k, i); its destination is checked when it completes, so a lost,
   // stale or misplaced transfer is an EIO error. One WR in flight per QP
@@ -70,6 +74,7 @@ struct PerfSettings {
   bool single_thread = false;
   double copy_budget_ms = 20;
   std::uint32_t mtu = 4096;
+  ImpairSpec impair;  // none unless impair.any()
   bool verify = false;
   std::function<void(std::uint32_t, std::uint64_t, std::span<std::uint8_t>)> before_verify;
 };
@@ -111,6 +116,7 @@ struct PerfReport {
   PerfEndpoint local, remote;
   std::vector<BwRow> bw;    // bandwidth tests
   std::vector<LatRow> lat;  // latency tests
+  std::vector<DeviceTransport> transport;  // the client's and the server's, at the end of the run
 };
 
 // Runs the test. With `live`, prints the header before the first size and

@@ -48,7 +48,10 @@ void print_header(const PerfReport& r, std::ostream& out) {
   if (sends) fmt::print(out, " RX depth        : {}\n", s.rx_depth);
   fmt::print(out, " CQ Moderation   : {}\n", s.cq_mod);
   fmt::print(out, " Mtu             : {}[B]\n", s.mtu);
-  fmt::print(out, " Link type       : in-process\n");
+  if (s.impair.any())
+    fmt::print(out, " Link type       : in-process, impaired ({})\n", to_string(s.impair));
+  else
+    fmt::print(out, " Link type       : in-process\n");
   fmt::print(out, " Max inline data : {}[B]\n", s.inline_size);
   fmt::print(out, " Use events      : {}\n", on_off(s.use_events));
   if (s.duration_s > 0) fmt::print(out, " Duration        : {}[s]\n", s.duration_s);
@@ -97,6 +100,7 @@ void print_footer(const PerfReport& r, std::ostream& out) {
   const hca::CopyChoice engine_copy = hca::engine_copy_choice();
   fmt::print(out, " engine copy of 256 B - 4 MiB: {} ({})\n", hca::copy_routine_name(engine_copy.routine),
              engine_copy.how);
+  print_transport(r.transport, r.settings.impair, out);
 }
 
 void print_report(const PerfReport& r, std::ostream& out) {
@@ -124,7 +128,12 @@ nlohmann::json to_json(const PerfReport& r) {
                          {"t_p99_us", l.t_p99_us},
                          {"t_p999_us", l.t_p999_us}});
   }
-  return nlohmann::json{{"test", std::string(perf_test_name(r.settings.test))}, {"results", std::move(results)}};
+  return nlohmann::json{
+      {"test", std::string(perf_test_name(r.settings.test))},
+      {"results", std::move(results)},
+      {"mtu", r.settings.mtu},
+      {"impair", r.settings.impair.any() ? nlohmann::json(to_string(r.settings.impair)) : nlohmann::json(nullptr)},
+      {"transport", to_json(r.transport)}};
 }
 
 Result<void> write_json(const PerfReport& r, const std::string& path) {

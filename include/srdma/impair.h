@@ -1,0 +1,58 @@
+// A link that misbehaves on purpose: the loss, duplication, reordering and
+// corruption a real fabric inflicts now and then, at chosen rates, so the
+// RC transport's recovery (retransmission, duplicate detection, sequence
+// NAKs) runs on demand. The decisions come from a PRNG seeded by `seed`: one
+// seed and one single-threaded packet sequence replay exactly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "srdma/status.h"
+
+namespace srdma {
+
+struct ImpairSpec {
+  // Probabilities per packet, each in [0, 1), drawn independently.
+  double loss = 0;     // the packet vanishes
+  double dup = 0;      // it arrives twice, back to back
+  double reorder = 0;  // it arrives behind the next 1..reorder_depth packets
+  double corrupt = 0;  // it arrives with a bad ICRC (and a flipped payload bit)
+  std::uint32_t reorder_depth = 4;
+  std::uint64_t seed = 1;
+
+  // Some impairment is asked for (a spec without any is a plain link).
+  bool any() const { return loss > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
+  bool operator==(const ImpairSpec&) const = default;
+};
+
+inline constexpr std::uint32_t kMaxReorderDepth = 64;
+
+// "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K": any subset of the keys,
+// each at most once, in any order; the others keep their defaults.
+// EINVAL naming the key or value at fault: an unknown key, a probability
+// outside [0, 1), a seed that is not a 64-bit unsigned number, a depth
+// outside 1..kMaxReorderDepth, an empty spec.
+Result<ImpairSpec> parse_impair(std::string_view text);
+
+// EINVAL naming the field when a spec is outside parse_impair's ranges (a
+// spec built in code rather than parsed).
+Result<void> validate_impair(const ImpairSpec& spec);
+
+// The form parse_impair reads back to the same spec (every key, shortest
+// exact decimal for the probabilities).
+std::string to_string(const ImpairSpec& spec);
+
+// What an impairing link did. passed + dropped = packets offered; a packet
+// duplicated, reordered or corrupted is also passed (once).
+struct ImpairStats {
+  std::uint64_t passed = 0;      // offered and not lost
+  std::uint64_t dropped = 0;     // lost
+  std::uint64_t duplicated = 0;  // extra copies delivered
+  std::uint64_t reordered = 0;   // held back behind later packets
+  std::uint64_t corrupted = 0;   // marked corrupted
+  bool operator==(const ImpairStats&) const = default;
+};
+
+}  // namespace srdma

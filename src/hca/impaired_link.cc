@@ -1,0 +1,118 @@
+#include "hca/impaired_link.h"
+
+#include <cstring>
+#include <utility>
+
+namespace srdma::hca {
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+// A depth of 0 (a spec nobody checked) holds for one send rather than
+// dividing by zero.
+ImpairSpec sane(ImpairSpec s) {
+  if (s.reorder_depth == 0) s.reorder_depth = 1;
+  return s;
+}
+
+}  // namespace
+
+ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec) : inner_(inner), spec_(sane(spec)), rng_(spec.seed) {}
+
+ImpairedLink::~ImpairedLink() = default;
+
+void ImpairedLink::own_payload(Pending& p) {
+  if (!p.bytes.empty() || p.pkt.payload.empty()) return;
+  std::size_t total = 0;
+  for (const MemPiece& m : std::span<const MemPiece>(p.pkt.payload)) total += m.length;
+  if (total == 0) return;
+  p.bytes.resize(total);
+  std::size_t at = 0;
+  for (const MemPiece& m : std::span<const MemPiece>(p.pkt.payload)) {
+    std::memcpy(p.bytes.data() + at, m.addr, m.length);
+    at += m.length;
+  }
+  p.pkt.payload.clear();
+  p.pkt.payload.push_back(MemPiece{p.bytes.data(), total});
+}
+
+bool ImpairedLink::deliver(Pending& p) {
+  bool known = true;
+  for (std::uint32_t i = 0; i < p.copies; ++i) {
+    Packet copy = p.pkt;  // the payload pieces point at p.bytes or the sender's memory
+    bool k = inner_.send(std::move(copy));
+    if (i == 0) known = k;
+  }
+  return known;
+}
+
+bool ImpairedLink::send(Packet&& msg) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  Pending now;
+  now.pkt = std::move(msg);
+  bool lost = false, held = false;
+  std::vector<Pending> released;
+  {
+    std::lock_guard lock(mu_);
+    // Every draw happens on every send, in one order, so that the decisions
+    // for packet n depend only on the seed and n.
+    double u_loss = unit(rng_), u_corrupt = unit(rng_), u_dup = unit(rng_), u_reorder = unit(rng_);
+    std::uint64_t bit = rng_();
+    std::uint32_t wait = 1 + static_cast<std::uint32_t>(rng_() % spec_.reorder_depth);
+
+    // The packets held before this one count it; those it was the last
+    // for go on right after it.
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (--it->left == 0) {
+        released.push_back(std::move(*it));
+        it = held_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+
+    if (u_loss < spec_.loss) {
+      lost = true;
+    } else {
+      if (u_corrupt < spec_.corrupt) {
+        now.pkt.corrupted = true;
+        own_payload(now);  // never flip the sender's own byte
+        if (!now.bytes.empty()) now.bytes[bit / 8 % now.bytes.size()] ^= std::byte(1u << (bit % 8));
+        corrupted_.fetch_add(1, kRelaxed);
+      }
+      if (u_dup < spec_.dup) {
+        now.copies = 2;
+        own_payload(now);  // the first copy may complete the WR before the second goes
+        duplicated_.fetch_add(1, kRelaxed);
+      }
+      if (u_reorder < spec_.reorder) {
+        own_payload(now);
+        now.left = wait;
+        held_.push_back(std::move(now));
+        held = true;
+        reordered_.fetch_add(1, kRelaxed);
+      }
+    }
+  }
+  (lost ? dropped_ : passed_).fetch_add(1, kRelaxed);
+  bool known = true;
+  if (!lost && !held) known = deliver(now);
+  for (Pending& p : released) deliver(p);
+  return known;
+}
+
+void ImpairedLink::flush() {
+  std::vector<Pending> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(held_);
+  }
+  for (Pending& p : all) deliver(p);
+}
+
+ImpairStats ImpairedLink::stats() const {
+  return ImpairStats{passed_.load(kRelaxed), dropped_.load(kRelaxed), duplicated_.load(kRelaxed),
+                     reordered_.load(kRelaxed), corrupted_.load(kRelaxed)};
+}
+
+}  // namespace srdma::hca

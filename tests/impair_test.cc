@@ -1,0 +1,96 @@
+// The --impair spec: what parse_impair accepts, what it refuses and why,
+// and that to_string reads back to the same spec.
+#include <gtest/gtest.h>
+
+#include "srdma/impair.h"
+
+namespace srdma {
+namespace {
+
+TEST(ImpairSpec, ParsesEveryKey) {
+  auto s = parse_impair("loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,seed=7,depth=8");
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_EQ(s->loss, 0.05);
+  EXPECT_EQ(s->dup, 0.01);
+  EXPECT_EQ(s->reorder, 0.02);
+  EXPECT_EQ(s->corrupt, 0.001);
+  EXPECT_EQ(s->seed, 7u);
+  EXPECT_EQ(s->reorder_depth, 8u);
+  EXPECT_TRUE(s->any());
+}
+
+TEST(ImpairSpec, KeysAreOptionalAndInAnyOrder) {
+  auto s = parse_impair("seed=3,loss=0.5");
+  ASSERT_TRUE(s) << s.error().to_string();
+  ImpairSpec want;
+  want.loss = 0.5;
+  want.seed = 3;
+  EXPECT_EQ(*s, want);
+  auto none = parse_impair("loss=0,seed=9");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->any());
+}
+
+TEST(ImpairSpec, RoundTripsThroughToString) {
+  ImpairSpec s;
+  s.loss = 0.1;
+  s.dup = 1e-5;
+  s.reorder = 0.333;
+  s.corrupt = 0.25;
+  s.seed = UINT64_MAX;
+  s.reorder_depth = 64;
+  EXPECT_EQ(to_string(s), "loss=0.1,dup=1e-05,reorder=0.333,corrupt=0.25,seed=18446744073709551615,depth=64");
+  auto back = parse_impair(to_string(s));
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(*back, s);
+}
+
+// Each bad input is EINVAL with a reason that names what is wrong.
+TEST(ImpairSpec, RefusesBadInputNamingIt) {
+  struct Case {
+    const char* text;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"", "empty"},
+      {"loss=1", "loss=\"1\""},
+      {"loss=1.5", "loss=\"1.5\""},
+      {"dup=-0.1", "dup=\"-0.1\""},
+      {"reorder=nan", "reorder=\"nan\""},
+      {"corrupt=inf", "corrupt=\"inf\""},
+      {"loss=", "loss=\"\""},
+      {"loss=0.1x", "loss=\"0.1x\""},
+      {"seed=-1", "seed=\"-1\""},
+      {"seed=18446744073709551616", "seed="},
+      {"depth=0", "depth=\"0\""},
+      {"depth=65", "depth=\"65\""},
+      {"drop=0.1", "unknown impairment key \"drop\""},
+      {"loss", "\"loss\" is not key=value"},
+      {"loss=0.1,", "\"\" is not key=value"},
+      {"loss=0.1,loss=0.2", "loss given twice"},
+  };
+  for (const Case& c : cases) {
+    auto s = parse_impair(c.text);
+    ASSERT_FALSE(s) << c.text;
+    EXPECT_EQ(s.error().code, EINVAL) << c.text;
+    EXPECT_NE(s.error().reason.find(c.names), std::string::npos) << c.text << ": " << s.error().reason;
+  }
+}
+
+TEST(ImpairSpec, ValidateRefusesASpecBuiltOutOfRange) {
+  EXPECT_TRUE(validate_impair(ImpairSpec{}));
+  ImpairSpec s;
+  s.corrupt = 1;
+  auto r = validate_impair(s);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  EXPECT_NE(r.error().reason.find("corrupt=1"), std::string::npos) << r.error().reason;
+  s = ImpairSpec{};
+  s.reorder_depth = 0;
+  r = validate_impair(s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("depth=0"), std::string::npos) << r.error().reason;
+}
+
+}  // namespace
+}  // namespace srdma

@@ -1,0 +1,243 @@
+// The impairing link against a fake wire that records what reaches it: the
+// rates, the replay by seed, the reorder bound, payload ownership, and
+// sends from inside a delivery and from two threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "hca/impaired_link.h"
+
+namespace srdma::hca {
+namespace {
+
+// What arrived, read at arrival as a receiver would read it.
+struct Arrival {
+  std::uint32_t psn = 0;
+  bool corrupted = false;
+  std::vector<std::byte> bytes;
+  const std::byte* first_piece = nullptr;
+};
+
+class RecordingLink final : public Link {
+ public:
+  bool send(Packet&& p) override {
+    Arrival a{p.psn, p.corrupted, {}, p.payload.empty() ? nullptr : p.payload.front().addr};
+    for (const MemPiece& m : std::span<const MemPiece>(p.payload))
+      a.bytes.insert(a.bytes.end(), m.addr, m.addr + m.length);
+    {
+      std::lock_guard lock(mu);
+      got.push_back(std::move(a));
+    }
+    if (on_arrival) on_arrival(p);
+    return p.dst_addr != kUnknown;
+  }
+  std::vector<std::uint32_t> psns() const {
+    std::vector<std::uint32_t> v;
+    for (const Arrival& a : got) v.push_back(a.psn);
+    return v;
+  }
+  static constexpr std::uint64_t kUnknown = 99;
+  std::mutex mu;
+  std::vector<Arrival> got;
+  std::function<void(const Packet&)> on_arrival;
+};
+
+Packet packet(std::uint32_t psn, std::byte* data = nullptr, std::size_t len = 0) {
+  Packet p;
+  p.op = Opcode::kWriteOnly;
+  p.psn = psn;
+  if (data) {
+    p.payload.push_back(MemPiece{data, len});
+    p.payload_length = static_cast<std::uint32_t>(len);
+  }
+  return p;
+}
+
+ImpairSpec spec(double loss, double dup, double reorder, double corrupt, std::uint64_t seed = 1,
+                std::uint32_t depth = 4) {
+  ImpairSpec s;
+  s.loss = loss;
+  s.dup = dup;
+  s.reorder = reorder;
+  s.corrupt = corrupt;
+  s.seed = seed;
+  s.reorder_depth = depth;
+  return s;
+}
+
+std::vector<std::uint32_t> run(const ImpairSpec& s, std::uint32_t n) {
+  RecordingLink wire;
+  ImpairedLink link(wire, s);
+  for (std::uint32_t i = 0; i < n; ++i) link.send(packet(i));
+  link.flush();
+  return wire.psns();
+}
+
+TEST(ImpairedLink, NoImpairmentPassesEveryPacketByReferenceInOrder) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0, 0, 0, 0));
+  std::array<std::byte, 16> buf{};
+  for (std::uint32_t i = 0; i < 1000; ++i) EXPECT_TRUE(link.send(packet(i, buf.data(), buf.size())));
+  ASSERT_EQ(wire.got.size(), 1000u);  // nothing held: all there before flush
+  for (std::uint32_t i = 0; i < 1000; ++i) {
+    EXPECT_EQ(wire.got[i].psn, i);
+    EXPECT_FALSE(wire.got[i].corrupted);
+    EXPECT_EQ(wire.got[i].first_piece, buf.data());  // not copied
+  }
+  EXPECT_EQ(link.stats(), (ImpairStats{1000, 0, 0, 0, 0}));
+}
+
+TEST(ImpairedLink, RatesFollowTheSpec) {
+  constexpr std::uint32_t kN = 100000;
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0.1, 0.05, 0.05, 0.02, 42));
+  for (std::uint32_t i = 0; i < kN; ++i) link.send(packet(i));
+  link.flush();
+  ImpairStats st = link.stats();
+  EXPECT_EQ(st.passed + st.dropped, kN);
+  EXPECT_EQ(wire.got.size(), st.passed + st.duplicated);
+  // Loose bounds: many standard deviations wide, never flaky for one seed.
+  EXPECT_NEAR(st.dropped, 0.1 * kN, 1000);
+  EXPECT_NEAR(st.duplicated, 0.05 * 0.9 * kN, 700);
+  EXPECT_NEAR(st.reordered, 0.05 * 0.9 * kN, 700);
+  EXPECT_NEAR(st.corrupted, 0.02 * 0.9 * kN, 400);
+  auto flagged = std::count_if(wire.got.begin(), wire.got.end(), [](const Arrival& a) { return a.corrupted; });
+  EXPECT_GE(static_cast<std::uint64_t>(flagged), st.corrupted);  // a corrupted duplicate arrives twice
+}
+
+TEST(ImpairedLink, OneSeedReplaysTheSameSequence) {
+  ImpairSpec s = spec(0.1, 0.1, 0.1, 0.1, 7);
+  auto first = run(s, 5000);
+  EXPECT_EQ(run(s, 5000), first);
+  s.seed = 8;
+  EXPECT_NE(run(s, 5000), first);
+}
+
+// A held packet is overtaken by at most reorder_depth packets sent after it.
+TEST(ImpairedLink, ReorderStaysWithinDepth) {
+  for (std::uint32_t depth : {1u, 3u, 8u}) {
+    auto got = run(spec(0.05, 0, 0.3, 0, depth, depth), 20000);
+    std::uint32_t max_overtakers = 0;
+    std::vector<std::uint32_t> max_after(got.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      std::uint32_t overtakers = 0;
+      for (std::size_t j = (i > 64 ? i - 64 : 0); j < i; ++j) overtakers += got[j] > got[i];
+      max_overtakers = std::max(max_overtakers, overtakers);
+    }
+    EXPECT_LE(max_overtakers, depth) << "depth " << depth;
+    EXPECT_GE(max_overtakers, 1u) << "depth " << depth;  // it did reorder
+    auto sorted = got;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());  // no packet twice
+  }
+}
+
+TEST(ImpairedLink, HeldPacketOwnsItsPayload) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 1));
+  std::array<std::byte, 64> buf;
+  buf.fill(std::byte{0xab});
+  link.send(packet(0, buf.data(), buf.size()));
+  ASSERT_TRUE(wire.got.empty());
+  buf.fill(std::byte{0x00});  // the WR completed, the buffer is reused
+  link.flush();
+  ASSERT_EQ(wire.got.size(), 1u);
+  EXPECT_NE(wire.got[0].first_piece, buf.data());
+  EXPECT_EQ(wire.got[0].bytes, std::vector<std::byte>(64, std::byte{0xab}));
+}
+
+TEST(ImpairedLink, DuplicateOwnsItsPayload) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0, 0.999999, 0, 0));
+  std::array<std::byte, 64> buf;
+  buf.fill(std::byte{0xcd});
+  // The first copy completes the WR and the consumer reuses the buffer
+  // before the second copy arrives.
+  wire.on_arrival = [&](const Packet&) { buf.fill(std::byte{0x00}); };
+  link.send(packet(0, buf.data(), buf.size()));
+  ASSERT_EQ(wire.got.size(), 2u);
+  for (const Arrival& a : wire.got) EXPECT_EQ(a.bytes, std::vector<std::byte>(64, std::byte{0xcd}));
+  EXPECT_EQ(link.stats().duplicated, 1u);
+}
+
+TEST(ImpairedLink, CorruptionFlagsThePacketAndFlipsOneBitOfACopy) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0, 0, 0, 0.999999));
+  std::array<std::byte, 100> buf;
+  buf.fill(std::byte{0x5a});
+  const std::array<std::byte, 100> orig = buf;
+  link.send(packet(0, buf.data(), buf.size()));
+  link.send(packet(1));  // no payload: only the flag
+  ASSERT_EQ(wire.got.size(), 2u);
+  EXPECT_TRUE(wire.got[0].corrupted);
+  EXPECT_TRUE(wire.got[1].corrupted);
+  EXPECT_EQ(buf, orig);  // the sender's memory is untouched
+  int flipped = 0;
+  for (std::size_t i = 0; i < buf.size(); ++i)
+    flipped += std::popcount(static_cast<unsigned>(wire.got[0].bytes[i] ^ orig[i]));
+  EXPECT_EQ(flipped, 1);
+  EXPECT_EQ(link.stats().corrupted, 2u);
+}
+
+TEST(ImpairedLink, PassesTheInnerAnswerForThePacketSentNow) {
+  RecordingLink wire;
+  ImpairedLink plain(wire, spec(0, 0, 0, 0));
+  Packet p = packet(0);
+  p.dst_addr = RecordingLink::kUnknown;
+  EXPECT_FALSE(plain.send(std::move(p)));
+  ImpairedLink lossy(wire, spec(0.999999, 0, 0, 0));
+  p = packet(1);
+  p.dst_addr = RecordingLink::kUnknown;
+  EXPECT_TRUE(lossy.send(std::move(p)));  // lost before the wire could say
+}
+
+TEST(ImpairedLink, DestructionLosesWhatIsHeld) {
+  RecordingLink wire;
+  {
+    ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 4));
+    link.send(packet(0));
+    link.send(packet(1));
+  }
+  EXPECT_TRUE(wire.got.empty());
+}
+
+// The in-process wire delivers in the sender's thread and the receiver
+// answers through the same link, from inside send().
+TEST(ImpairedLink, SendFromInsideADeliveryDoesNotDeadlock) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0.1, 0.1, 0.3, 0.1, 5));
+  wire.on_arrival = [&](const Packet& p) {
+    if (p.psn < 1000) link.send(packet(p.psn + 1000));  // the "ACK"
+  };
+  for (std::uint32_t i = 0; i < 1000; ++i) link.send(packet(i));
+  link.flush();
+  ImpairStats st = link.stats();
+  EXPECT_GT(st.passed + st.dropped, 1000u);  // the answers went through it too
+  EXPECT_EQ(wire.got.size(), st.passed + st.duplicated);
+}
+
+TEST(ImpairedLink, TwoSendersAtOnce) {
+  constexpr std::uint32_t kPerThread = 20000;
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0.05, 0.05, 0.1, 0.05, 3));
+  std::array<std::byte, 32> buf{};
+  auto sender = [&](std::uint32_t base) {
+    for (std::uint32_t i = 0; i < kPerThread; ++i) link.send(packet(base + i, buf.data(), buf.size()));
+  };
+  std::thread t1(sender, 0), t2(sender, 1u << 20);
+  t1.join();
+  t2.join();
+  link.flush();
+  ImpairStats st = link.stats();
+  EXPECT_EQ(st.passed + st.dropped, 2 * kPerThread);
+  EXPECT_EQ(wire.got.size(), st.passed + st.duplicated);
+}
+
+}  // namespace
+}  // namespace srdma::hca
