@@ -8,6 +8,7 @@
 
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
+#include "srdma/impair.h"
 #include "wait.h"
 
 namespace srdma::hca::pair {
@@ -33,9 +34,12 @@ struct Side {
 
   // CQs of `cqe` entries, a QP of `caps`; `clock`: the transport and RNR
   // timers run on it (nullptr: real time).
-  explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}, ManualClock* clock = nullptr) {
+  // `impair`: the device sends through an impairing link (impair.h).
+  explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}, ManualClock* clock = nullptr,
+                const ImpairSpec* impair = nullptr) {
     dev = SoftHca::open(small_profile()).value();
     if (clock) dev->engine().use_manual_clock(*clock);
+    if (impair) EXPECT_TRUE(dev->engine().impair(*impair));
     pdn = dev->tables().alloc_pd().value();
     scq = dev->engine().create_cq(cqe, 0, nullptr).value();
     rcq = dev->engine().create_cq(cqe, 1, nullptr).value();
@@ -58,6 +62,9 @@ struct PathParams {
   std::uint8_t timeout = 10;
   std::uint8_t min_rnr_timer = 1;
   std::uint32_t access = kAccessAll;  // qp_access_flags on both sides
+  std::uint32_t path_mtu = 4096;
+  std::uint32_t sq_psn = 0;  // both sides start at these
+  std::uint32_t rq_psn = 0;
 };
 
 // Brings `s` to RTS towards `peer_addr`/`peer_qpn`.
@@ -70,6 +77,9 @@ inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, c
   at.dest_addr = peer_addr;
   at.dest_qp_num = peer_qpn;
   at.min_rnr_timer = p.min_rnr_timer;
+  at.path_mtu = p.path_mtu;
+  at.rq_psn = p.rq_psn;
+  at.sq_psn = p.sq_psn;
   ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
                                   QP_MIN_RNR_TIMER));
   at.qp_state = QpState::kRts;

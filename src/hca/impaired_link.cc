@@ -22,18 +22,16 @@ ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec) : inner_(inner),
 ImpairedLink::~ImpairedLink() = default;
 
 void ImpairedLink::own_payload(Pending& p) {
-  if (!p.bytes.empty() || p.pkt.payload.empty()) return;
-  std::size_t total = 0;
-  for (const MemPiece& m : std::span<const MemPiece>(p.pkt.payload)) total += m.length;
-  if (total == 0) return;
-  p.bytes.resize(total);
-  std::size_t at = 0;
+  if (p.pkt.owned || p.pkt.payload.empty()) return;
+  auto bytes = std::make_shared<std::vector<std::byte>>();
   for (const MemPiece& m : std::span<const MemPiece>(p.pkt.payload)) {
-    std::memcpy(p.bytes.data() + at, m.addr, m.length);
-    at += m.length;
+    const auto* from = m.addr;
+    bytes->insert(bytes->end(), from, from + m.length);
   }
   p.pkt.payload.clear();
-  p.pkt.payload.push_back(MemPiece{p.bytes.data(), total});
+  if (!bytes->empty()) p.pkt.payload.push_back(MemPiece{bytes->data(), bytes->size()});
+  p.bytes = bytes.get();
+  p.pkt.owned = std::move(bytes);  // every copy of the packet keeps them alive
 }
 
 bool ImpairedLink::deliver(Pending& p) {
@@ -77,7 +75,7 @@ bool ImpairedLink::send(Packet&& msg) {
       if (u_corrupt < spec_.corrupt) {
         now.pkt.corrupted = true;
         own_payload(now);  // never flip the sender's own byte
-        if (!now.bytes.empty()) now.bytes[bit / 8 % now.bytes.size()] ^= std::byte(1u << (bit % 8));
+        if (now.bytes && !now.bytes->empty()) (*now.bytes)[bit / 8 % now.bytes->size()] ^= std::byte(1u << (bit % 8));
         corrupted_.fetch_add(1, kRelaxed);
       }
       if (u_dup < spec_.dup) {

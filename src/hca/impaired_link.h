@@ -52,7 +52,7 @@ class ImpairedLink final : public Link {
   // A packet on its way, with the payload it owns (when it owns one).
   struct Pending {
     Packet pkt;
-    std::vector<std::byte> bytes;  // pkt.payload points here when not empty
+    std::vector<std::byte>* bytes = nullptr;  // pkt.owned, writable, when this link made the copy
     std::uint32_t copies = 1;      // 2 when duplicated
     std::uint32_t left = 0;        // sends still to let by, when held
   };

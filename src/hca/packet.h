@@ -7,12 +7,15 @@
 // The payload travels by reference, as a list of memory pieces the sender
 // has already translated (and so checked). The in-process link hands the
 // list over as it is; a link that keeps a packet past send() (one that
-// delays or duplicates it) must copy the bytes first, and a link across
-// processes or hosts copies them into its frames.
+// delays or duplicates it) copies the bytes into `owned` first, and a link
+// across processes or hosts copies them into its frames.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "hca/piece_list.h"
 
@@ -135,6 +138,10 @@ struct Packet {
   std::uint32_t msn = 0;               // AETH: messages completed by the responder (24 bits)
   std::uint32_t payload_length = 0;    // bytes in `payload`
   PieceList payload;                   // by reference, see above
+  // The bytes `payload` points into when a link made the packet its own
+  // (held back, duplicated, framed): shared by every copy of the packet, so
+  // a receiver that keeps one (a completer's inbox) keeps them alive.
+  std::shared_ptr<const std::vector<std::byte>> owned;
   // A train: `count` consecutive packets of one message handed over at once
   // by a link that carries trains (the in-process link; see unroll()).
   // `op` is the first packet's opcode, `last_op` the last one's; the
@@ -168,6 +175,7 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
   for (std::uint32_t i = 0; i < train.count; ++i) {
     const bool first = i == 0, last = i + 1 == train.count;
     Packet p;
+    p.owned = train.owned;
     p.src_addr = train.src_addr;
     p.dst_addr = train.dst_addr;
     p.src_qpn = train.src_qpn;

@@ -1,0 +1,377 @@
+// The RC transport over a link that loses, duplicates, reorders and
+// corrupts packets: streams of every operation, at every path MTU, with
+// PSNs that wrap, must complete exactly once, in order, with every byte as
+// sent and no atomic executed twice. And a peer that stops answering ends
+// in RETRY_EXC_ERR with the rest flushed, without a hang.
+//
+// Time is a manual clock: when nothing moves, the test advances it by the
+// transport timeout, which fires the retransmissions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "hca_pair.h"
+#include "srdma/impair.h"
+
+namespace srdma::hca {
+namespace {
+
+using pair::PathParams;
+using pair::Side;
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int kOpsPerMtu = 400;  // the sanitizers run it shorter
+#else
+constexpr int kOpsPerMtu = 3000;
+#endif
+constexpr std::uint32_t kDepth = 16;  // WRs in flight
+
+enum class Op { kSend, kSendImm, kSendInv, kWrite, kWriteImm, kRead, kCmpSwap, kFetchAdd };
+
+// One WR of the stream and what it must produce.
+struct Planned {
+  Op op = Op::kSend;
+  std::uint32_t len = 0;
+  std::uint8_t seed = 0;  // its byte pattern
+};
+
+std::uint8_t pattern(std::uint8_t seed, std::size_t i) { return static_cast<std::uint8_t>(seed * 31 + i * 7 + 1); }
+
+class Soak {
+ public:
+  Soak(std::uint32_t mtu, const ImpairSpec& spec, ManualClock& clock)
+      : mtu_(mtu), max_len_(8 * mtu + 1), clock_(clock), a_(256, {64, 64, 4, 4, 64}, &clock, &spec),
+        b_(256, {64, 64, 4, 4, 64}, &clock, &spec2(spec)) {
+    slot_ = max_len_ + 64;
+    a_mem_.assign(2 * kDepth * slot_, 0);  // [0, kDepth): sources; [kDepth, 2 kDepth): READ and atomic results
+    b_mem_.assign(2 * kDepth * slot_ + 64, 0);  // WRITE targets, READ sources, then the atomic words
+    a_key_ = a_.reg(a_mem_.data(), a_mem_.size(), kAccessAll);
+    b_key_ = b_.reg(b_mem_.data(), b_mem_.size(), kAccessAll);
+    recv_mem_.assign(kDepth * slot_, 0);
+    recv_key_ = b_.reg(recv_mem_.data(), recv_mem_.size(), kAccessAll);
+    inv_key_ = b_.dev->tables().alloc_fast_reg_mr(b_.pdn, 4).value();
+    PathParams p;
+    p.rnr_retry = 7;
+    p.retry_cnt = 7;
+    p.timeout = 1;  // 8 us of the manual clock
+    p.path_mtu = mtu;
+    p.sq_psn = 0xfffff0;  // the stream wraps its PSNs
+    p.rq_psn = 0xfffff0;
+    pair::connect(a_, b_, p);
+  }
+
+  static const ImpairSpec& spec2(const ImpairSpec& s) {
+    static thread_local ImpairSpec other;
+    other = s;
+    other.seed = s.seed * 7919 + 1;
+    return other;
+  }
+
+  void run(int n_ops, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    plan_.clear();
+    for (int i = 0; i < n_ops; ++i) {
+      Planned w;
+      w.op = static_cast<Op>(rng() % 8);
+      const std::uint32_t sizes[] = {0, 1, mtu_ - 1, mtu_, mtu_ + 1, max_len_, static_cast<std::uint32_t>(rng() % (max_len_ + 1))};
+      w.len = sizes[rng() % 7];
+      if (w.op == Op::kCmpSwap || w.op == Op::kFetchAdd) w.len = 8;
+      w.seed = static_cast<std::uint8_t>(rng());
+      plan_.push_back(w);
+    }
+    std::size_t posted = 0, completed = 0, recvs_posted = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (completed < plan_.size()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "stuck at WR " << completed << " of " << plan_.size();
+      bool moved = false;
+      while (recvs_posted < expected_recvs_upto(posted + kDepth) && recvs_posted - recvs_done_ < kDepth) {
+        post_recv(recvs_posted++);
+        moved = true;
+      }
+      while (posted < plan_.size() && posted - completed < kDepth && posted < recvs_bound(recvs_posted)) {
+        post(posted++);
+        moved = true;
+      }
+      Wc wc[16];
+      int n = a_.scq->poll(wc);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(wc[i].wr_id, completed) << "send completions in posting order, each once";
+        ASSERT_EQ(wc[i].status, WcStatus::kSuccess) << "WR " << completed << " " << static_cast<int>(plan_[completed].op)
+                                                    << " len " << plan_[completed].len;
+        check_send(completed++);
+        moved = true;
+      }
+      n = b_.rcq->poll(wc);
+      for (int i = 0; i < n; ++i) {
+        check_recv(wc[i]);
+        moved = true;
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+      // Nothing moved: let the transport (and RNR) timers run.
+      if (!moved) {
+        clock_.advance(std::chrono::microseconds(10));
+        std::this_thread::yield();
+      }
+    }
+    // Every receive completed too (the last SENDs' CQEs may trail).
+    while (recvs_done_ < recvs_expected_) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      Wc wc[16];
+      const int n = b_.rcq->poll(wc);
+      for (int i = 0; i < n; ++i) check_recv(wc[i]);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    std::uint64_t word = 0;
+    std::memcpy(&word, &b_mem_[fadd_offset()], 8);
+    EXPECT_EQ(word, fetch_adds_) << "every fetch-and-add executed exactly once";
+    std::memcpy(&word, &b_mem_[cas_offset()], 8);
+    EXPECT_EQ(word, cmp_swaps_) << "every compare-and-swap executed exactly once";
+  }
+
+  Side& a() { return a_; }
+  Side& b() { return b_; }
+
+ private:
+  static bool consumes_recv(Op op) { return op == Op::kSend || op == Op::kSendImm || op == Op::kSendInv || op == Op::kWriteImm; }
+  std::size_t fadd_offset() const { return 2 * kDepth * slot_; }
+  std::size_t cas_offset() const { return 2 * kDepth * slot_ + 8; }
+  // Receives: the k-th consuming WR takes the k-th receive.
+  std::size_t expected_recvs_upto(std::size_t wr) const {
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < std::min(wr, plan_.size()); ++i) k += consumes_recv(plan_[i].op);
+    return k;
+  }
+  // WRs up to the one that would need receive number `recvs` + 1.
+  std::size_t recvs_bound(std::size_t recvs) const {
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < plan_.size(); ++i) {
+      if (consumes_recv(plan_[i].op) && k++ == recvs) return i;
+    }
+    return plan_.size();
+  }
+
+  std::uint8_t* a_src(std::size_t i) { return &a_mem_[(i % kDepth) * slot_]; }
+  std::uint8_t* a_dst(std::size_t i) { return &a_mem_[(kDepth + i % kDepth) * slot_]; }
+  std::uint8_t* b_dst(std::size_t i) { return &b_mem_[(i % kDepth) * slot_]; }
+  std::uint8_t* b_src(std::size_t i) { return &b_mem_[(kDepth + i % kDepth) * slot_]; }
+
+  void post_recv(std::size_t k) {
+    Sge sge{reinterpret_cast<std::uint64_t>(&recv_mem_[(k % kDepth) * slot_]), max_len_, recv_key_};
+    RecvWr r;
+    r.wr_id = k;
+    r.sg_list = &sge;
+    r.num_sge = 1;
+    const RecvWr* bad = nullptr;
+    ASSERT_TRUE(b_.qp->post_recv(&r, &bad));
+  }
+
+  void post(std::size_t i) {
+    const Planned& w = plan_[i];
+    SendWr wr;
+    wr.wr_id = i;
+    wr.send_flags = SEND_SIGNALED;
+    Sge sge{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    switch (w.op) {
+      case Op::kSend:
+      case Op::kSendImm:
+      case Op::kSendInv:
+      case Op::kWrite:
+      case Op::kWriteImm:
+        for (std::uint32_t j = 0; j < w.len; ++j) a_src(i)[j] = pattern(w.seed, j);
+        sge = Sge{reinterpret_cast<std::uint64_t>(a_src(i)), w.len, a_key_};
+        break;
+      case Op::kRead:
+        for (std::uint32_t j = 0; j < w.len; ++j) b_src(i)[j] = pattern(w.seed, j);
+        std::memset(a_dst(i), 0, w.len + 1);
+        sge = Sge{reinterpret_cast<std::uint64_t>(a_dst(i)), w.len, a_key_};
+        wr.remote_addr = reinterpret_cast<std::uint64_t>(b_src(i));
+        wr.rkey = b_key_;
+        break;
+      case Op::kCmpSwap:
+      case Op::kFetchAdd:
+        sge = Sge{reinterpret_cast<std::uint64_t>(a_dst(i)), 8, a_key_};
+        wr.remote_addr = reinterpret_cast<std::uint64_t>(&b_mem_[w.op == Op::kFetchAdd ? fadd_offset() : cas_offset()]);
+        wr.rkey = b_key_;
+        break;
+    }
+    switch (w.op) {
+      case Op::kSend: wr.opcode = WrOpcode::kSend; break;
+      case Op::kSendImm: wr.opcode = WrOpcode::kSendWithImm; wr.imm_data = static_cast<std::uint32_t>(i); break;
+      case Op::kSendInv: wr.opcode = WrOpcode::kSendWithInv; wr.invalidate_rkey = inv_key_; break;
+      case Op::kWrite:
+      case Op::kWriteImm:
+        wr.opcode = w.op == Op::kWrite ? WrOpcode::kRdmaWrite : WrOpcode::kRdmaWriteWithImm;
+        wr.imm_data = static_cast<std::uint32_t>(i);
+        std::memset(b_dst(i), 0, w.len + 1);
+        wr.remote_addr = reinterpret_cast<std::uint64_t>(b_dst(i));
+        wr.rkey = b_key_;
+        break;
+      case Op::kRead: wr.opcode = WrOpcode::kRdmaRead; break;
+      case Op::kCmpSwap:
+        wr.opcode = WrOpcode::kAtomicCmpAndSwp;
+        wr.compare_add = cmp_swaps_posted_;  // the value it holds when this one executes
+        wr.swap = cmp_swaps_posted_ + 1;
+        ++cmp_swaps_posted_;
+        break;
+      case Op::kFetchAdd: wr.opcode = WrOpcode::kAtomicFetchAndAdd; wr.compare_add = 1; break;
+    }
+    if (consumes_recv(w.op)) recv_of_.push_back(i);
+    const SendWr* bad = nullptr;
+    ASSERT_TRUE(a_.qp->post_send(&wr, &bad, nullptr));
+  }
+
+  void check_send(std::size_t i) {
+    const Planned& w = plan_[i];
+    switch (w.op) {
+      case Op::kWrite:
+      case Op::kWriteImm:
+        for (std::uint32_t j = 0; j < w.len; ++j)
+          ASSERT_EQ(b_dst(i)[j], pattern(w.seed, j)) << "WRITE " << i << " byte " << j;
+        ASSERT_EQ(b_dst(i)[w.len], 0) << "WRITE " << i << " wrote past its end";
+        break;
+      case Op::kRead:
+        for (std::uint32_t j = 0; j < w.len; ++j)
+          ASSERT_EQ(a_dst(i)[j], pattern(w.seed, j)) << "READ " << i << " byte " << j;
+        ASSERT_EQ(a_dst(i)[w.len], 0) << "READ " << i << " wrote past its end";
+        break;
+      case Op::kFetchAdd: {
+        std::uint64_t orig = 0;
+        std::memcpy(&orig, a_dst(i), 8);
+        ASSERT_EQ(orig, fetch_adds_) << "fetch-and-add " << i << " saw another's result: executed twice?";
+        ++fetch_adds_;
+        break;
+      }
+      case Op::kCmpSwap: {
+        std::uint64_t orig = 0;
+        std::memcpy(&orig, a_dst(i), 8);
+        ASSERT_EQ(orig, cmp_swaps_) << "compare-and-swap " << i;
+        ++cmp_swaps_;
+        break;
+      }
+      case Op::kSend:
+      case Op::kSendImm:
+      case Op::kSendInv: break;  // checked with its receive
+    }
+  }
+
+  void check_recv(const Wc& wc) {
+    ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    ASSERT_EQ(wc.wr_id, recvs_done_) << "receive completions in order, each once";
+    ASSERT_LT(recvs_done_, recv_of_.size());
+    const std::size_t i = recv_of_[recvs_done_];
+    const Planned& w = plan_[i];
+    ASSERT_EQ(wc.byte_len, w.len);
+    if (w.op == Op::kSendImm || w.op == Op::kWriteImm) {
+      ASSERT_TRUE(wc.wc_flags & WC_WITH_IMM);
+      ASSERT_EQ(wc.imm_data, i);
+    }
+    if (w.op == Op::kSendInv) {
+      ASSERT_TRUE(wc.wc_flags & WC_WITH_INVALIDATE);
+      ASSERT_EQ(wc.invalidated_rkey, inv_key_);
+    }
+    if (w.op != Op::kWriteImm) {
+      const std::uint8_t* got = &recv_mem_[(recvs_done_ % kDepth) * slot_];
+      for (std::uint32_t j = 0; j < w.len; ++j) ASSERT_EQ(got[j], pattern(w.seed, j)) << "SEND " << i << " byte " << j;
+    }
+    ++recvs_done_;
+    recvs_expected_ = recv_of_.size();
+  }
+
+  std::uint32_t mtu_, max_len_;
+  ManualClock& clock_;
+  Side a_, b_;
+  std::size_t slot_ = 0;
+  std::vector<std::uint8_t> a_mem_, b_mem_, recv_mem_;
+  std::uint32_t a_key_ = 0, b_key_ = 0, recv_key_ = 0, inv_key_ = 0;
+  std::vector<Planned> plan_;
+  std::vector<std::size_t> recv_of_;  // the WR each receive is for
+  std::size_t recvs_done_ = 0, recvs_expected_ = 0;
+  std::uint64_t fetch_adds_ = 0, cmp_swaps_ = 0, cmp_swaps_posted_ = 0;
+};
+
+ImpairSpec rough_link(std::uint64_t seed) {
+  ImpairSpec s;
+  s.loss = 0.05;
+  s.reorder = 0.05;
+  s.dup = 0.02;
+  s.corrupt = 0.01;
+  s.seed = seed;
+  return s;
+}
+
+class TransportSoak : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(TransportSoak, EveryOperationCompletesOnceInOrderWithItsBytes) {
+  ManualClock clock;
+  Soak soak(GetParam(), rough_link(GetParam()), clock);
+  soak.run(kOpsPerMtu, GetParam() * 131);
+  if (::testing::Test::HasFatalFailure()) return;
+  const TransportCounters ca = soak.a().qp->counters(), cb = soak.b().qp->counters();
+  EXPECT_GT(ca.retransmissions, 0u) << "the link lost packets: some were sent again";
+  EXPECT_GT(cb.duplicate_requests, 0u);
+  EXPECT_GT(cb.seq_naks_sent + ca.timeouts, 0u);
+  const TransportCounters da = soak.a().dev->engine().counters(), db = soak.b().dev->engine().counters();
+  EXPECT_GT(da.dropped_for(DropReason::kBadIcrc) + db.dropped_for(DropReason::kBadIcrc), 0u)
+      << "corrupted packets are dropped on arrival";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMtu, TransportSoak, ::testing::Values(256u, 512u, 1024u, 2048u, 4096u));
+
+// The same stream over a clean link: no retransmission at all.
+TEST(TransportSoakClean, NothingIsSentTwiceOnACleanLink) {
+  ManualClock clock;
+  ImpairSpec none;
+  Soak soak(1024, none, clock);
+  soak.run(200, 5);
+  if (::testing::Test::HasFatalFailure()) return;
+  const TransportCounters ca = soak.a().qp->counters();
+  EXPECT_EQ(ca.retransmissions, 0u);
+  EXPECT_EQ(ca.timeouts, 0u);
+  EXPECT_EQ(soak.b().qp->counters().duplicate_requests, 0u);
+}
+
+// A peer that stops answering: the oldest WR ends with RETRY_EXC_ERR after
+// retry_cnt retransmissions, every later one is flushed, the QP is in ERR.
+TEST(TransportSoakSilentPeer, RetryExceededThenEverythingElseFlushed) {
+  ManualClock clock;
+  Side a(&clock), b(&clock);
+  PathParams p;
+  p.retry_cnt = 3;
+  p.timeout = 1;
+  p.path_mtu = 256;
+  pair::connect(a, b, p);
+  ASSERT_TRUE(b.dev->engine().destroy_qp(b.qp));  // b's QPN no longer answers
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    Sge sge{a.addr(i * 4096), 1000, a.key};  // four packets each
+    ASSERT_TRUE(pair::post(a, pair::write_wr(i, sge, b.addr(i * 4096), b.key)));
+  }
+  std::vector<Wc> wcs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (wcs.size() < 5 && std::chrono::steady_clock::now() < deadline) {
+    clock.advance(std::chrono::milliseconds(1));
+    auto more = pair::poll_n(*a.scq, 5 - wcs.size(), std::chrono::milliseconds(1));
+    wcs.insert(wcs.end(), more.begin(), more.end());
+  }
+  ASSERT_EQ(wcs.size(), 5u);
+  EXPECT_EQ(wcs[0].wr_id, 0u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  for (std::size_t i = 1; i < 5; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, i);
+    EXPECT_EQ(wcs[i].status, WcStatus::kWrFlushErr);
+  }
+  EXPECT_EQ(a.qp->state(), QpState::kErr);
+  const TransportCounters c = a.qp->counters();
+  EXPECT_EQ(c.timeouts, 4u);  // the first expiry and retry_cnt more
+  EXPECT_GE(c.retransmissions, 3u);
+}
+
+}  // namespace
+}  // namespace srdma::hca
