@@ -65,6 +65,8 @@ struct PathParams {
   std::uint32_t path_mtu = 4096;
   std::uint32_t sq_psn = 0;  // both sides start at these
   std::uint32_t rq_psn = 0;
+  std::uint8_t max_rd_atomic = 16;
+  std::uint8_t max_dest_rd_atomic = 16;
 };
 
 // Brings `s` to RTS towards `peer_addr`/`peer_qpn`.
@@ -78,6 +80,8 @@ inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, c
   at.dest_qp_num = peer_qpn;
   at.min_rnr_timer = p.min_rnr_timer;
   at.path_mtu = p.path_mtu;
+  at.max_rd_atomic = p.max_rd_atomic;
+  at.max_dest_rd_atomic = p.max_dest_rd_atomic;
   at.rq_psn = p.rq_psn;
   at.sq_psn = p.sq_psn;
   ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |

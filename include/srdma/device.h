@@ -44,6 +44,8 @@ struct DeviceAttr {
   std::uint32_t max_pd = 0;
   std::uint32_t max_inline_data = 0;
   std::uint32_t max_map_per_fmr = 0;  // (1 << (32 - log2(num_mpt))) - 1
+  std::uint32_t max_qp_rd_atom = 0;       // max_dest_rd_atomic at most (responder resources)
+  std::uint32_t max_qp_init_rd_atom = 0;  // max_rd_atomic at most
   std::uint32_t num_comp_vectors = 0;
 };
 

@@ -41,6 +41,7 @@ DeviceAttr Device::query() const {
   int log_mpt = std::countr_zero(static_cast<std::uint64_t>(p.num_mpt));
   a.max_map_per_fmr = u32((std::int64_t{1} << (32 - log_mpt)) - 1);
   a.num_comp_vectors = u32(p.num_comp_vectors);
+  a.max_qp_rd_atom = a.max_qp_init_rd_atom = hca::kMaxRdAtomic;
   return a;
 }
 

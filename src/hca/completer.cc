@@ -164,7 +164,7 @@ Qp::CompState Qp::comp_check_psn(Packet& pkt) {
   // still arriving beyond the gap are dropped without asking once more.
   if (comp_.read_retry_pending && pkt.psn != comp_.psn && pkt.op != Opcode::kAck) return CompState::kDrop;
   if (!psn_before(last_psn_of(pkt), req_.next_psn)) return CompState::kDrop;  // a train beyond what was asked
-  send_counters_.responses_received.bump();
+  send_counters_.responses_received.bump(pkt.count);
   return CompState::kImpliedAcks;
 }
 

@@ -149,7 +149,7 @@ void Qp::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn)
   resp.dst_qpn = req.src_qpn;
   resp.psn = psn;
   if (has_aeth(op)) resp.msn = resp_.msn.load(std::memory_order_relaxed);
-  recv_counters_.responses_sent.bump();
+  recv_counters_.responses_sent.bump(resp.count);
   engine_.link().send(std::move(resp));
 }
 

@@ -1,0 +1,294 @@
+// The RC transport packet by packet: segmentation at the path MTU, PSNs
+// that wrap, the responder's checks on packets injected as a hostile or
+// broken peer would send them, responder resources, max_rd_atomic.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "hca/packet.h"
+#include "hca_pair.h"
+
+namespace srdma::hca {
+namespace {
+
+using pair::connect;
+using pair::PathParams;
+using pair::poll_n;
+using pair::post;
+using pair::Side;
+using pair::write_wr;
+
+PathParams at_mtu(std::uint32_t mtu, std::uint32_t psn = 0) {
+  PathParams p;
+  p.path_mtu = mtu;
+  p.sq_psn = p.rq_psn = psn;
+  return p;
+}
+
+TEST(PacketPsn, ArithmeticWrapsAt24Bits) {
+  EXPECT_EQ(psn_add(0xffffff, 1), 0u);
+  EXPECT_EQ(psn_add(0xfffffe, 5), 3u);
+  EXPECT_EQ(psn_diff(2, 0xfffffe), 4);
+  EXPECT_EQ(psn_diff(0xfffffe, 2), -4);
+  EXPECT_TRUE(psn_before(0xffffff, 0));
+  EXPECT_FALSE(psn_before(0, 0xffffff));
+  EXPECT_FALSE(psn_before(5, 5));
+}
+
+TEST(PacketTrain, UnrollGivesTheWiresPackets) {
+  std::vector<std::byte> bytes(2 * 256 + 10);
+  Packet t;
+  t.op = Opcode::kWriteFirst;
+  t.last_op = Opcode::kWriteLastImm;
+  t.count = 3;
+  t.psn = 0xfffffe;
+  t.va = 0x1000;
+  t.rkey = 7;
+  t.dma_length = static_cast<std::uint32_t>(bytes.size());
+  t.imm = 42;
+  t.ack_req = true;
+  t.payload_length = t.dma_length;
+  t.payload.push_back(MemPiece{bytes.data(), bytes.size()});
+  std::vector<Packet> got;
+  unroll(t, 256, [&](Packet& p) { got.push_back(p); });
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].op, Opcode::kWriteFirst);
+  EXPECT_EQ(got[1].op, Opcode::kWriteMiddle);
+  EXPECT_EQ(got[2].op, Opcode::kWriteLastImm);
+  EXPECT_EQ(got[0].psn, 0xfffffeu);
+  EXPECT_EQ(got[1].psn, 0xffffffu);
+  EXPECT_EQ(got[2].psn, 0u);
+  EXPECT_EQ(got[0].payload_length, 256u);
+  EXPECT_EQ(got[1].payload_length, 256u);
+  EXPECT_EQ(got[2].payload_length, 10u);
+  EXPECT_EQ(got[1].payload.front().addr, bytes.data() + 256);
+  EXPECT_EQ(got[0].rkey, 7u);  // RETH on the first only
+  EXPECT_EQ(got[1].rkey, 0u);
+  EXPECT_EQ(got[2].imm, 42u);  // ImmDt on the last only
+  EXPECT_EQ(got[0].imm, 0u);
+  EXPECT_TRUE(got[2].ack_req);
+  EXPECT_TRUE(got[1].ack_req) << "PSN 0xFFFFFF ends a group of 16";
+  EXPECT_FALSE(got[0].ack_req);
+}
+
+// Every size around the MTU, at every MTU, from a PSN just below the wrap:
+// one PSN per packet on both sides, the bytes exactly where they belong.
+TEST(PacketSegmentation, WritesSendsAndReadsAtEveryMtu) {
+  for (std::uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
+    Side a, b;
+    connect(a, b, at_mtu(mtu, 0xfffffd));
+    std::uint64_t packets = 0;  // request packets sent so far
+    std::uint64_t wr_id = 0;
+    for (std::uint32_t len : {0u, 1u, mtu - 1, mtu, mtu + 1, 3 * mtu, 8 * mtu + 1}) {
+      if (len > b.buf.size() / 2) continue;
+      for (std::uint32_t i = 0; i < len; ++i) a.buf[i] = static_cast<std::uint8_t>(i * 13 + len);
+      std::memset(b.buf.data(), 0, len + 1);
+      Sge sge{a.addr(), len, a.key};
+      ASSERT_TRUE(post(a, write_wr(wr_id++, sge, b.addr(), b.key)));
+      auto wcs = poll_n(*a.scq, 1);
+      ASSERT_EQ(wcs.size(), 1u);
+      ASSERT_EQ(wcs[0].status, WcStatus::kSuccess) << "mtu " << mtu << " len " << len;
+      ASSERT_EQ(std::memcmp(a.buf.data(), b.buf.data(), len), 0) << "mtu " << mtu << " len " << len;
+      EXPECT_EQ(b.buf[len], 0);
+      packets += len == 0 ? 1 : (len + mtu - 1) / mtu;
+      EXPECT_EQ(a.qp->counters().requests_sent, packets) << "one packet per MTU, mtu " << mtu << " len " << len;
+      EXPECT_EQ(b.qp->counters().requests_received, packets);
+
+      // The same bytes back by RDMA READ: one request, a response per MTU.
+      std::memset(a.buf.data() + (1 << 15), 0, len + 1);
+      SendWr rd;
+      rd.wr_id = wr_id++;
+      rd.opcode = WrOpcode::kRdmaRead;
+      Sge dst{a.addr(1 << 15), len, a.key};
+      rd.sg_list = &dst;
+      rd.num_sge = 1;
+      rd.send_flags = SEND_SIGNALED;
+      rd.remote_addr = b.addr();
+      rd.rkey = b.key;
+      const std::uint64_t responses = a.qp->counters().responses_received;
+      ASSERT_TRUE(post(a, rd));
+      wcs = poll_n(*a.scq, 1);
+      ASSERT_EQ(wcs.size(), 1u);
+      ASSERT_EQ(wcs[0].status, WcStatus::kSuccess);
+      ASSERT_EQ(std::memcmp(a.buf.data(), a.buf.data() + (1 << 15), len), 0);
+      EXPECT_EQ(a.buf[(1 << 15) + len], 0);
+      const std::uint64_t n = len == 0 ? 1 : (len + mtu - 1) / mtu;
+      packets += 1;
+      EXPECT_EQ(a.qp->counters().requests_sent, packets);
+      EXPECT_EQ(a.qp->counters().responses_received - responses, n) << "a READ response per MTU";
+      // (The READ took n PSNs, but sent one request packet.)
+    }
+  }
+}
+
+// A packet as a broken or hostile peer would send it, delivered straight
+// to b's device, from a's address and QPN.
+class Injected : public ::testing::Test {
+ protected:
+  void SetUp() override { connect(a, b, at_mtu(256, 100)); }
+  Packet from_a(Opcode op, std::uint32_t psn, std::uint32_t len) {
+    Packet p;
+    p.op = op;
+    p.src_addr = a.dev->engine().address();
+    p.dst_addr = b.dev->engine().address();
+    p.src_qpn = a.qp->qpn();
+    p.dst_qpn = b.qp->qpn();
+    p.psn = psn;
+    p.payload_length = len;
+    if (len) p.payload.push_back(MemPiece{reinterpret_cast<std::byte*>(a.buf.data()), len});
+    p.va = b.addr();
+    p.rkey = b.key;
+    p.dma_length = len;
+    return p;
+  }
+  Side a, b;
+};
+
+TEST_F(Injected, MiddleWithoutFirstIsAnInvalidRequest) {
+  std::memset(b.buf.data(), 0, 512);
+  std::memset(a.buf.data(), 0x5a, 512);
+  b.dev->engine().receive(from_a(Opcode::kWriteMiddle, 100, 256));
+  EXPECT_EQ(b.qp->state(), QpState::kErr) << "class C: the responder's QP ends";
+  EXPECT_EQ(b.buf[0], 0) << "nothing of it lands";
+}
+
+TEST_F(Injected, FirstShorterThanTheMtuIsAnInvalidRequest) {
+  Packet p = from_a(Opcode::kWriteFirst, 100, 200);
+  p.dma_length = 1000;
+  b.dev->engine().receive(std::move(p));
+  EXPECT_EQ(b.qp->state(), QpState::kErr);
+}
+
+TEST_F(Injected, OnlyLongerThanTheMtuIsAnInvalidRequest) {
+  std::memset(b.buf.data(), 0, 512);
+  std::memset(a.buf.data(), 0x5a, 512);
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 100, 257));
+  EXPECT_EQ(b.qp->state(), QpState::kErr);
+  EXPECT_EQ(b.buf[0], 0);
+}
+
+TEST_F(Injected, WriteLongerThanItsDmaLengthIsAnInvalidRequest) {
+  b.dev->engine().receive(from_a(Opcode::kWriteFirst, 100, 256));  // dma_length 256: not a FIRST
+  EXPECT_EQ(b.qp->state(), QpState::kErr);
+}
+
+TEST_F(Injected, OneSequenceNakPerGapThenSilence) {
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 102, 8));
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 103, 8));
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 104, 8));
+  TransportCounters c = b.qp->counters();
+  EXPECT_EQ(c.seq_naks_sent, 1u);
+  EXPECT_EQ(c.dropped_for(DropReason::kBadPsn), 2u);
+  EXPECT_EQ(b.qp->state(), QpState::kRts);
+  // The expected PSN arrives: the gap is closed, and the next gap NAKs again.
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 100, 8));
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 105, 8));
+  EXPECT_EQ(b.qp->counters().seq_naks_sent, 2u);
+}
+
+TEST_F(Injected, CorruptedPacketIsDroppedBeforeAnythingIsRead) {
+  std::memset(b.buf.data(), 0, 64);
+  std::memset(a.buf.data(), 0x77, 64);
+  Packet p = from_a(Opcode::kWriteOnly, 100, 64);
+  p.corrupted = true;
+  b.dev->engine().receive(std::move(p));
+  EXPECT_EQ(b.buf[0], 0);
+  EXPECT_EQ(b.dev->engine().counters().dropped_for(DropReason::kBadIcrc), 1u);
+  EXPECT_EQ(b.qp->counters().requests_received, 0u);
+}
+
+// A duplicate atomic is answered from the saved result, not executed again.
+TEST_F(Injected, DuplicateAtomicIsNotExecutedTwice) {
+  std::uint64_t word = 5;
+  std::memcpy(b.buf.data(), &word, 8);
+  Packet fa = from_a(Opcode::kFetchAdd, 100, 0);
+  fa.compare_add = 10;
+  Packet again = fa;
+  b.dev->engine().receive(std::move(fa));
+  b.dev->engine().receive(std::move(again));
+  std::memcpy(&word, b.buf.data(), 8);
+  EXPECT_EQ(word, 15u);
+  EXPECT_EQ(b.qp->counters().duplicate_requests, 1u);
+}
+
+// The device's limit is 16 responder resources and 16 outstanding READs
+// and atomics: above is EINVAL, naming the attribute.
+TEST(MaxRdAtomic, ValuesAboveTheDeviceAreRefused) {
+  Side a;
+  QpAttr at;
+  at.qp_state = QpState::kInit;
+  ASSERT_TRUE(a.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+  at.qp_state = QpState::kRtr;
+  at.dest_addr = a.dev->engine().address();
+  at.dest_qp_num = a.qp->qpn();
+  at.max_dest_rd_atomic = kMaxRdAtomic + 1;
+  auto r = a.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                  QP_MIN_RNR_TIMER);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  EXPECT_NE(r.error().reason.find("max_dest_rd_atomic"), std::string::npos);
+  EXPECT_EQ(a.qp->state(), QpState::kInit) << "a refused modify changes nothing";
+  at.max_dest_rd_atomic = kMaxRdAtomic;
+  ASSERT_TRUE(a.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                                  QP_MIN_RNR_TIMER));
+  at.qp_state = QpState::kRts;
+  at.max_rd_atomic = kMaxRdAtomic + 1;
+  r = a.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("max_rd_atomic"), std::string::npos);
+}
+
+// max_rd_atomic 1: a second READ waits for the first one's completion.
+TEST(MaxRdAtomic, CapsOutstandingReads) {
+  Side c, d;
+  PathParams p;
+  p.max_rd_atomic = 1;
+  connect(c, d, p);
+  ASSERT_TRUE(d.dev->engine().destroy_qp(d.qp));  // nobody answers
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    SendWr rd;
+    rd.wr_id = i;
+    rd.opcode = WrOpcode::kRdmaRead;
+    Sge dst{c.addr(i * 64), 64, c.key};
+    rd.sg_list = &dst;
+    rd.num_sge = 1;
+    rd.remote_addr = d.addr();
+    rd.rkey = d.key;
+    ASSERT_TRUE(post(c, rd));
+  }
+  EXPECT_EQ(c.qp->counters().requests_sent, 1u) << "the other two READs wait";
+}
+
+// With a live peer they all complete, in order, one at a time.
+TEST(MaxRdAtomic, OneAtATimeStillCompletesEveryRead) {
+  Side c, d;
+  PathParams p;
+  p.max_rd_atomic = 1;
+  connect(c, d, p);
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    SendWr rd;
+    rd.wr_id = i;
+    rd.opcode = i % 2 ? WrOpcode::kAtomicFetchAndAdd : WrOpcode::kRdmaRead;
+    Sge dst{c.addr(i * 64), i % 2 ? 8u : 64u, c.key};
+    rd.sg_list = &dst;
+    rd.num_sge = 1;
+    rd.send_flags = SEND_SIGNALED;
+    rd.remote_addr = d.addr(i % 2 ? 4096 : 0);
+    rd.rkey = d.key;
+    rd.compare_add = 1;
+    ASSERT_TRUE(post(c, rd));
+  }
+  auto wcs = poll_n(*c.scq, 8);
+  ASSERT_EQ(wcs.size(), 8u);
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, i);
+    EXPECT_EQ(wcs[i].status, WcStatus::kSuccess);
+  }
+  std::uint64_t word = 0;
+  std::memcpy(&word, d.buf.data() + 4096, 8);
+  EXPECT_EQ(word, 4u);
+}
+
+}  // namespace
+}  // namespace srdma::hca
