@@ -102,7 +102,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
     req_.rnr_retry = attr_.rnr_retry;
     req_.mtu = attr_.path_mtu;
     req_.max_rd_atomic = attr_.max_rd_atomic;
-    resp_.mtu = attr_.path_mtu;
+    resp_.mtu.store(attr_.path_mtu, std::memory_order_relaxed);
     if (resp_.resources.size() != attr_.max_dest_rd_atomic) {
       resp_.resources.assign(attr_.max_dest_rd_atomic, RdAtomicResource{});
       resp_.next_resource = 0;

@@ -207,7 +207,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::atomic<std::uint32_t> access{0};  // qp_access_flags
     std::uint8_t min_rnr_timer = 1;
     std::atomic<std::uint32_t> expected_psn{0};
-    std::uint32_t mtu = 4096;
+    std::atomic<std::uint32_t> mtu{4096};  // path_mtu (read by the unlocked path too)
     // Messages completed (AETH MSN), and whether a sequence-error NAK for
     // expected_psn is out (the rest is dropped silently until it arrives).
     // Atomics: the unlocked path reads or moves them too.

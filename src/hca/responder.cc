@@ -92,7 +92,7 @@ void Qp::receive_request(Packet&& pkt) {
        pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
        resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone))
     return responder_execute(pkt);
-  unroll(pkt, resp_.mtu, [&](Packet& p) {
+  unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) {
     if (accepts_requests(state())) responder_execute(p);  // a NAK on the way ended the QP
   });
 }
@@ -116,7 +116,7 @@ bool Qp::responder_unlocked(const Packet& pkt) {
   if (resp_.in_message.load(std::memory_order_relaxed) != ResponderState::InMessage::kNone ||
       resp_.nak_sent.load(std::memory_order_relaxed))
     return false;
-  const std::uint32_t mtu = resp_.mtu;
+  const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
   if (pkt.payload_length != pkt.dma_length) return false;
   if (pkt.count == 1 ? pkt.payload_length > mtu
                      : last_opcode(pkt) != Opcode::kWriteLast || packets_at(pkt.payload_length, mtu) != pkt.count)
@@ -263,7 +263,7 @@ Qp::RespState Qp::resp_check_op_sequence(Packet& pkt) {
 // length; READ requests and atomics carry none. A message longer than its
 // DMA length (or than the receive, below) is an invalid request.
 Qp::RespState Qp::resp_check_length(Packet& pkt) {
-  const std::uint32_t mtu = resp_.mtu;
+  const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
   const std::uint32_t len = pkt.payload_length;
   if (pkt.count > 1) {
     // A whole message's train: every packet but the last the MTU, the last
@@ -417,7 +417,7 @@ Qp::RespState Qp::resp_execute_read(Packet& pkt) {
   RdAtomicResource& res = take_resource();
   res.atomic = false;
   res.first_psn = pkt.psn;
-  res.last_psn = psn_add(pkt.psn, packets_at(pkt.dma_length, resp_.mtu) - 1);
+  res.last_psn = psn_add(pkt.psn, packets_at(pkt.dma_length, resp_.mtu.load(std::memory_order_relaxed)) - 1);
   res.va = pkt.va;
   res.rkey = pkt.rkey;
   res.length = pkt.dma_length;
@@ -432,7 +432,7 @@ bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::ui
   // too: an rkey invalidated since the first answer answers nothing more.
   auto t = tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, init_.pdn);
   if (!t) return false;
-  const std::uint32_t mtu = resp_.mtu;
+  const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
   const std::uint32_t n = packets_at(length, mtu);
   if (trains_ || n == 1) {  // all of them at once
     Packet r;
@@ -527,7 +527,7 @@ Qp::RespState Qp::resp_duplicate(Packet& pkt) {
     return RespState::kDone;
   }
   // It must ask for the rest of the same READ, from its PSN on.
-  const std::uint64_t offset = static_cast<std::uint64_t>(psn_diff(pkt.psn, res->first_psn)) * resp_.mtu;
+  const std::uint64_t offset = static_cast<std::uint64_t>(psn_diff(pkt.psn, res->first_psn)) * resp_.mtu.load(std::memory_order_relaxed);
   if (pkt.op != Opcode::kReadRequest || pkt.rkey != res->rkey || offset > res->length ||
       pkt.va != res->va + offset || pkt.dma_length != res->length - offset)
     return RespState::kDrop;
