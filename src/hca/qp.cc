@@ -101,6 +101,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
     req_.retry_cnt = attr_.retry_cnt;
     req_.rnr_retry = attr_.rnr_retry;
     req_.mtu = attr_.path_mtu;
+    req_.mtu_shift = static_cast<std::uint8_t>(std::countr_zero(attr_.path_mtu));
     req_.max_rd_atomic = attr_.max_rd_atomic;
     resp_.mtu.store(attr_.path_mtu, std::memory_order_relaxed);
     if (resp_.resources.size() != attr_.max_dest_rd_atomic) {

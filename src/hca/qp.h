@@ -161,6 +161,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::uint8_t retry_cnt = 7;
     std::uint8_t rnr_retry = 7;
     std::uint32_t mtu = 4096;               // path_mtu
+    std::uint8_t mtu_shift = 12;            // log2(mtu)
     std::uint8_t max_rd_atomic = 16;        // READs and atomics outstanding at most
     std::uint32_t rd_atomic_outstanding = 0;  // READ and atomic WQEs in [comp_.consumer, next)
     std::uint32_t next_psn = 0;
@@ -253,6 +254,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void run_send_side(bool check_timeout = false);
   ReqStep requester_next_step();
   void requester_send_one();
+  // The next packet (or train) of a SEND or WRITE longer than the MTU, or
+  // resumed in its middle: false if its memory does not translate.
+  [[gnu::noinline]] bool segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last);
   void requester_execute_local(SendWqe& w);
   void retire_local_wqes();
   void completer_handle(Packet& pkt);

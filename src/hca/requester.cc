@@ -118,7 +118,8 @@ bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std
 }
 
 std::uint32_t Qp::packets_for(std::uint64_t bytes) const {
-  return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + req_.mtu - 1) / req_.mtu);
+  // (The MTU is a power of two: a shift, not a division, per packet.)
+  return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + req_.mtu - 1) >> req_.mtu_shift);
 }
 
 Clock::time_point Qp::transport_deadline() const {
@@ -188,6 +189,44 @@ constexpr bool is_rd_atomic(WrOpcode op) {
 
 }  // namespace
 
+bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
+  // The next packet of a SEND or WRITE longer than the MTU, or a train of
+  // them where the link carries trains: as many as the message has left
+  // and the window allows.
+  const std::uint32_t left = w.length - req_.offset;
+  std::uint32_t n = 1;
+  if (trains_ && left > req_.mtu) {
+    n = packets_for(left);
+    if (comp_.consumer != req_.next) {
+      const std::int32_t room = static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn);
+      n = std::clamp<std::int64_t>(room, 1, n);
+    }
+  }
+  const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, std::uint64_t{n} * req_.mtu));
+  const bool first = req_.offset == 0;
+  last = req_.offset + len == w.length;
+  p.op = send_opcode(w.opcode, first, last && n == 1);
+  if (n > 1) {
+    p.count = n;
+    p.last_op = send_opcode(w.opcode, false, last);
+    psns = n;
+  }
+  if (w.is_inline) {
+    if (len) p.payload.push_back(MemPiece{const_cast<std::byte*>(w.inline_data.data()) + req_.offset, std::uint64_t{len}});
+  } else if (!translate_slice(w.sges, req_.offset, len, 0, p.payload)) {
+    return false;
+  }
+  p.payload_length = len;
+  if (has_reth(p.op)) {
+    p.va = w.remote_addr;
+    p.rkey = w.rkey;
+    p.dma_length = w.length;
+  }
+  if (has_imm(last_opcode(p)) || has_ieth(last_opcode(p))) p.imm = w.imm;
+  p.solicited = last && (w.flags & SEND_SOLICITED);
+  return true;
+}
+
 void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
   if (is_local_op(w.opcode)) [[unlikely]]
@@ -215,44 +254,26 @@ void Qp::requester_send_one() {
     case WrOpcode::kSendWithImm:
     case WrOpcode::kSendWithInv:
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: {
-      // One packet, or a train of them where the link carries trains: as
-      // many as the message has left and the window allows.
-      const std::uint32_t left = w.length - req_.offset;
-      std::uint32_t n = 1;
-      if (trains_ && left > req_.mtu) {
-        n = (left + req_.mtu - 1) / req_.mtu;
-        if (comp_.consumer != req_.next) {
-          const std::int32_t room = static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn);
-          n = std::clamp<std::int64_t>(room, 1, n);
-        }
-      }
-      const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, std::uint64_t{n} * req_.mtu));
-      const bool first = req_.offset == 0;
-      last = req_.offset + len == w.length;
-      p.op = send_opcode(w.opcode, first, last && n == 1);
-      if (n > 1) {
-        p.count = n;
-        p.last_op = send_opcode(w.opcode, false, last);
-        psns = n;
-      }
+    case WrOpcode::kRdmaWriteWithImm:
       // Every local byte through translate() (IBA 10.6.3: local read
       // access is implied by the lkey).
-      if (w.is_inline) {
-        if (len) p.payload.push_back(MemPiece{w.inline_data.data() + req_.offset, std::uint64_t{len}});
-      } else if (!translate_slice(w.sges, req_.offset, len, 0, p.payload)) {
-        return fail_wqe(req_.next, WcStatus::kLocProtErr);
-      }
-      p.payload_length = len;
-      if (has_reth(p.op)) {
-        p.va = w.remote_addr;
+      if (req_.offset == 0 && w.length <= req_.mtu) [[likely]] {  // ONLY: the whole WQE in one packet
+        p.op = send_opcode(w.opcode, true, true);
+        if (w.is_inline) {
+          if (w.length) p.payload.push_back(MemPiece{w.inline_data.data(), std::uint64_t{w.length}});
+        } else if (!translate_local(w.sges, 0, p.payload)) {
+          return fail_wqe(req_.next, WcStatus::kLocProtErr);
+        }
+        p.payload_length = w.length;
+        p.va = w.remote_addr;  // RETH (read only for a WRITE)
         p.rkey = w.rkey;
         p.dma_length = w.length;
+        p.imm = w.imm;  // ImmDt or IETH (read only where the opcode has one)
+        p.solicited = w.flags & SEND_SOLICITED;
+      } else if (!segment(w, p, psns, last)) {
+        return fail_wqe(req_.next, WcStatus::kLocProtErr);
       }
-      if (has_imm(last_opcode(p)) || has_ieth(last_opcode(p))) p.imm = w.imm;
-      p.solicited = last && (w.flags & SEND_SOLICITED);
       break;
-    }
     case WrOpcode::kRdmaRead:
       // The local SGEs are checked for LOCAL_WRITE before the request goes
       // out, so a bad lkey never costs the responder a read. A resume asks
