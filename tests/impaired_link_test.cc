@@ -138,6 +138,48 @@ TEST(ImpairedLink, ReorderStaysWithinDepth) {
   }
 }
 
+// Only a later packet of its own flow (one QP's requests, or its
+// responses, to one peer) lets a held packet go.
+TEST(ImpairedLink, AHeldPacketWaitsForItsOwnFlow) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 1));  // everything held behind one packet
+  auto from = [](std::uint32_t qpn, std::uint32_t psn, Opcode op = Opcode::kWriteOnly) {
+    Packet p = packet(psn);
+    p.src_qpn = qpn;
+    p.op = op;
+    return p;
+  };
+  link.send(from(1, 10));
+  link.send(from(2, 20));                    // another QP
+  link.send(from(1, 30, Opcode::kAck));      // the same QP's responses
+  EXPECT_TRUE(wire.got.empty());
+  link.send(from(1, 11));                    // releases 10, is held itself
+  EXPECT_EQ(wire.psns(), (std::vector<std::uint32_t>{10}));
+  link.send(from(2, 21));
+  link.send(from(1, 31, Opcode::kAck));
+  EXPECT_EQ(wire.psns(), (std::vector<std::uint32_t>{10, 20, 30}));
+  link.flush();
+  EXPECT_EQ(wire.psns(), (std::vector<std::uint32_t>{10, 20, 30, 11, 21, 31}));
+}
+
+// A held packet does not outlive its resend: the resend discards it and
+// goes on at once (a late original could reach the responder after its WR
+// completed).
+TEST(ImpairedLink, AResendDiscardsTheHeldOriginalAndIsNotHeld) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 4));
+  link.send(packet(1));  // held
+  link.send(packet(2));  // held
+  EXPECT_TRUE(wire.got.empty());
+  link.send(packet(1));  // go-back-N from 1
+  EXPECT_EQ(wire.psns(), (std::vector<std::uint32_t>{1}));
+  link.send(packet(2));
+  EXPECT_EQ(wire.psns(), (std::vector<std::uint32_t>{1, 2}));
+  link.flush();  // nothing left
+  EXPECT_EQ(wire.psns(), (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(link.stats(), (ImpairStats{2, 2, 0, 2, 0}));
+}
+
 TEST(ImpairedLink, HeldPacketOwnsItsPayload) {
   RecordingLink wire;
   ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 1));
@@ -164,6 +206,28 @@ TEST(ImpairedLink, DuplicateOwnsItsPayload) {
   ASSERT_EQ(wire.got.size(), 2u);
   for (const Arrival& a : wire.got) EXPECT_EQ(a.bytes, std::vector<std::byte>(64, std::byte{0xcd}));
   EXPECT_EQ(link.stats().duplicated, 1u);
+}
+
+// A receiver may keep a packet past send() (a completer's inbox): the copy
+// a held packet carries lives as long as any copy of the packet does.
+TEST(ImpairedLink, AKeptPacketKeepsItsCopyAlive) {
+  RecordingLink wire;
+  std::vector<Packet> inbox;
+  wire.on_arrival = [&](const Packet& p) { inbox.push_back(p); };
+  {
+    ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 1));
+    std::array<std::byte, 64> buf;
+    buf.fill(std::byte{0x42});
+    Packet p = packet(0, buf.data(), buf.size());
+    p.op = Opcode::kReadResponseOnly;
+    link.send(std::move(p));
+    buf.fill(std::byte{0});
+    link.flush();
+  }  // the link and its held list are gone
+  ASSERT_EQ(inbox.size(), 1u);
+  ASSERT_TRUE(inbox[0].owned);
+  const MemPiece& m = inbox[0].payload.front();
+  EXPECT_EQ(std::vector<std::byte>(m.addr, m.addr + m.length), std::vector<std::byte>(64, std::byte{0x42}));
 }
 
 TEST(ImpairedLink, CorruptionFlagsThePacketAndFlipsOneBitOfACopy) {
@@ -213,7 +277,10 @@ TEST(ImpairedLink, SendFromInsideADeliveryDoesNotDeadlock) {
   RecordingLink wire;
   ImpairedLink link(wire, spec(0.1, 0.1, 0.3, 0.1, 5));
   wire.on_arrival = [&](const Packet& p) {
-    if (p.psn < 1000) link.send(packet(p.psn + 1000));  // the "ACK"
+    if (p.psn >= 1000) return;
+    Packet ack = packet(p.psn + 1000);
+    ack.op = Opcode::kAck;
+    link.send(std::move(ack));
   };
   for (std::uint32_t i = 0; i < 1000; ++i) link.send(packet(i));
   link.flush();

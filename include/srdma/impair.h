@@ -44,11 +44,11 @@ Result<void> validate_impair(const ImpairSpec& spec);
 // exact decimal for the probabilities).
 std::string to_string(const ImpairSpec& spec);
 
-// What an impairing link did. passed + dropped = packets offered; a packet
-// duplicated, reordered or corrupted is also passed (once).
+// What an impairing link did. passed + dropped + (held now) = packets
+// offered; a packet duplicated, reordered or corrupted is also passed (once).
 struct ImpairStats {
-  std::uint64_t passed = 0;      // offered and not lost
-  std::uint64_t dropped = 0;     // lost
+  std::uint64_t passed = 0;      // handed on (a held packet when it goes on)
+  std::uint64_t dropped = 0;     // lost, or discarded while held because its sender sent it again
   std::uint64_t duplicated = 0;  // extra copies delivered
   std::uint64_t reordered = 0;   // held back behind later packets
   std::uint64_t corrupted = 0;   // marked corrupted

@@ -35,6 +35,8 @@ void ImpairedLink::own_payload(Pending& p) {
 }
 
 bool ImpairedLink::deliver(Pending& p) {
+  passed_.fetch_add(1, kRelaxed);
+  if (p.copies > 1) duplicated_.fetch_add(p.copies - 1, kRelaxed);
   bool known = true;
   for (std::uint32_t i = 0; i < p.copies; ++i) {
     Packet copy = p.pkt;  // the payload pieces point at p.bytes or the sender's memory
@@ -47,6 +49,7 @@ bool ImpairedLink::deliver(Pending& p) {
 bool ImpairedLink::send(Packet&& msg) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   Pending now;
+  now.flow = flow_of(msg);
   now.pkt = std::move(msg);
   bool lost = false, held = false;
   std::vector<Pending> released;
@@ -58,10 +61,22 @@ bool ImpairedLink::send(Packet&& msg) {
     std::uint64_t bit = rng_();
     std::uint32_t wait = 1 + static_cast<std::uint32_t>(rng_() % spec_.reorder_depth);
 
-    // The packets held before this one count it; those it was the last
-    // for go on right after it.
+    // A PSN behind the newest the flow sent is a resend (go-back-N, a
+    // timeout, a repeated ACK or NAK).
+    const std::uint32_t psn = now.pkt.psn;
+    auto [next, first] = next_psn_.try_emplace(now.flow, psn_add(psn, 1));
+    const bool resend = !first && psn_diff(psn, next->second) < 0;
+    if (!first && !resend) next->second = psn_add(psn, 1);
+
+    // The packets of its flow held before this one count it; those it was
+    // the last for go on right after it, those it repeats are discarded.
     for (auto it = held_.begin(); it != held_.end();) {
-      if (--it->left == 0) {
+      if (it->flow != now.flow) {
+        ++it;
+      } else if (resend && it->pkt.psn == psn) {
+        dropped_.fetch_add(1, kRelaxed);
+        it = held_.erase(it);
+      } else if (--it->left == 0) {
         released.push_back(std::move(*it));
         it = held_.erase(it);
       } else {
@@ -73,17 +88,22 @@ bool ImpairedLink::send(Packet&& msg) {
       lost = true;
     } else {
       if (u_corrupt < spec_.corrupt) {
+        // Never the sender's own byte: the flip goes into a copy.
         now.pkt.corrupted = true;
-        own_payload(now);  // never flip the sender's own byte
-        if (now.bytes && !now.bytes->empty()) (*now.bytes)[bit / 8 % now.bytes->size()] ^= std::byte(1u << (bit % 8));
+        own_payload(now);
+        if (now.bytes && !now.bytes->empty())
+          (*now.bytes)[bit / 8 % now.bytes->size()] ^= std::byte(1u << (bit % 8));
         corrupted_.fetch_add(1, kRelaxed);
       }
+      // A packet kept or sent twice carries a copy (Packet::owned, shared
+      // by its copies and by a receiver that keeps one): the first copy may
+      // complete the WR, and the sender reuse its buffer, before the second
+      // goes.
       if (u_dup < spec_.dup) {
-        now.copies = 2;
-        own_payload(now);  // the first copy may complete the WR before the second goes
-        duplicated_.fetch_add(1, kRelaxed);
+        now.copies = 2;  // counted when both go
+        own_payload(now);
       }
-      if (u_reorder < spec_.reorder) {
+      if (u_reorder < spec_.reorder && !resend) {
         own_payload(now);
         now.left = wait;
         held_.push_back(std::move(now));
@@ -92,7 +112,7 @@ bool ImpairedLink::send(Packet&& msg) {
       }
     }
   }
-  (lost ? dropped_ : passed_).fetch_add(1, kRelaxed);
+  if (lost) dropped_.fetch_add(1, kRelaxed);
   bool known = true;
   if (!lost && !held) known = deliver(now);
   for (Pending& p : released) deliver(p);

@@ -5,13 +5,32 @@
 // Per packet, in this order, each from the seeded PRNG: lost (nothing else
 // happens to it), corrupted (flagged, and a bit of its payload copy
 // flipped), duplicated (two copies back to back), reordered (held until
-// 1..reorder_depth later packets have been offered, then delivered after
-// the packet that released it). Every later send counts the held packets
-// down, lost or held ones too, so a held packet is overtaken by at most
-// reorder_depth later packets (and by the answers sent from inside their
-// deliveries, which go before it). A packet this link keeps past send(), or
-// hands on twice, owns a copy of its payload: the sender may reuse its
-// buffer once the WR completes.
+// 1..reorder_depth later packets of its flow have been offered, then
+// delivered after the packet that released it).
+//
+// A flow is one QP's requests, or one QP's responses, to one peer QP: RC
+// needs order only within it, and a held packet goes on only in the context
+// that sends its flow, so the transport's locks see what a plain
+// synchronous link gives them. (Released by another QP's send, a request
+// would reach the responder from a thread that does not hold its
+// requester's sq_mu_; the answer could then run that requester, whose next
+// request re-enters the responder whose lock the thread already holds.)
+// Every later send of the flow counts its held packets down, lost or held
+// ones too, so a held packet is overtaken by at most reorder_depth packets
+// of its flow (and by the answers sent from inside their deliveries, which
+// go before it); a flow that stops keeps its held packet until the
+// transport's timeout resends into it.
+//
+// A held packet never outlives its own resend: when the sender sends a PSN
+// of the flow again, a held packet of that PSN is discarded (counted lost),
+// and a resend is not held. A fabric bounds a packet's life below the ACK
+// timeout (IBA's packet lifetime); without the bound a late copy could
+// arrive after its WR completed, a duplicate RDMA READ could then meet a
+// key already invalidated, and the responder's QP would end in error.
+//
+// A packet this link keeps past send(), or hands on twice, owns a copy of
+// its payload (Packet::owned): the sender may reuse its buffer once the WR
+// completes. A corrupted packet always gets a copy.
 //
 // Thread-safe. Delivery to the inner link happens outside the lock: the
 // in-process link delivers synchronously and the receiver may answer
@@ -23,6 +42,7 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "hca/link.h"
@@ -42,27 +62,48 @@ class ImpairedLink final : public Link {
   // The inner link's answer for this packet when it goes on now; true when
   // it is lost or held (the wire does not say).
   bool send(Packet&& msg) override;
-  // Delivers every held packet now, in the order they were held.
+  // Delivers every held packet now, in the order they were held. For tests
+  // and quiet devices: from outside its flow's context a held request can
+  // deadlock a synchronous link's receiver (see above).
   void flush();
 
   const ImpairSpec& spec() const { return spec_; }
+  // passed + dropped + (held now) = packets offered.
   ImpairStats stats() const;
 
  private:
+  // Which packets keep their order among themselves (see above).
+  struct Flow {
+    std::uint32_t src_qpn = 0;
+    std::uint64_t dst_addr = 0;
+    std::uint32_t dst_qpn = 0;
+    bool request = false;
+    bool operator==(const Flow&) const = default;
+  };
+  struct FlowHash {
+    std::size_t operator()(const Flow& f) const {
+      return std::hash<std::uint64_t>()(f.dst_addr ^ (std::uint64_t{f.src_qpn} << 40) ^
+                                        (std::uint64_t{f.dst_qpn} << 16) ^ f.request);
+    }
+  };
+  static Flow flow_of(const Packet& p) { return Flow{p.src_qpn, p.dst_addr, p.dst_qpn, is_request(p.op)}; }
+
   // A packet on its way, with the payload it owns (when it owns one).
   struct Pending {
+    Flow flow;
     Packet pkt;
     std::vector<std::byte>* bytes = nullptr;  // pkt.owned, writable, when this link made the copy
     std::uint32_t copies = 1;      // 2 when duplicated
-    std::uint32_t left = 0;        // sends still to let by, when held
+    std::uint32_t left = 0;        // sends of its flow still to let by, when held
   };
   static void own_payload(Pending& p);
   bool deliver(Pending& p);
 
   Link& inner_;
   const ImpairSpec spec_;
-  std::mutex mu_;  // guards rng_ and held_
+  std::mutex mu_;  // guards rng_, next_psn_ and held_
   std::mt19937_64 rng_;
+  std::unordered_map<Flow, std::uint32_t, FlowHash> next_psn_;  // per flow: one past the newest PSN sent
   std::vector<Pending> held_;  // in the order held
   std::atomic<std::uint64_t> passed_{0}, dropped_{0}, duplicated_{0}, reordered_{0}, corrupted_{0};
 };
