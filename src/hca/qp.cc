@@ -38,7 +38,7 @@ QpAttr Qp::attr() const {
   return a;
 }
 
-Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
+Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
   // Every enum and flag word from the caller is range-checked before it is
   // used (the transition table is indexed by state): unknown values are
   // EINVAL and change nothing.
@@ -142,8 +142,14 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   return {};
 }
 
+Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
+  auto r = modify_locked(in, mask);
+  take_stranded_responses();
+  return r;
+}
+
 Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve) {
-  std::lock_guard lock(sq_mu_);
+  std::unique_lock lock(sq_mu_);
   const QpState s = state();
   Result<void> result;
   for (; wr; wr = wr->next) {
@@ -251,6 +257,8 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
     ++sq_prod_;
   }
   run_send_side();
+  lock.unlock();
+  take_stranded_responses();
   return result;
 }
 
@@ -292,14 +300,29 @@ void Qp::receive_response(Packet&& pkt) {
   kick();
 }
 
+void Qp::take_stranded_responses() {
+  // A response that arrived while we held sq_mu_, after run_send_side()
+  // last looked, found kick() locked out: take it now, or it would wait for
+  // the next post or timer (the send side arms no timer for an answer it
+  // saw arrive). The fence orders our unlock (a plain store) before the
+  // load: with kick()'s locked try_lock after the push, one of the two
+  // sees the other (a Dekker pair).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (inbox_ready_.load(std::memory_order_relaxed)) kick();
+}
+
 void Qp::kick() {
   // Whoever holds sq_mu_ drains the inbox before it lets go; re-check after
   // unlocking so that a response that arrived just then is not stranded.
-  do {
-    std::unique_lock lock(sq_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return;
-    run_send_side();
-  } while (inbox_ready_.load(std::memory_order_acquire));
+  for (;;) {
+    {
+      std::unique_lock lock(sq_mu_, std::try_to_lock);
+      if (!lock.owns_lock()) return;  // the holder takes it (take_stranded_responses)
+      run_send_side();
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // as in take_stranded_responses
+    if (!inbox_ready_.load(std::memory_order_relaxed)) return;
+  }
 }
 
 void Qp::set_error() {
@@ -351,7 +374,7 @@ void Qp::on_timer() {
     timer_armed_timeout_ = 0xff;
     run_send_side(/*check_timeout=*/true);
   }
-  if (inbox_ready_.load(std::memory_order_acquire)) kick();
+  take_stranded_responses();
 }
 
 }  // namespace srdma::hca

@@ -113,6 +113,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void set_error();
   // Runs the send side if no thread does (timer expiry, new responses).
   void kick();
+  // After letting go of sq_mu_: runs the send side for a response that
+  // arrived while we held it.
+  void take_stranded_responses();
   // The engine timer's callback: runs the send side (waits for the lock).
   void on_timer();
   Clock::time_point timer_deadline() const;
@@ -249,6 +252,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
 
  private:
 
+  Result<void> modify_locked(const QpAttr& attr, std::uint32_t mask);  // takes and drops the locks
   // Send side, REQUIRES sq_mu_.
   // check_timeout: the engine timer's run (see requester.cc).
   void run_send_side(bool check_timeout = false);
