@@ -118,16 +118,81 @@ bool TargetQueue::post_recv(RecvBuf& b) {
 bool TargetQueue::post_send(const SendWr& wr) {
   std::lock_guard lock(post_mu_);
   if (closing_) return false;
-  if (auto r = qp_->post_send(wr); !r) return false;
+  // Behind WRs already waiting for room: in order, as RC would send them.
+  if (!deferred_.empty()) {
+    defer(&wr);
+    return true;
+  }
+  const SendWr* bad = nullptr;
+  if (auto r = qp_->post_send(wr, &bad); !r) {
+    // A full send queue is a wait, not a failure: a completion that is slow
+    // to come (a lost ACK, retried after the transport timeout) holds its
+    // WQE while the host's next command arrives. Dropping the WR would lose
+    // a response and leave the host's command hanging until its timeout
+    // (nvmet-rdma queues such a response on its wait list the same way).
+    if (r.error().code != ENOMEM || bad == nullptr) return false;
+    defer(bad);
+  }
   return true;
 }
 
+void TargetQueue::defer(const SendWr* wr) {
+  // A deep copy of the chain from `wr` on: the caller's WRs and SGEs are
+  // gone once it returns.
+  Deferred d;
+  for (const SendWr* w = wr; w; w = w->next) {
+    d.wrs.push_back(*w);
+    d.sges.insert(d.sges.end(), w->sg_list, w->sg_list + w->num_sge);
+  }
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < d.wrs.size(); ++i) {
+    d.wrs[i].sg_list = d.wrs[i].num_sge ? &d.sges[at] : nullptr;
+    at += static_cast<std::size_t>(d.wrs[i].num_sge);
+    d.wrs[i].next = i + 1 < d.wrs.size() ? &d.wrs[i + 1] : nullptr;
+  }
+  deferred_.push_back(std::move(d));
+}
+
+void TargetQueue::post_deferred() {
+  std::lock_guard lock(post_mu_);
+  while (!closing_ && !deferred_.empty()) {
+    Deferred& d = deferred_.front();
+    const SendWr* bad = nullptr;
+    if (auto r = qp_->post_send(d.wrs.front(), &bad); !r) {
+      if (r.error().code != ENOMEM || bad == nullptr) return;  // the QP is failing: its close drops the rest
+      // Part of the chain went: keep the rest, first in line.
+      Deferred rest;
+      std::size_t skip = 0, sge_skip = 0;
+      while (&d.wrs[skip] != bad) sge_skip += static_cast<std::size_t>(d.wrs[skip++].num_sge);
+      if (skip == 0) return;
+      rest.wrs.assign(d.wrs.begin() + static_cast<std::ptrdiff_t>(skip), d.wrs.end());
+      rest.sges.assign(d.sges.begin() + static_cast<std::ptrdiff_t>(sge_skip), d.sges.end());
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < rest.wrs.size(); ++i) {
+        rest.wrs[i].sg_list = rest.wrs[i].num_sge ? &rest.sges[at] : nullptr;
+        at += static_cast<std::size_t>(rest.wrs[i].num_sge);
+        rest.wrs[i].next = i + 1 < rest.wrs.size() ? &rest.wrs[i + 1] : nullptr;
+      }
+      d = std::move(rest);
+      return;
+    }
+    deferred_.pop_front();
+  }
+}
+
 void TargetQueue::close() {
+  std::size_t reads_dropped = 0;
   {
     std::lock_guard lock(post_mu_);
     if (closing_) return;
     closing_ = true;
+    // WRs still waiting for room are dropped with the queue; a READ among
+    // them had begun an I/O the drain waits for.
+    for (const Deferred& d : deferred_)
+      for (const SendWr& w : d.wrs) reads_dropped += w.opcode == WrOpcode::kRdmaRead;
+    deferred_.clear();
   }
+  for (std::size_t i = 0; i < reads_dropped; ++i) io_end();
   QpAttr a;
   a.qp_state = QpState::kErr;
   (void)qp_->modify(a, QP_STATE);
@@ -231,6 +296,7 @@ void TargetQueue::on_read(CompletionQueue&, const Wc& wc) {
     q->io_end();
     return q->fail(wc);
   }
+  q->post_deferred();  // the completion made room
   if (s.cmd.kind == CommandKind::kConnect) {
     q->finish_connect(s);
   } else {
@@ -242,6 +308,7 @@ void TargetQueue::on_read(CompletionQueue&, const Wc& wc) {
 void TargetQueue::on_send(CompletionQueue&, const Wc& wc) {
   Slot& s = slot_of(wc);
   if (wc.status != WcStatus::kSuccess) return s.q->fail(wc);
+  s.q->post_deferred();  // the completion made room
   // The response is out: the slot takes the next command.
   s.q->release(s);
 }

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -110,7 +111,16 @@ class TargetQueue {
   // Copies `b`'s capsule into `s`, reposts `b` and runs the command.
   void start(Slot& s, RecvBuf& b, std::uint32_t byte_len);
   void release(Slot& s);
+  // false if the queue is closing or the QP refused; a full send queue
+  // defers the WRs (in order) until a send completion makes room.
   bool post_send(const SendWr& wr);
+  // A WR chain waiting for room in the send queue, with its own SGEs.
+  struct Deferred {
+    std::vector<SendWr> wrs;
+    std::vector<Sge> sges;
+  };
+  void defer(const SendWr* wr);  // REQUIRES post_mu_
+  void post_deferred();
   // Namespace I/O in flight (the reaper waits for none).
   void io_begin() { ns_ops_.fetch_add(1, std::memory_order_acq_rel); }
   void io_end();
@@ -139,7 +149,8 @@ class TargetQueue {
   MemoryRegion mr_;
   std::vector<Slot> slots_;
 
-  std::mutex post_mu_;  // orders posts against close()
+  std::mutex post_mu_;  // orders posts against close(); guards deferred_
+  std::deque<Deferred> deferred_;  // oldest first
   bool closing_ = false;
   std::atomic<int> ns_ops_{0};
   std::mutex drain_mu_;
