@@ -2,13 +2,13 @@
 // and the per-role state of the transport engine.
 //
 // Roles (one file each): the requester (requester.cc) turns send WQEs into
-// request messages; the responder (responder.cc) executes requests that
-// arrive and answers them; the completer (completer.cc) matches responses to
-// WQEs and writes CQEs. Each role's state is a struct only that role writes.
+// request packets; the responder (responder.cc) executes request packets
+// that arrive and answers them; the completer (completer.cc) matches
+// response packets to WQEs and writes CQEs. Each role's state is a struct only that role writes.
 //
 // Locking: `sq_mu_` guards the send queue, the requester and the completer;
-// `rq_mu_` guards the receive queue and the responder (except an in-sequence
-// RDMA WRITE or READ, which runs without it: responder_unlocked). The send
+// `rq_mu_` guards the receive queue and the responder (except a whole
+// in-sequence RDMA WRITE, which runs without it: responder_unlocked). The send
 // side runs in whatever thread holds sq_mu_: a poster (post_send executes
 // in the poster's thread), the link's receive path, or the device timer.
 // Responses arrive in `inbox_` (its own small lock) and are drained by the
@@ -191,10 +191,6 @@ class Qp : public std::enable_shared_from_this<Qp> {
     // it when it runs (see start_transport_timer).
     bool timeout_unstamped = false;
   };
-  // Responder (responder.cc): written only by it (and modify_qp). An
-  // in-sequence RDMA WRITE or READ runs without rq_mu_ (neither touches the
-  // receive queue): it reads access and expected_psn and advances
-  // expected_psn, so those two are atomics.
   // A READ or atomic the responder executed, kept to answer its duplicate
   // (IBA 9.7.5.1.1, rxe's resp_res): a READ again from the PSN asked, an
   // atomic from the saved original value, never executed twice.
@@ -207,6 +203,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::uint32_t length = 0;
     std::uint64_t orig = 0;  // an atomic's result
   };
+  // Responder (responder.cc): written only by it (and modify_qp). A whole
+  // in-sequence RDMA WRITE runs without rq_mu_ (it touches neither the
+  // receive queue nor a message in progress): what it reads or moves is
+  // atomic (access, expected_psn, mtu, msn, nak_sent, in_message).
   struct ResponderState {
     std::atomic<std::uint32_t> access{0};  // qp_access_flags
     std::uint8_t min_rnr_timer = 1;
@@ -291,9 +291,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Clock::time_point transport_deadline() const;
   std::uint32_t packets_for(std::uint64_t bytes) const;  // at the requester's path MTU, at least one
 
-  // An in-sequence RDMA WRITE or READ, without rq_mu_: true if it executed
-  // the request, false if the locked path must (anything else: a
-  // duplicate, a NAK, a state that drops it).
+  // A whole in-sequence RDMA WRITE (ONLY, or a train FIRST..LAST), without
+  // rq_mu_: true if it executed it, false if the locked path must (anything
+  // else: a duplicate, a gap, a NAK, a state that drops it).
   bool responder_unlocked(const Packet& pkt);
   // The request comes from the connected peer's address and QPN.
   bool from_peer(const Packet& pkt) const;
