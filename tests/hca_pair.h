@@ -39,7 +39,9 @@ struct Side {
                 const ImpairSpec* impair = nullptr) {
     dev = SoftHca::open(small_profile()).value();
     if (clock) dev->engine().use_manual_clock(*clock);
-    if (impair) EXPECT_TRUE(dev->engine().impair(*impair));
+    if (impair) {
+      EXPECT_TRUE(dev->engine().impair(*impair));
+    }
     pdn = dev->tables().alloc_pd().value();
     scq = dev->engine().create_cq(cqe, 0, nullptr).value();
     rcq = dev->engine().create_cq(cqe, 1, nullptr).value();

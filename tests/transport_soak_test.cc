@@ -184,7 +184,7 @@ class Soak {
     const Planned& w = plan_[i];
     SendWr wr;
     wr.wr_id = i;
-    wr.send_flags = w.signaled ? SEND_SIGNALED : 0;
+    wr.send_flags = w.signaled ? std::uint32_t{SEND_SIGNALED} : 0u;
     Sge sge{};
     wr.sg_list = &sge;
     wr.num_sge = 1;
