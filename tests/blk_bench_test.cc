@@ -154,6 +154,24 @@ TEST(BlkBench, VerifiedRandomReadWriteAcrossAnImpairedLinkAtDepth) {
   EXPECT_EQ((*r)[0].io_errors, 0u);
 }
 
+// The target's full send queue, often: at 10% loss many ACKs are late, so
+// many response SENDs stay outstanding while the host's next commands
+// arrive. Every response must still go out (dropped, the I/O timed out in
+// eight runs of ten).
+TEST(BlkBench, TargetSendQueueFullWhileAcksAreLost) {
+  BlkBenchOptions o = small();
+  o.controllers = 1;
+  o.rw = "randrw";
+  o.verify = true;
+  o.ios = 300;
+  o.impair = "loss=0.1,seed=1";
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string() << "\n" << out.str();
+  EXPECT_EQ((*r)[0].io_errors, 0u);
+  EXPECT_EQ((*r)[0].verify_errors, 0u);
+}
+
 // A small path MTU: every 4 KiB block crosses as 16 packets, and arrives whole.
 TEST(BlkBench, VerifiedAtTheSmallestMtu) {
   BlkBenchOptions o = small();
