@@ -47,10 +47,6 @@ WcStatus nak_status(Syndrome c) {
   return WcStatus::kGeneralErr;
 }
 
-constexpr bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
-}
-
 constexpr std::uint32_t last_psn(std::uint32_t psn, std::uint32_t npsn) { return psn_add(psn, npsn - 1); }
 
 }  // namespace
@@ -98,11 +94,8 @@ void Qp::rewind_to(std::uint64_t index, std::uint32_t psn) {
   req_.next_psn = psn;
   // The resume point inside it: a SEND or WRITE resends from the packet
   // `psn`, a READ asks for the rest from there (IBA 9.7.5.2.1).
-  req_.offset = w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kRdmaWrite ||
-                        w.opcode == WrOpcode::kRdmaWriteWithImm || w.opcode == WrOpcode::kSend ||
-                        w.opcode == WrOpcode::kSendWithImm || w.opcode == WrOpcode::kSendWithInv
-                    ? static_cast<std::uint32_t>(psn_diff(psn, w.psn)) * req_.mtu
-                    : 0;
+  // (An atomic has one PSN, so the product is 0 for it.)
+  req_.offset = static_cast<std::uint32_t>(psn_diff(psn, w.psn)) * req_.mtu;
 }
 
 void Qp::retire_wqe() {
@@ -221,13 +214,13 @@ Qp::CompState Qp::comp_read_data(Packet& pkt) {
   const bool last = to_last == 0;
   const std::uint64_t expect = last ? w.length - offset : std::uint64_t{pkt.count} * req_.mtu;
   if (to_last < 0 || offset > w.length || pkt.payload_length != expect || ends_message(last_opcode(pkt)) != last ||
-      (pkt.count > 1 && packets_for(pkt.payload_length) != pkt.count)) {
+      (pkt.count > 1 && packets_at_mtu(pkt.payload_length) != pkt.count)) {
     send_counters_.dropped_bad_length.bump();
     return CompState::kDone;
   }
   // Translate and place in one translation window (see delivery_scope.h).
   const bool placed = [&] {
-    TranslationWindow window(w.sges.size() == 1 ? w.sges[0].lkey : detail::kAnyKey);
+    TranslationWindow window(window_key(w.sges));
     if (!translate_slice(w.sges, offset, expect, ACCESS_LOCAL_WRITE, comp_pieces_)) return false;
     copy_pieces(comp_pieces_, pkt.payload);
     return true;
@@ -245,7 +238,7 @@ Qp::CompState Qp::comp_read_data(Packet& pkt) {
 Qp::CompState Qp::comp_atomic_data(Packet& pkt) {
   const SendWqe& w = wqe(comp_.consumer);
   const bool placed = [&] {
-    TranslationWindow window(w.sges.size() == 1 ? w.sges[0].lkey : detail::kAnyKey);
+    TranslationWindow window(window_key(w.sges));
     if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, comp_pieces_)) return false;
     MemPiece src{reinterpret_cast<std::byte*>(&pkt.atomic_orig), 8};
     copy_pieces(comp_pieces_, std::span<const MemPiece>(&src, 1));

@@ -102,6 +102,12 @@ constexpr std::int32_t psn_diff(std::uint32_t b, std::uint32_t a) {
 }
 constexpr bool psn_before(std::uint32_t a, std::uint32_t b) { return psn_diff(b, a) > 0; }
 
+// Packets a message of `bytes` takes at `mtu`: at least one (a zero-length
+// message is one empty packet; a READ of it takes one PSN).
+constexpr std::uint32_t packets_for(std::uint64_t bytes, std::uint32_t mtu) {
+  return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + mtu - 1) / mtu);
+}
+
 // AETH syndrome (IBA 9.7.5.2.5): an ACK, an RNR NAK or one of the NAK codes.
 enum class Syndrome : std::uint8_t {
   kAck,

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hca/delivery_scope.h"
 #include "hca/engine_clock.h"
 #include "hca/fast_mutex.h"
 #include "hca/packet.h"
@@ -81,6 +82,10 @@ constexpr std::uint8_t kMaxRdAtomic = 16;
 
 // REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
 constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op == WrOpcode::kLocalInv; }
+// What max_rd_atomic counts and a responder resource answers twice.
+constexpr bool is_rd_atomic(WrOpcode op) {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
+}
 
 class Qp : public std::enable_shared_from_this<Qp> {
  public:
@@ -289,7 +294,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   bool translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
                        PieceList& out) const;
   Clock::time_point transport_deadline() const;
-  std::uint32_t packets_for(std::uint64_t bytes) const;  // at the requester's path MTU, at least one
+  std::uint32_t packets_at_mtu(std::uint64_t bytes) const;  // packets_for() at the requester's path MTU, by shift
 
   // A whole in-sequence RDMA WRITE (ONLY, or a train FIRST..LAST), without
   // rq_mu_: true if it executed it, false if the locked path must (anything
@@ -297,6 +302,15 @@ class Qp : public std::enable_shared_from_this<Qp> {
   bool responder_unlocked(const Packet& pkt);
   // The request comes from the connected peer's address and QPN.
   bool from_peer(const Packet& pkt) const;
+  // A message completed: the AETH MSN moves on.
+  void count_message() {
+    resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  }
+  // The key a translation window names for placing into an SGE list: the
+  // one lkey, or any key when the list has several.
+  static std::uint32_t window_key(const std::vector<Sge>& sges) {
+    return sges.size() == 1 ? sges[0].lkey : hca::detail::kAnyKey;
+  }
   // Receive side, REQUIRES rq_mu_.
   void responder_execute(Packet& pkt);
   RespState resp_check_psn(Packet& pkt);

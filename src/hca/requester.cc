@@ -117,7 +117,7 @@ bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std
   return len == 0;
 }
 
-std::uint32_t Qp::packets_for(std::uint64_t bytes) const {
+std::uint32_t Qp::packets_at_mtu(std::uint64_t bytes) const {
   // (The MTU is a power of two: a shift, not a division, per packet.)
   return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + req_.mtu - 1) >> req_.mtu_shift);
 }
@@ -183,10 +183,6 @@ Opcode send_opcode(WrOpcode op, bool first, bool last) {
   return Opcode::kSendOnly;
 }
 
-constexpr bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
-}
-
 }  // namespace
 
 bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
@@ -196,7 +192,7 @@ bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
   const std::uint32_t left = w.length - req_.offset;
   std::uint32_t n = 1;
   if (trains_ && left > req_.mtu) {
-    n = packets_for(left);
+    n = packets_at_mtu(left);
     if (comp_.consumer != req_.next) {
       const std::int32_t room = static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn);
       n = std::clamp<std::int64_t>(room, 1, n);
@@ -237,7 +233,7 @@ void Qp::requester_send_one() {
   // comes with the offset already set.
   if (req_.offset == 0) {
     w.psn = req_.next_psn;
-    w.npsn = is_rd_atomic(w.opcode) && w.opcode != WrOpcode::kRdmaRead ? 1 : packets_for(w.length);
+    w.npsn = is_rd_atomic(w.opcode) && w.opcode != WrOpcode::kRdmaRead ? 1 : packets_at_mtu(w.length);
   }
   Packet p;
   p.src_addr = engine_.address();
@@ -283,7 +279,7 @@ void Qp::requester_send_one() {
       p.va = w.remote_addr + req_.offset;
       p.rkey = w.rkey;
       p.dma_length = w.length - req_.offset;
-      psns = packets_for(p.dma_length);
+      psns = packets_at_mtu(p.dma_length);
       break;
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:

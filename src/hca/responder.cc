@@ -32,10 +32,6 @@ std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
 // a state nobody thought of is closed, not open.
 bool accepts_requests(QpState s) { return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd; }
 
-std::uint32_t packets_at(std::uint64_t bytes, std::uint32_t mtu) {
-  return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + mtu - 1) / mtu);
-}
-
 }  // namespace
 
 std::string_view Qp::resp_state_str(RespState s) {
@@ -119,7 +115,7 @@ bool Qp::responder_unlocked(const Packet& pkt) {
   const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
   if (pkt.payload_length != pkt.dma_length) return false;
   if (pkt.count == 1 ? pkt.payload_length > mtu
-                     : last_opcode(pkt) != Opcode::kWriteLast || packets_at(pkt.payload_length, mtu) != pkt.count)
+                     : last_opcode(pkt) != Opcode::kWriteLast || packets_for(pkt.payload_length, mtu) != pkt.count)
     return false;
   if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return false;
   {
@@ -133,7 +129,7 @@ bool Qp::responder_unlocked(const Packet& pkt) {
     copy_pieces(dst, pkt.payload);
   }
   recv_counters_.requests_received.bump(pkt.count);
-  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  count_message();
   const std::uint32_t last = last_psn_of(pkt);
   resp_.expected_psn.store(psn_add(last, 1), std::memory_order_release);
   // One ACK for the train's last PSN covers every packet in it that asked.
@@ -268,7 +264,7 @@ Qp::RespState Qp::resp_check_length(Packet& pkt) {
   if (pkt.count > 1) {
     // A whole message's train: every packet but the last the MTU, the last
     // 1..MTU.
-    if (packets_at(len, mtu) != pkt.count || len == 0) return RespState::kNakInvalid;
+    if (packets_for(len, mtu) != pkt.count || len == 0) return RespState::kNakInvalid;
     if (is_write(pkt.op) && pkt.dma_length != len) return RespState::kNakInvalid;
     return RespState::kCheckResources;
   }
@@ -328,7 +324,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
   // Translate and place inside one translation window, and nothing else in
   // it (the NAK below may block on a peer's lock).
   const bool placed = [&] {
-    TranslationWindow window(r.sges.size() == 1 ? r.sges[0].lkey : detail::kAnyKey);
+    TranslationWindow window(window_key(r.sges));
     PieceList dst;
     if (!translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, dst)) return false;
     copy_pieces(dst, pkt.payload);
@@ -348,7 +344,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
   const std::uint32_t byte_len = offset + pkt.payload_length;
   const RecvWqe& done = take_recv();
-  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  count_message();
   if (has_ieth(last_op)) {
     // IETH (IBA 9.4.1.3): after the message is placed, the responder
     // invalidates the R_Key it names, in this QP's PD, before the receive
@@ -401,7 +397,7 @@ Qp::RespState Qp::resp_execute_write(Packet& pkt) {
     return RespState::kAcknowledge;
   }
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  count_message();
   if (has_imm(last_opcode(pkt)))
     complete_recv(take_recv(), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_length, pkt.imm,
                   WC_WITH_IMM, pkt.src_qpn, pkt.solicited);
@@ -417,11 +413,11 @@ Qp::RespState Qp::resp_execute_read(Packet& pkt) {
   RdAtomicResource& res = take_resource();
   res.atomic = false;
   res.first_psn = pkt.psn;
-  res.last_psn = psn_add(pkt.psn, packets_at(pkt.dma_length, resp_.mtu.load(std::memory_order_relaxed)) - 1);
+  res.last_psn = psn_add(pkt.psn, packets_for(pkt.dma_length, resp_.mtu.load(std::memory_order_relaxed)) - 1);
   res.va = pkt.va;
   res.rkey = pkt.rkey;
   res.length = pkt.dma_length;
-  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  count_message();
   advance_expected(psn_add(res.last_psn, 1));
   return RespState::kDone;
 }
@@ -433,7 +429,7 @@ bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::ui
   auto t = tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, init_.pdn);
   if (!t) return false;
   const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
-  const std::uint32_t n = packets_at(length, mtu);
+  const std::uint32_t n = packets_for(length, mtu);
   if (trains_ || n == 1) {  // all of them at once
     Packet r;
     t->for_each_piece([&](MemPiece p) { r.payload.push_back(p); });
@@ -489,7 +485,7 @@ Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
   res.rkey = pkt.rkey;
   res.length = 8;
   res.orig = orig;
-  resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  count_message();
   advance_expected(psn_add(pkt.psn, 1));
   Packet m;
   m.atomic_orig = orig;
