@@ -136,7 +136,7 @@ bool TargetQueue::post_send(const SendWr& wr) {
   return true;
 }
 
-void TargetQueue::defer(const SendWr* wr) {
+TargetQueue::Deferred TargetQueue::copy_chain(const SendWr* wr) {
   // A deep copy of the chain from `wr` on: the caller's WRs and SGEs are
   // gone once it returns.
   Deferred d;
@@ -150,10 +150,17 @@ void TargetQueue::defer(const SendWr* wr) {
     at += static_cast<std::size_t>(d.wrs[i].num_sge);
     d.wrs[i].next = i + 1 < d.wrs.size() ? &d.wrs[i + 1] : nullptr;
   }
-  deferred_.push_back(std::move(d));
+  return d;
+}
+
+void TargetQueue::defer(const SendWr* wr) {
+  deferred_.push_back(copy_chain(wr));
 }
 
 void TargetQueue::post_deferred() {
+  // (Under the lock even when nothing waits: a flag read without it could
+  // miss a chain deferred just as the last completion that would post it
+  // ran.)
   std::lock_guard lock(post_mu_);
   while (!closing_ && !deferred_.empty()) {
     Deferred& d = deferred_.front();
@@ -161,19 +168,7 @@ void TargetQueue::post_deferred() {
     if (auto r = qp_->post_send(d.wrs.front(), &bad); !r) {
       if (r.error().code != ENOMEM || bad == nullptr) return;  // the QP is failing: its close drops the rest
       // Part of the chain went: keep the rest, first in line.
-      Deferred rest;
-      std::size_t skip = 0, sge_skip = 0;
-      while (&d.wrs[skip] != bad) sge_skip += static_cast<std::size_t>(d.wrs[skip++].num_sge);
-      if (skip == 0) return;
-      rest.wrs.assign(d.wrs.begin() + static_cast<std::ptrdiff_t>(skip), d.wrs.end());
-      rest.sges.assign(d.sges.begin() + static_cast<std::ptrdiff_t>(sge_skip), d.sges.end());
-      std::size_t at = 0;
-      for (std::size_t i = 0; i < rest.wrs.size(); ++i) {
-        rest.wrs[i].sg_list = rest.wrs[i].num_sge ? &rest.sges[at] : nullptr;
-        at += static_cast<std::size_t>(rest.wrs[i].num_sge);
-        rest.wrs[i].next = i + 1 < rest.wrs.size() ? &rest.wrs[i + 1] : nullptr;
-      }
-      d = std::move(rest);
+      if (bad != &d.wrs.front()) d = copy_chain(bad);
       return;
     }
     deferred_.pop_front();

@@ -119,6 +119,7 @@ class TargetQueue {
     std::vector<SendWr> wrs;
     std::vector<Sge> sges;
   };
+  static Deferred copy_chain(const SendWr* wr);
   void defer(const SendWr* wr);  // REQUIRES post_mu_
   void post_deferred();
   // Namespace I/O in flight (the reaper waits for none).
