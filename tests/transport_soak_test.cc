@@ -47,8 +47,8 @@ std::uint8_t pattern(std::uint8_t seed, std::size_t i) { return static_cast<std:
 class Soak {
  public:
   Soak(std::uint32_t mtu, const ImpairSpec& spec, ManualClock& clock)
-      : mtu_(mtu), max_len_(8 * mtu + 1), clock_(clock), a_(256, {64, 64, 4, 4, 64}, &clock, &spec),
-        b_(256, {64, 64, 4, 4, 64}, &clock, &spec2(spec)) {
+      : mtu_(mtu), max_len_(8 * mtu + 1), clock_(clock), b_spec_(other_seed(spec)),
+        a_(256, {64, 64, 4, 4, 64}, &clock, &spec), b_(256, {64, 64, 4, 4, 64}, &clock, &b_spec_) {
     slot_ = max_len_ + 64;
     a_mem_.assign(2 * kDepth * slot_, 0);  // [0, kDepth): sources; [kDepth, 2 kDepth): READ and atomic results
     b_mem_.assign(2 * kDepth * slot_ + 64, 0);  // WRITE targets, READ sources, then the atomic words
@@ -67,11 +67,10 @@ class Soak {
     pair::connect(a_, b_, p);
   }
 
-  static const ImpairSpec& spec2(const ImpairSpec& s) {
-    static thread_local ImpairSpec other;
-    other = s;
-    other.seed = s.seed * 7919 + 1;
-    return other;
+  // b's link misbehaves like a's, from a seed of its own.
+  static ImpairSpec other_seed(ImpairSpec s) {
+    s.seed = s.seed * 7919 + 1;
+    return s;
   }
 
   void run(int n_ops, std::uint64_t seed) {
@@ -296,6 +295,7 @@ class Soak {
 
   std::uint32_t mtu_, max_len_;
   ManualClock& clock_;
+  ImpairSpec b_spec_;  // before b_, which reads it as it opens
   Side a_, b_;
   std::size_t slot_ = 0;
   std::vector<std::uint8_t> a_mem_, b_mem_, recv_mem_;
