@@ -239,6 +239,36 @@ TEST(MaxRdAtomic, ValuesAboveTheDeviceAreRefused) {
   EXPECT_NE(r.error().reason.find("max_rd_atomic"), std::string::npos);
 }
 
+// max_rd_atomic 0: the QP may issue no READ or atomic, so posting one is
+// EINVAL with bad_wr, nothing posted (it would otherwise wait for ever).
+TEST(MaxRdAtomic, ZeroRefusesReadsAndAtomicsAtPost) {
+  Side c, d;
+  PathParams p;
+  p.max_rd_atomic = 0;
+  connect(c, d, p);
+  for (WrOpcode op : {WrOpcode::kRdmaRead, WrOpcode::kAtomicFetchAndAdd}) {
+    SendWr wr;
+    wr.opcode = op;
+    Sge dst{c.addr(), 8, c.key};
+    wr.sg_list = &dst;
+    wr.num_sge = 1;
+    wr.remote_addr = d.addr();
+    wr.rkey = d.key;
+    const SendWr* bad = nullptr;
+    auto r = c.qp->post_send(&wr, &bad);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, EINVAL);
+    EXPECT_EQ(bad, &wr);
+  }
+  EXPECT_EQ(c.qp->counters().requests_sent, 0u);
+  // A WRITE still goes.
+  Sge src{c.addr(), 8, c.key};
+  ASSERT_TRUE(post(c, write_wr(7, src, d.addr(64), d.key)));
+  auto wcs = poll_n(*c.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+}
+
 // max_rd_atomic 1: a second READ waits for the first one's completion.
 TEST(MaxRdAtomic, CapsOutstandingReads) {
   Side c, d;
