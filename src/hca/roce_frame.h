@@ -34,6 +34,24 @@ constexpr std::size_t kUdpHeaderBytes = 8;
 // BTH + the largest set of extended headers (AtomicETH, 28 bytes).
 constexpr std::size_t kMaxHeaderBytes = kBthBytes + 28;
 constexpr std::uint16_t kDefaultPkey = 0xffff;
+// The default partition with limited membership, also accepted on receive.
+constexpr std::uint16_t kLimitedDefaultPkey = 0x7fff;
+
+// Extended headers (IBA 9.3).
+constexpr std::size_t kRethBytes = 16;
+constexpr std::size_t kAtomicEthBytes = 28;
+constexpr std::size_t kAethBytes = 4;
+constexpr std::size_t kAtomicAckEthBytes = 8;
+constexpr std::size_t kImmDtBytes = 4;
+constexpr std::size_t kIethBytes = 4;
+constexpr std::size_t kDethBytes = 8;
+
+// BTH and the extended headers of an RC packet of opcode `op`.
+constexpr std::size_t header_bytes(Opcode op) {
+  return kBthBytes + (has_reth(op) ? kRethBytes : 0) + (is_atomic(op) ? kAtomicEthBytes : 0) +
+         (has_aeth(op) ? kAethBytes : 0) + (op == Opcode::kAtomicAck ? kAtomicAckEthBytes : 0) +
+         (has_imm(op) ? kImmDtBytes : 0) + (has_ieth(op) ? kIethBytes : 0);
+}
 
 // UD SEND (BTH + DETH): parsed and built, but no softrdma QP takes it yet.
 constexpr std::uint8_t kUdSendOnly = 0x64;
@@ -64,6 +82,11 @@ struct FrameHeaders {
 // ack_req, dst_qpn, psn and the fields of the extended headers `p.op` has;
 // `migrated` is BTH M (0 for us), TVer is 0.
 FrameHeaders build_headers(const Packet& p, std::uint16_t pkey = kDefaultPkey);
+// The headers of a UD SEND ONLY (with ImmDt when `with_imm`): BTH and DETH
+// (`qkey`, p.src_qpn). Reads solicited, dst_qpn, psn, imm and
+// payload_length as build_headers() does; A is 0 (UD is never acknowledged).
+FrameHeaders build_ud_send_headers(const Packet& p, std::uint32_t qkey, bool with_imm,
+                                   std::uint16_t pkey = kDefaultPkey);
 
 // The ICRC of the frame made of `headers`, `payload` (p.payload_length bytes
 // of pieces) and `pad` zero bytes, as sent with `ip`. The value to store
@@ -71,6 +94,8 @@ FrameHeaders build_headers(const Packet& p, std::uint16_t pkey = kDefaultPkey);
 std::uint32_t compute_icrc(const IpUdpFields& ip, std::span<const std::byte> headers,
                            std::span<const MemPiece> payload, std::uint32_t payload_length, std::uint8_t pad);
 // The same over a contiguous frame that ends just before its ICRC.
+// A frame must fit in one IPv4 datagram: the lengths the ICRC covers are
+// 16 bits.
 std::uint32_t compute_icrc(const IpUdpFields& ip, std::span<const std::byte> frame_without_icrc);
 
 // Why a frame was refused; maps onto the transport's DropReason.
@@ -78,10 +103,12 @@ enum class FrameError : std::uint8_t {
   kNone,
   kTooShort,      // shorter than BTH + its extended headers + ICRC
   kBadVersion,    // TVer other than 0
-  kBadOpcode,     // not an RC opcode (a UD SEND is reported as kUdSend)
+  kBadOpcode,     // not an RC opcode (a UD SEND is reported as kUdSend), or an AETH
+                  // whose syndrome IBA reserves (NAK codes 5..31, class 010, bit 7)
   kUdSend,        // a well-formed UD SEND: no UD QPs here
   kBadPad,        // PadCnt larger than the bytes between the headers and the ICRC
-  kBadLength,     // payload larger than kMaxPayload, or present where the opcode has none
+  kBadLength,     // payload larger than kMaxPayload, present where the opcode has none,
+                  // or payload + pad not a multiple of 4 (IBA pads every packet to 4 bytes)
   kBadPkey,       // P_Key not the default partition's
   kBadIcrc,
 };
@@ -111,8 +138,15 @@ struct ParsedFrame {
 constexpr std::uint16_t kIcrcIdWindow = 64;
 
 // Parses one frame (the whole UDP payload). When `check_icrc`, the ICRC is
-// checked against `ip` (see kIcrcIdWindow; ip.ip_id is ignored). On kNone, `out` is filled and its payload points
-// into `frame`. Never reads outside `frame`, whatever it holds.
+// checked against `ip` (see kIcrcIdWindow; ip.ip_id is ignored) before any
+// other field is believed, so a corrupted frame is kBadIcrc whichever bit
+// changed (but for BTH byte 4, which the ICRC does not cover). On kNone,
+// `out` is filled and its payload (one piece, none when empty) points into
+// `frame`: the receiver must treat those bytes as read-only (MemPiece holds
+// a std::byte*). On kUdSend, `out` is filled the same way, with op SEND ONLY
+// (with Imm) and qkey / deth_src_qpn from the DETH. After any other error
+// `out` holds nothing meaningful. Never reads outside `frame`, whatever it
+// holds.
 FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, bool check_icrc,
                        ParsedFrame& out);
 
@@ -121,5 +155,8 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
 constexpr std::size_t frame_bytes(std::size_t header_bytes, std::uint32_t payload_length) {
   return header_bytes + payload_length + ((-payload_length) & 3u) + kIcrcBytes;
 }
+// The longest frame parse_frame() can accept: a receive buffer of this many
+// bytes holds any good frame.
+constexpr std::size_t kMaxFrameBytes = frame_bytes(kMaxHeaderBytes, kMaxPayload);
 
 }  // namespace srdma::hca
