@@ -1,6 +1,8 @@
 // The RC engine through the public verbs: RDMA WRITE message rate and
 // bandwidth against the copy rate of the same size, and SEND ping-pong
-// latency, between two devices on the in-process link.
+// latency, between two devices on the in-process link, and the same
+// between two devices of this process on the RoCEv2 link (UDP on two
+// loopback addresses: the /udp variants).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -9,6 +11,9 @@
 #include "hca/copy.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
+#include "srdma/net.h"
+
+#include <unistd.h>
 
 namespace srdma {
 namespace {
@@ -24,11 +29,19 @@ struct Pair {
   };
   Node a, b;
 
-  static Node make(std::size_t bytes) {
+  // `k` > 0: a RoCEv2 device on this process's k-th loopback address.
+  static Node make(std::size_t bytes, unsigned k) {
     Profile p;
     p.num_comp_vectors = 1;
     Node n;
-    n.dev = Device::open(p).value();
+    if (k == 0) {
+      n.dev = Device::open(p).value();
+    } else {
+      NetConfig net;
+      const auto pid = static_cast<std::uint32_t>(::getpid());
+      net.ip = ipv4_str((127u << 24) | ((pid & 0xffff) << 8) | k);
+      n.dev = Device::open(p, "srdma_udp", net).value();
+    }
     n.pd = n.dev.alloc_pd().value();
     n.buf.resize(bytes);
     n.mr = n.pd.reg_mr(n.buf.data(), bytes, kAccessAll).value();
@@ -39,7 +52,7 @@ struct Pair {
   static void up(QueuePair& qp, const Device& peer, std::uint32_t qpn) {
     (void)qp.connect(RcConnection{.peer_addr = peer.address(), .peer_qpn = qpn, .access = kAccessAll & ~ACCESS_LOCAL_WRITE});
   }
-  explicit Pair(std::size_t bytes) : a(make(bytes)), b(make(bytes)) {
+  Pair(std::size_t bytes, bool udp) : a(make(bytes, udp ? 1 : 0)), b(make(bytes, udp ? 2 : 0)) {
     up(*a.qp, b.dev, b.qp->qp_num());
     up(*b.qp, a.dev, a.qp->qp_num());
   }
@@ -49,7 +62,7 @@ struct Pair {
 // 128 outstanding.
 void BM_WriteBw(benchmark::State& state) {
   const auto size = static_cast<std::uint32_t>(state.range(0));
-  Pair p(std::max<std::size_t>(size, 4096));
+  Pair p(std::max<std::size_t>(size, 4096), state.range(1) != 0);
   Sge sge{reinterpret_cast<std::uint64_t>(p.a.buf.data()), size, p.a.mr.lkey()};
   SendWr w;
   w.opcode = WrOpcode::kRdmaWrite;
@@ -72,7 +85,8 @@ void BM_WriteBw(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * size);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-BENCHMARK(BM_WriteBw)->Arg(8)->Arg(4096)->Arg(65536)->Arg(1 << 20);
+BENCHMARK(BM_WriteBw)->ArgsProduct({{8, 4096, 65536, 1 << 20}, {0}});
+BENCHMARK(BM_WriteBw)->ArgsProduct({{8, 4096, 65536, 1 << 20}, {1}})->Name("BM_WriteBw/udp")->UseRealTime();
 
 // The copy the engine does, alone, for the same sizes.
 void BM_EngineCopy(benchmark::State& state) {
@@ -99,7 +113,7 @@ BENCHMARK(BM_Memcpy)->Arg(8)->Arg(4096)->Arg(65536)->Arg(1 << 20);
 
 // SEND ping-pong of 8 bytes, busy polling: one iteration is a round trip.
 void BM_SendPingPong(benchmark::State& state) {
-  Pair p(4096);
+  Pair p(4096, state.range(0) != 0);
   auto post_recv = [](Pair::Node& n) {
     Sge s{reinterpret_cast<std::uint64_t>(n.buf.data()) + 2048, 64, n.mr.lkey()};
     RecvWr r;
@@ -137,7 +151,8 @@ void BM_SendPingPong(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * 2, benchmark::Counter::kIsRate |
                                                                           benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_SendPingPong)->UseRealTime();
+BENCHMARK(BM_SendPingPong)->Arg(0)->UseRealTime();
+BENCHMARK(BM_SendPingPong)->Arg(1)->Name("BM_SendPingPong/udp")->UseRealTime();
 
 }  // namespace
 }  // namespace srdma

@@ -35,9 +35,10 @@ struct Side {
   // CQs of `cqe` entries, a QP of `caps`; `clock`: the transport and RNR
   // timers run on it (nullptr: real time).
   // `impair`: the device sends through an impairing link (impair.h).
+  // `net`: the device speaks RoCEv2 on that address (udp_link.h).
   explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}, ManualClock* clock = nullptr,
-                const ImpairSpec* impair = nullptr) {
-    dev = SoftHca::open(small_profile()).value();
+                const ImpairSpec* impair = nullptr, const NetConfig* net = nullptr) {
+    dev = SoftHca::open(small_profile(), net).value();
     if (clock) dev->engine().use_manual_clock(*clock);
     if (impair) {
       EXPECT_TRUE(dev->engine().impair(*impair));

@@ -37,6 +37,7 @@ class RecordingLink final : public Link {
     if (on_arrival) on_arrival(p);
     return p.dst_addr != kUnknown;
   }
+  bool knows(std::uint64_t addr) const override { return addr != kUnknown; }
   std::vector<std::uint32_t> psns() const {
     std::vector<std::uint32_t> v;
     for (const Arrival& a : got) v.push_back(a.psn);

@@ -7,7 +7,7 @@
 # is for the core and above. Exits non-zero naming every violation.
 set -euo pipefail
 src=${1:?usage: layering_test.sh SRC_DIR}
-vocabulary='access|async_event|counters|impair|poll_context|profile|qp_attr|status|translation|usage|wc|wr'
+vocabulary='access|async_event|counters|impair|net|poll_context|profile|qp_attr|status|translation|usage|wc|wr'
 lower=("$src/common" "$src/alloc" "$src/hca")
 nvmf_base=$(ls "$src"/nvmf/{status,capsule,capsule_parser,namespace,ram_namespace,file_namespace,subsystem,wire,block_io}.* 2>/dev/null)
 bad=0

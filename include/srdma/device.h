@@ -15,6 +15,7 @@
 #include "srdma/async_event.h"
 #include "srdma/counters.h"
 #include "srdma/impair.h"
+#include "srdma/net.h"
 #include "srdma/cq.h"
 #include "srdma/cq_pool.h"
 #include "srdma/pd.h"
@@ -49,6 +50,17 @@ struct DeviceAttr {
   std::uint32_t num_comp_vectors = 0;
 };
 
+// What query_port reports for the device's one port (ib_port_attr's
+// fields that apply).
+struct PortAttr {
+  bool ethernet = false;        // link layer: Ethernet (RoCEv2) or InfiniBand (the in-process link)
+  std::uint32_t active_mtu = 0;  // the largest path_mtu a QP may use
+  std::uint32_t max_mtu = 0;
+  std::uint16_t lid = 0;        // low 16 bits of the address (RoCE ignores it; LID-only tools use it)
+  Gid gid{};                    // GID[0]: ::ffff:a.b.c.d on RoCEv2, fe80::<address> in process
+  std::uint64_t address = 0;    // Device::address()
+};
+
 // One completion vector's counters.
 struct CompVectorStats {
   std::uint32_t vector = 0;
@@ -70,6 +82,10 @@ class Device {
  public:
   // Validates `profile` (see validate_profile) and opens a device with it.
   static Result<Device> open(const Profile& profile = {}, std::string name = "srdma0");
+  // A device on an IP network (net.h): it binds net.ip and its RoCEv2 port
+  // and reaches its peers over UDP; its address is roce_address(net.ip).
+  // The bind's error (EADDRINUSE, EADDRNOTAVAIL ...) names the address.
+  static Result<Device> open(const Profile& profile, std::string name, const NetConfig& net);
 
   Device() = default;
   Device(Device&&) noexcept = default;
@@ -92,6 +108,7 @@ class Device {
   const std::string& name() const;
   const Profile& profile() const;  // after validation
   DeviceAttr query() const;
+  PortAttr query_port() const;
   std::vector<TableUsage> table_usage() const;
   std::vector<BuddyUsage> buddy_usage() const;
   TptStats tpt_stats() const;
@@ -173,6 +190,7 @@ class Device {
  private:
   friend struct detail::ClientAccess;
   explicit Device(std::shared_ptr<detail::DeviceState> s) : state_(std::move(s)) {}
+  static Result<Device> open_on(const Profile& profile, std::string name, const NetConfig* net);
   std::shared_ptr<detail::DeviceState> state_;
 };
 

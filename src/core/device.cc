@@ -8,9 +8,17 @@
 namespace srdma {
 
 Result<Device> Device::open(const Profile& profile, std::string name) {
+  return open_on(profile, std::move(name), nullptr);
+}
+
+Result<Device> Device::open(const Profile& profile, std::string name, const NetConfig& net) {
+  return open_on(profile, std::move(name), &net);
+}
+
+Result<Device> Device::open_on(const Profile& profile, std::string name, const NetConfig* net) {
   auto p = validate_profile(profile);
   if (!p) return std::unexpected(p.error());
-  auto hca = hca::SoftHca::open(*p);
+  auto hca = hca::SoftHca::open(*p, net);
   if (!hca) return std::unexpected(hca.error());
   auto s = std::make_shared<detail::DeviceState>();
   s->name = std::move(name);
@@ -21,6 +29,23 @@ Result<Device> Device::open(const Profile& profile, std::string name) {
 }
 
 const std::string& Device::name() const { return state_->name; }
+
+PortAttr Device::query_port() const {
+  const hca::QueueEngine& engine = state_->hca->engine();
+  PortAttr a;
+  a.address = engine.address();
+  a.active_mtu = a.max_mtu = engine.active_mtu();
+  a.lid = static_cast<std::uint16_t>(a.address);
+  if (is_roce_address(a.address)) {
+    a.ethernet = true;
+    a.gid = gid_of_ipv4(roce_ipv4(a.address));
+  } else {
+    a.gid[0] = 0xfe;
+    a.gid[1] = 0x80;
+    for (int i = 0; i < 8; ++i) a.gid[15 - i] = static_cast<std::uint8_t>(a.address >> (8 * i));
+  }
+  return a;
+}
 const Profile& Device::profile() const { return state_->hca->profile(); }
 
 DeviceAttr Device::query() const {

@@ -67,6 +67,11 @@ class ImpairedLink final : public Link {
   // deadlock a synchronous link's receiver (see above).
   void flush();
 
+  void end_batch() override { inner_.end_batch(); }
+  bool knows(std::uint64_t addr) const override { return inner_.knows(addr); }
+  std::uint32_t active_mtu() const override { return inner_.active_mtu(); }
+  void add_drops(TransportCounters& c) const override { inner_.add_drops(c); }
+
   const ImpairSpec& spec() const { return spec_; }
   // passed + dropped + (held now) = packets offered.
   ImpairStats stats() const;

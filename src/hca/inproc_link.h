@@ -22,7 +22,7 @@ class InprocLink final : public Link {
 
   void attach(std::uint64_t addr, std::weak_ptr<QueueEngine> dev);
   void detach(std::uint64_t addr);
-  bool knows(std::uint64_t addr) const;
+  bool knows(std::uint64_t addr) const override;
   bool send(Packet&& msg) override;
   // Packets of one message go together: nothing between the devices
   // would see them apart.

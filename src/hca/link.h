@@ -10,7 +10,10 @@
 // in-process link does); roles must not depend on it either way.
 #pragma once
 
+#include <cstdint>
+
 #include "hca/packet.h"
+#include "srdma/counters.h"
 
 namespace srdma::hca {
 
@@ -23,6 +26,35 @@ class Link {
   // link that has no per-packet wire between the devices. Every other one
   // gets single packets. Fixed for the link's life.
   virtual bool carries_trains() const { return false; }
+  // Hands what the calling thread has pending (see SendBatch) to the wire.
+  virtual void end_batch() {}
+  // Whether a QP may name `addr` as its peer (QP_AV).
+  virtual bool knows(std::uint64_t addr) const = 0;
+  // The largest path MTU the link carries (the port's active MTU).
+  virtual std::uint32_t active_mtu() const { return 4096; }
+  // Adds the packets the link itself dropped (ones no QP saw: frames that
+  // did not parse) to `c`.
+  virtual void add_drops(TransportCounters& /*c*/) const {}
+};
+
+// While a thread is inside a SendBatch, a link may keep the packets it
+// sends and hand them to its wire together when the thread's outermost
+// batch ends (the UDP link does: one sendmmsg). Open one around a stretch
+// of sends whose payload stays valid until it ends: the requester's run,
+// a receive batch.
+class SendBatch {
+ public:
+  explicit SendBatch(Link& link) : link_(link) { ++depth_; }
+  ~SendBatch() {
+    if (--depth_ == 0) link_.end_batch();
+  }
+  SendBatch(const SendBatch&) = delete;
+  SendBatch& operator=(const SendBatch&) = delete;
+  static bool open() { return depth_ > 0; }
+
+ private:
+  Link& link_;
+  static inline thread_local int depth_ = 0;
 };
 
 }  // namespace srdma::hca

@@ -119,6 +119,18 @@ enum class Syndrome : std::uint8_t {
   kInvalidRdRequest,
 };
 
+// An RC BTH does not carry the source QPN: a link across processes sets
+// src_qpn to this, and the receiving engine fills in the QP's peer (the
+// source check then rests on the address alone, IBA 9.6.1.5).
+constexpr std::uint32_t kSrcQpnFromPath = 0xffffffff;
+
+// The UDP source port of a QP's RoCEv2 packets: 0xC000 | 14 bits of a
+// hash of its QPN, ECMP entropy as rxe chooses it (a multiplicative hash
+// keeps neighbouring QPNs apart).
+constexpr std::uint16_t entropy_port(std::uint32_t qpn) {
+  return static_cast<std::uint16_t>(0xC000 | (((qpn * 0x61C88647u) >> 18) & 0x3fff));
+}
+
 struct Packet {
   Opcode op = Opcode::kAck;
   std::uint64_t src_addr = 0;  // sending device
@@ -128,6 +140,7 @@ struct Packet {
   std::uint32_t psn = 0;
   bool solicited = false;       // BTH SE
   bool ack_req = false;         // BTH A: the responder must acknowledge
+  std::uint16_t udp_sport = 0;  // RoCEv2: the sending QP's UDP source port (entropy)
   // The bytes of this packet's ICRC would not match (the impairing link's
   // corruption; the UDP link sets it when the check fails): dropped on
   // arrival, before any field is read.
@@ -186,6 +199,7 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
     p.dst_addr = train.dst_addr;
     p.src_qpn = train.src_qpn;
     p.dst_qpn = train.dst_qpn;
+    p.udp_sport = train.udp_sport;
     p.psn = psn_add(train.psn, i);
     p.op = first ? train.op
            : last ? train.last_op

@@ -21,10 +21,25 @@ class PieceList {
   // a Packet is built per packet, and zeroing four pieces is most
   // of its construction.
   PieceList() {}
-  PieceList(const PieceList&) = default;
-  PieceList(PieceList&&) = default;
-  PieceList& operator=(const PieceList&) = default;
-  PieceList& operator=(PieceList&&) = default;
+  // Copies only the slots in use: the rest were never written.
+  PieceList(const PieceList& o) : spill_(o.spill_), size_(o.size_) { copy_inline(o); }
+  PieceList(PieceList&& o) noexcept : spill_(std::move(o.spill_)), size_(o.size_) { copy_inline(o); }
+  PieceList& operator=(const PieceList& o) {
+    if (this != &o) {
+      spill_ = o.spill_;
+      size_ = o.size_;
+      copy_inline(o);
+    }
+    return *this;
+  }
+  PieceList& operator=(PieceList&& o) noexcept {
+    if (this != &o) {
+      spill_ = std::move(o.spill_);
+      size_ = o.size_;
+      copy_inline(o);
+    }
+    return *this;
+  }
 
   void push_back(MemPiece p) {
     if (size_ < kInline) {
@@ -46,6 +61,10 @@ class PieceList {
   operator std::span<const MemPiece>() const { return {data(), size_}; }
 
  private:
+  void copy_inline(const PieceList& o) {
+    for (std::size_t i = 0; i < std::min(size_, kInline); ++i) inline_[i] = o.inline_[i];
+  }
+
   union {
     MemPiece inline_[kInline];  // [0, min(size_, kInline)) are written
   };

@@ -17,7 +17,8 @@
 namespace srdma::hca {
 
 Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init)
-    : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)), trains_(engine.link().carries_trains()) {
+    : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)), trains_(engine.link().carries_trains()),
+      udp_sport_(entropy_port(qpn)) {
   sq_.resize(std::bit_ceil(sq_depth()));
   sq_mask_ = sq_.size() - 1;
   for (auto& w : sq_) {
@@ -73,6 +74,9 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
   if ((mask & QP_MAX_DEST_RD_ATOMIC) && in.max_dest_rd_atomic > kMaxRdAtomic)
     return make_error(EINVAL, fmt::format("max_dest_rd_atomic {} beyond the device's max_qp_rd_atom {}",
                                           in.max_dest_rd_atomic, kMaxRdAtomic));
+  if ((mask & QP_PATH_MTU) && in.path_mtu > engine_.link().active_mtu())
+    return make_error(EINVAL, fmt::format("path_mtu {} beyond the port's active MTU {}", in.path_mtu,
+                                          engine_.link().active_mtu()));
   if ((mask & QP_AV) && !engine_.link_knows(in.dest_addr))
     return make_error(EINVAL, fmt::format("no device at address {:#x}", in.dest_addr));
 

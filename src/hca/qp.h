@@ -93,6 +93,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   ~Qp();
 
   std::uint32_t qpn() const { return qpn_; }
+  // The QP it is connected to (QP_DEST_QPN); 0 before RTR.
+  std::uint32_t peer_qpn() const { return resp_.peer_qpn.load(std::memory_order_relaxed); }
   std::uint32_t pdn() const { return init_.pdn; }
   const QpCaps& caps() const { return init_.caps; }
   void* context() const { return init_.qp_context; }
@@ -357,6 +359,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   const std::uint32_t qpn_;
   const QpInit init_;
   const bool trains_;  // the device's link carries trains (packet.h)
+  const std::uint16_t udp_sport_;  // RoCEv2 UDP source port of its packets
   std::atomic<QpState> state_{QpState::kReset};
 
   mutable std::mutex attr_mu_;  // guards attr_

@@ -97,7 +97,7 @@ ImpairStats QueueEngine::impair_stats() const {
   return impaired_ ? impaired_->stats() : ImpairStats{};
 }
 
-bool QueueEngine::link_knows(std::uint64_t addr) const { return InprocLink::instance().knows(addr); }
+bool QueueEngine::link_knows(std::uint64_t addr) const { return link_.knows(addr); }
 
 Result<std::shared_ptr<Cq>> QueueEngine::create_cq(std::uint32_t cqe, std::uint32_t comp_vector, void* context) {
   if (cqe < 1 || cqe > profile_.max_cqe)
@@ -237,6 +237,9 @@ void QueueEngine::receive(Packet&& msg) {
     route = QpRoute{generation, address_, msg.dst_qpn, held.get()};
     qp = held.get();
   }
+  // From a wire whose RC packets do not name their source QP: the QP's
+  // peer is the only one it would hear anyway.
+  if (msg.src_qpn == kSrcQpnFromPath) msg.src_qpn = qp->peer_qpn();
   if (is_request(msg.op))
     qp->receive_request(std::move(msg));
   else
@@ -273,6 +276,7 @@ TransportCounters QueueEngine::counters() const {
   }
   sum.dropped_for(DropReason::kUnknownQp) += dropped_unknown_qp_.load(std::memory_order_relaxed);
   sum.dropped_for(DropReason::kBadIcrc) += dropped_bad_icrc_.load(std::memory_order_relaxed);
+  link_.add_drops(sum);
   return sum;
 }
 

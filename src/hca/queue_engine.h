@@ -78,6 +78,7 @@ class QueueEngine {
   // For the engine.
   Link& link() { return *out_.load(std::memory_order_acquire); }
   bool link_knows(std::uint64_t addr) const;
+  std::uint32_t active_mtu() const { return link_.active_mtu(); }
   void receive(Packet&& msg);
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
   void kick_later(std::shared_ptr<Qp> qp);

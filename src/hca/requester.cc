@@ -23,6 +23,7 @@
 namespace srdma::hca {
 
 void Qp::run_send_side(bool check_timeout) {
+  SendBatch batch(engine_.link());  // a link with a wire sends what we send here together
   // The transport timeout is checked only when the engine timer runs us
   // (once, after draining the responses already here):
   // whenever comp_.timeout_at is set (or timeout_unstamped), a timer at or
@@ -240,6 +241,7 @@ void Qp::requester_send_one() {
   p.dst_addr = req_.dest_addr;
   p.src_qpn = qpn_;
   p.dst_qpn = req_.dest_qpn;
+  p.udp_sport = udp_sport_;
   p.psn = req_.next_psn;
   const bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
   std::uint32_t psns = 1;  // this packet takes

@@ -143,6 +143,7 @@ void Qp::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn)
   resp.dst_addr = req.src_addr;
   resp.src_qpn = qpn_;
   resp.dst_qpn = req.src_qpn;
+  resp.udp_sport = udp_sport_;
   resp.psn = psn;
   if (has_aeth(op)) resp.msn = resp_.msn.load(std::memory_order_relaxed);
   recv_counters_.responses_sent.bump(resp.count);

@@ -26,7 +26,7 @@ Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, st
 }
 }  // namespace
 
-Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p) try {
+Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p, const NetConfig* net) try {
   auto mpt = MptTable::create(static_cast<std::uint32_t>(p.num_mpt), static_cast<std::uint32_t>(p.reserved_mrws));
   if (!mpt) return std::unexpected(mpt.error());
   auto mtt = MttTable::create(static_cast<std::uint32_t>(p.num_mtt_segs), static_cast<int>(p.log_mtts_per_seg),
@@ -40,27 +40,41 @@ Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p) try {
   if (!qp) return std::unexpected(qp.error());
   auto cq = make_alloc("CQ", p.num_cq, kQpnMask, p.reserved_cqs);
   if (!cq) return std::unexpected(cq.error());
-  auto dev = std::shared_ptr<SoftHca>(
-      new SoftHca(p, std::move(*mpt), std::move(*mtt), std::move(*pd), std::move(*qp), std::move(*cq)));
+  std::unique_ptr<UdpLink> udp;
+  if (net != nullptr) {
+    auto link = UdpLink::open(*net);
+    if (!link) return std::unexpected(link.error());
+    udp = std::move(*link);
+  }
+  auto dev = std::shared_ptr<SoftHca>(new SoftHca(p, std::move(*mpt), std::move(*mtt), std::move(*pd),
+                                                  std::move(*qp), std::move(*cq), std::move(udp)));
   // The engine's handle and the link's: aliases of the device's own, so
   // that neither keeps the device open.
   std::shared_ptr<QueueEngine> engine(dev, &dev->engine_);
   dev->engine_.set_self(engine);
-  InprocLink::instance().attach(dev->engine_.address(), engine);
+  if (dev->udp_)
+    dev->udp_->start(dev->engine_);
+  else
+    InprocLink::instance().attach(dev->engine_.address(), engine);
   return dev;
 } catch (const std::bad_alloc&) {
   return make_error(ENOMEM, "not enough address space for the device tables of this profile");
 }
 
 SoftHca::SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd,
-                 alloc::IndexAllocator qp, alloc::IndexAllocator cq)
+                 alloc::IndexAllocator qp, alloc::IndexAllocator cq, std::unique_ptr<UdpLink> udp)
     : profile_(p),
       tables_(profile_, std::move(mpt), std::move(mtt), std::move(pd)),
-      engine_(profile_, tables_, std::move(qp), std::move(cq), next_address(), InprocLink::instance()) {}
+      udp_(std::move(udp)),
+      engine_(profile_, tables_, std::move(qp), std::move(cq), udp_ ? udp_->address() : next_address(),
+              udp_ ? static_cast<Link&>(*udp_) : InprocLink::instance()) {}
 
 SoftHca::~SoftHca() {
   // Off the link first: no delivery reaches the engine once this returns.
-  InprocLink::instance().detach(engine_.address());
+  if (udp_)
+    udp_->stop();
+  else
+    InprocLink::instance().detach(engine_.address());
 }
 
 std::vector<TableUsage> SoftHca::table_usage() const {

@@ -14,6 +14,8 @@
 
 #include "hca/queue_engine.h"
 #include "hca/translation_tables.h"
+#include "hca/udp_link.h"
+#include "srdma/net.h"
 #include "srdma/profile.h"
 #include "srdma/status.h"
 #include "srdma/usage.h"
@@ -22,9 +24,12 @@ namespace srdma::hca {
 
 class SoftHca {
  public:
-  // REQUIRES: `profile` came from validate_profile(). The device joins the
-  // in-process link under a fresh address.
-  static Result<std::shared_ptr<SoftHca>> open(const Profile& profile);
+  // REQUIRES: `profile` came from validate_profile(). Without `net`, the
+  // device joins the in-process link under a fresh address; with it, the
+  // device binds net->ip and speaks RoCEv2 (udp_link.h), its address
+  // roce_address() of that IPv4 address. The bind's error, naming the
+  // address, if it fails.
+  static Result<std::shared_ptr<SoftHca>> open(const Profile& profile, const NetConfig* net = nullptr);
   ~SoftHca();
   SoftHca(const SoftHca&) = delete;
   SoftHca& operator=(const SoftHca&) = delete;
@@ -40,13 +45,16 @@ class SoftHca {
   std::vector<TableUsage> table_usage() const;
   std::vector<BuddyUsage> buddy_usage() const { return tables_.buddy_usage(); }
   std::size_t table_bytes() const;
+  // The RoCEv2 link, or null on the in-process link.
+  const UdpLink* udp() const { return udp_.get(); }
 
  private:
   SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd, alloc::IndexAllocator qp,
-          alloc::IndexAllocator cq);
+          alloc::IndexAllocator cq, std::unique_ptr<UdpLink> udp);
 
   const Profile profile_;
   TranslationTables tables_;
+  std::unique_ptr<UdpLink> udp_;  // before engine_: the engine's QPs send on it until they are gone
   QueueEngine engine_;  // after tables_: it uses them until it is gone
 };
 

@@ -1,0 +1,468 @@
+#include "hca/udp_link.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "hca/queue_engine.h"
+#include "hca/roce_frame.h"
+
+namespace srdma::hca {
+namespace {
+
+constexpr std::size_t kRecvBatch = 16;
+// A slot holds the largest UDP datagram: with UDP_GRO the kernel hands
+// over several frames of one sender in one (each one a RoCEv2 frame of its
+// own, the segment size in a control message).
+constexpr std::size_t kSlotBytes = 65536;
+constexpr std::size_t kSendBatch = 64;
+constexpr std::size_t kMaxIov = 16;  // header, payload pieces, pad+ICRC
+// A GSO send: at most this many segments (the kernel's UDP_MAX_SEGMENTS is
+// 64 or more) and this many bytes (one IPv4 datagram).
+constexpr std::size_t kMaxGsoSegments = 64;
+constexpr std::size_t kMaxGsoBytes = 65535 - 20 - 8;
+constexpr int kSocketBuffer = 8 << 20;
+constexpr std::size_t kEntropyPorts = 1u << 14;
+
+std::string errno_str(int e) { return std::strerror(e); }
+
+sockaddr_in sockaddr_of(std::uint32_t ip, std::uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(ip);
+  a.sin_port = htons(port);
+  return a;
+}
+
+// The MTU of the interface that holds `ip` (lo's for loopback addresses
+// not configured on an interface: the kernel routes all of 127/8 there).
+std::uint32_t interface_mtu(std::uint32_t ip) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 1500;
+  std::string name;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    const auto* a = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    const bool loopback = (i->ifa_flags & IFF_LOOPBACK) && (ip >> 24) == 127;
+    if (ntohl(a->sin_addr.s_addr) == ip || loopback) {
+      name = i->ifa_name;
+      if (ntohl(a->sin_addr.s_addr) == ip) break;
+    }
+  }
+  freeifaddrs(list);
+  if (name.empty()) return 1500;
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return 1500;
+  ifreq req{};
+  std::strncpy(req.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  const int rc = ::ioctl(s, SIOCGIFMTU, &req);
+  ::close(s);
+  return rc == 0 && req.ifr_mtu > 0 ? static_cast<std::uint32_t>(req.ifr_mtu) : 1500;
+}
+
+// Sockets send DF with Identification 0 (see udp_link.h) and get big
+// buffers: the kernel's drops are loss, which the transport survives, but
+// each one costs a retransmission.
+void tune_socket(int fd, int rcvbuf) {
+  const int pmtu = IP_PMTUDISC_DO;
+  (void)::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  const int sndbuf = kSocketBuffer;
+  // FORCE passes rmem_max/wmem_max when we may (root); else take what the
+  // limits give.
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) != 0)
+    (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+}
+
+}  // namespace
+
+// The datagrams a thread has sent inside its SendBatch and not yet handed
+// to the kernel.
+struct PendingSends {
+  UdpLink* link = nullptr;
+  std::size_t n = 0;
+  struct Datagram {
+    FrameHeaders headers;
+    std::array<std::byte, 8> tail{};  // pad + ICRC
+    std::array<iovec, kMaxIov> iov{};
+    std::size_t iovs = 0;
+    std::size_t bytes = 0;  // the frame's length
+    std::uint32_t dst_ip = 0;
+    std::uint16_t sport = 0;
+    int fd = -1;
+    bool corrupted = false;
+    // Payload a packet owns (a copy an impairing link made): kept alive
+    // until the kernel has copied it.
+    std::shared_ptr<const std::vector<std::byte>> owned;
+    // A payload of more pieces than the iovecs hold is gathered here.
+    std::vector<std::byte> bounce;
+  };
+  std::array<Datagram, kSendBatch> d;
+  // What flush() hands to sendmmsg: one message per datagram or per GSO
+  // run of datagrams.
+  std::array<mmsghdr, kSendBatch> msgs{};
+  std::array<sockaddr_in, kSendBatch> dsts{};
+  std::array<iovec, kSendBatch * kMaxIov> iovs{};
+  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint16_t));
+  alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kSendBatch> ctl{};
+  std::array<std::size_t, kSendBatch> first{};  // the first datagram of each message
+};
+
+namespace {
+thread_local PendingSends tls_pending;
+}
+
+Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
+  auto ip = parse_ipv4(config.ip);
+  if (!ip) return std::unexpected(ip.error());
+  if (config.port == 0) return make_error(EINVAL, "the RoCEv2 port cannot be 0");
+  const std::uint32_t mtu = ib_mtu_for_ip_mtu(interface_mtu(*ip));
+  if (mtu == 0) return make_error(EINVAL, fmt::format("the interface of {} has an MTU below 256 + headers", config.ip));
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_error(errno, fmt::format("socket(): {}", errno_str(errno)));
+  const sockaddr_in a = sockaddr_of(*ip, config.port);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return make_error(e, fmt::format("cannot bind {}:{}: {}", config.ip, config.port, errno_str(e)));
+  }
+  tune_socket(fd, kSocketBuffer);
+  const int on = 1;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);  // the kernel's drop count
+  const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    const int e = errno;
+    ::close(fd);
+    return make_error(e, fmt::format("eventfd(): {}", errno_str(e)));
+  }
+  // UDP GSO (Linux 4.18): a run of equal frames leaves in one send.
+  const int seg = 1024;
+  const bool gso = ::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, sizeof seg) == 0;
+  if (gso) {
+    const int off = 0;  // per send, in a control message, not for every datagram
+    (void)::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off);
+  }
+  return std::unique_ptr<UdpLink>(new UdpLink(config, *ip, fd, wake, mtu, gso));
+}
+
+UdpLink::UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu,
+                 bool gso)
+    : config_(config),
+      ip_(ip),
+      fd_(fd),
+      wake_fd_(wake_fd),
+      active_mtu_(active_mtu),
+      gso_(gso && config.gso),
+      sockets_(new std::atomic<int>[kEntropyPorts]) {
+  for (std::size_t i = 0; i < kEntropyPorts; ++i) sockets_[i].store(-1, std::memory_order_relaxed);
+}
+
+UdpLink::~UdpLink() {
+  stop();
+  if (tls_pending.link == this) {  // never sent: this thread's batch outlived the link
+    tls_pending.n = 0;
+    tls_pending.link = nullptr;
+  }
+  for (std::size_t i = 0; i < kEntropyPorts; ++i) {
+    const int s = sockets_[i].load(std::memory_order_relaxed);
+    if (s >= 0 && s != fd_) ::close(s);
+  }
+  ::close(wake_fd_);
+  ::close(fd_);
+}
+
+std::uint64_t UdpLink::address() const { return roce_address(ip_); }
+
+bool UdpLink::knows(std::uint64_t addr) const {
+  // Any IPv4 host may be a peer; whether one answers is the transport's
+  // business (its timeout), as on a real network.
+  return is_roce_address(addr) && roce_ipv4(addr) != 0 && roce_ipv4(addr) != 0xffffffff;
+}
+
+void UdpLink::start(QueueEngine& engine) {
+  engine_ = &engine;
+  rx_ = std::thread([this] { receive_loop(); });
+}
+
+void UdpLink::stop() {
+  if (!rx_.joinable()) return;
+  stopping_.store(true, std::memory_order_release);
+  const std::uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+  rx_.join();
+}
+
+int UdpLink::socket_for(std::uint16_t sport) {
+  std::atomic<int>& slot = sockets_[sport & (kEntropyPorts - 1)];
+  int s = slot.load(std::memory_order_acquire);
+  if (s >= 0) [[likely]]
+    return s;
+  std::lock_guard lock(sockets_mu_);
+  s = slot.load(std::memory_order_relaxed);
+  if (s >= 0) return s;
+  s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const sockaddr_in a = sockaddr_of(ip_, sport);
+  if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
+    tune_socket(s, 4096);  // it only sends: peers answer to the device's port
+  } else {
+    if (s >= 0) ::close(s);
+    s = fd_;  // taken by someone else: send from the device's port
+    port_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+  }
+  slot.store(s, std::memory_order_release);
+  return s;
+}
+
+bool UdpLink::send(Packet&& in) {
+  if (!knows(in.dst_addr)) return false;
+  PendingSends& q = tls_pending;
+  if (q.link != this || q.n == kSendBatch) flush_pending();
+  q.link = this;
+  // A train is for links without a wire (carries_trains() is false here):
+  // unroll one anyway rather than trust the caller.
+  unroll(in, active_mtu_, [&](Packet& p) {
+    if (q.n == kSendBatch) {
+      flush_pending();
+      q.link = this;
+    }
+    PendingSends::Datagram& g = q.d[q.n];
+    g.fd = p.udp_sport != 0 ? socket_for(p.udp_sport) : fd_;
+    g.sport = g.fd == fd_ ? config_.port : p.udp_sport;
+    g.dst_ip = roce_ipv4(p.dst_addr);
+    g.corrupted = p.corrupted;
+    g.headers = build_headers(p);
+    const FrameHeaders& h = g.headers;
+    std::size_t k = 0;
+    g.iov[k++] = {const_cast<std::byte*>(h.bytes.data()), h.length};
+    const std::span<const MemPiece> pieces = p.payload;
+    std::uint32_t left = p.payload_length;
+    if (pieces.size() <= kMaxIov - 2) {
+      for (const MemPiece& m : pieces) {
+        if (left == 0) break;
+        const std::size_t n = std::min<std::uint64_t>(m.length, left);
+        g.iov[k++] = {m.addr, n};
+        left -= static_cast<std::uint32_t>(n);
+      }
+    } else {
+      g.bounce.clear();
+      for (const MemPiece& m : pieces) {
+        const std::size_t n = std::min<std::uint64_t>(m.length, left);
+        g.bounce.insert(g.bounce.end(), m.addr, m.addr + n);
+        left -= static_cast<std::uint32_t>(n);
+      }
+      g.iov[k++] = {g.bounce.data(), g.bounce.size()};
+    }
+    g.tail = {};
+    g.iov[k++] = {g.tail.data(), std::size_t{h.pad} + kIcrcBytes};
+    g.iovs = k;
+    g.bytes = frame_bytes(h.length, p.payload_length);
+    g.owned = p.owned;
+    ++q.n;
+  });
+  if (!SendBatch::open()) flush_pending();
+  return true;
+}
+
+void UdpLink::end_batch() { flush_pending(); }
+
+void UdpLink::flush_pending() {
+  PendingSends& q = tls_pending;
+  UdpLink* link = q.link;
+  if (q.n == 0 || link == nullptr) {
+    q.n = 0;
+    return;
+  }
+  // Group the datagrams into messages: a run to one destination from one
+  // socket whose frames have one size (the last may be shorter) goes as
+  // one UDP GSO send, which the kernel cuts into those frames.
+  std::size_t msgs = 0, iov_used = 0;
+  for (std::size_t i = 0; i < q.n;) {
+    const PendingSends::Datagram& a = q.d[i];
+    std::size_t j = i + 1, bytes = a.bytes;
+    if (link->gso_) {
+      while (j < q.n && j - i < kMaxGsoSegments && q.d[j].fd == a.fd && q.d[j].dst_ip == a.dst_ip &&
+             q.d[j].bytes <= a.bytes && q.d[j - 1].bytes == a.bytes && bytes + q.d[j].bytes <= kMaxGsoBytes) {
+        bytes += q.d[j].bytes;
+        ++j;
+      }
+    }
+    mmsghdr& m = q.msgs[msgs];
+    m = {};
+    q.first[msgs] = i;
+    q.dsts[msgs] = sockaddr_of(a.dst_ip, link->config_.port);
+    m.msg_hdr.msg_name = &q.dsts[msgs];
+    m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    m.msg_hdr.msg_iov = &q.iovs[iov_used];
+    for (std::size_t k = i; k < j; ++k) {
+      PendingSends::Datagram& g = q.d[k];
+      // Segment k - i of a GSO send leaves with IPv4 Identification k - i
+      // (the kernel numbers the segments from the send's 0): the ICRC
+      // covers it.
+      const IpUdpFields ip{link->ip_, g.dst_ip, g.sport, link->config_.port,
+                           static_cast<std::uint16_t>(k - i), true};
+      std::uint32_t icrc = compute_icrc(ip, std::span(g.headers.bytes.data(), g.headers.length),
+                                        std::span<const MemPiece>(), 0, 0);
+      if (g.iovs > 2) {  // payload: the ICRC runs over it and the pad too
+        std::vector<MemPiece> pieces;
+        std::uint32_t len = 0;
+        for (std::size_t v = 1; v + 1 < g.iovs; ++v) {
+          pieces.push_back(MemPiece{static_cast<std::byte*>(g.iov[v].iov_base), g.iov[v].iov_len});
+          len += static_cast<std::uint32_t>(g.iov[v].iov_len);
+        }
+        icrc = compute_icrc(ip, std::span(g.headers.bytes.data(), g.headers.length), pieces, len, g.headers.pad);
+      } else if (g.headers.pad != 0) {
+        icrc = compute_icrc(ip, std::span(g.headers.bytes.data(), g.headers.length), std::span<const MemPiece>(),
+                            0, g.headers.pad);
+      }
+      if (g.corrupted) icrc ^= 1;  // an impairing link's corruption: the wire shows it as a bad ICRC
+      for (int b = 0; b < 4; ++b) g.tail[g.headers.pad + b] = static_cast<std::byte>(icrc >> (8 * b));  // LE
+      for (std::size_t v = 0; v < g.iovs; ++v) q.iovs[iov_used++] = g.iov[v];
+      m.msg_hdr.msg_iovlen += g.iovs;
+    }
+    if (j - i > 1) {
+      m.msg_hdr.msg_control = q.ctl[msgs].data();
+      m.msg_hdr.msg_controllen = PendingSends::kCtl;
+      cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+      const auto seg = static_cast<std::uint16_t>(a.bytes);
+      std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    }
+    ++msgs;
+    i = j;
+  }
+  std::size_t done = 0;
+  while (done < msgs) {
+    // One sendmmsg per run of messages from the same socket.
+    const int fd = q.d[q.first[done]].fd;
+    std::size_t end = done + 1;
+    while (end < msgs && q.d[q.first[end]].fd == fd) ++end;
+    const int rc = ::sendmmsg(fd, &q.msgs[done], static_cast<unsigned>(end - done), 0);
+    if (rc > 0) {
+      done += static_cast<std::size_t>(rc);
+      continue;
+    }
+    if (rc < 0 && errno == EINTR) continue;
+    // The kernel refused this message (no buffer, no route, too big): its
+    // frames are lost, and the transport's timeout resends them.
+    link->send_errors_.fetch_add(1, std::memory_order_relaxed);
+    ++done;
+  }
+  link->frames_sent_.fetch_add(q.n, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < q.n; ++i) q.d[i].owned.reset();
+  q.n = 0;
+  q.link = nullptr;
+}
+
+void UdpLink::receive_loop() {
+  using std::chrono::steady_clock;
+  std::array<mmsghdr, kRecvBatch> msgs{};
+  std::array<iovec, kRecvBatch> iovs{};
+  std::array<sockaddr_in, kRecvBatch> from{};
+  constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t));
+  alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
+  // The receive buffers: a response that a QP keeps for later (its inbox)
+  // keeps the whole batch's buffer alive through Packet::owned, and the
+  // next batch then gets a fresh one.
+  auto fresh = [] { return std::make_shared<std::vector<std::byte>>(kRecvBatch * kSlotBytes); };
+  std::shared_ptr<std::vector<std::byte>> buf = fresh();
+  const auto busy = std::chrono::microseconds(config_.busy_poll_us);
+  auto last_traffic = steady_clock::now();
+  std::uint32_t last_ovfl = 0;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (buf.use_count() > 1) buf = fresh();
+    for (std::size_t i = 0; i < kRecvBatch; ++i) {
+      iovs[i] = {buf->data() + i * kSlotBytes, kSlotBytes};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_name = &from[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      msgs[i].msg_hdr.msg_iov = &iovs[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_control = ctl[i].data();
+      msgs[i].msg_hdr.msg_controllen = kCtl;
+    }
+    const int n = ::recvmmsg(fd_, msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
+    if (n > 0) {
+      last_traffic = steady_clock::now();
+      // The kernel's running count of drops on this socket, if it changed.
+      for (int i = 0; i < n; ++i) {
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c != nullptr; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+            std::uint32_t v;
+            std::memcpy(&v, CMSG_DATA(c), sizeof v);
+            if (v != last_ovfl) {
+              rx_overruns_.fetch_add(v - last_ovfl, std::memory_order_relaxed);
+              last_ovfl = v;
+            }
+          }
+        }
+      }
+      SendBatch batch(*this);  // the answers to this batch go out together
+      for (int i = 0; i < n; ++i) {
+        const msghdr& h = msgs[i].msg_hdr;
+        const std::span<const std::byte> frame(buf->data() + i * kSlotBytes, msgs[i].msg_len);
+        if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) || from[i].sin_family != AF_INET) {
+          dropped_[static_cast<std::size_t>(DropReason::kBadLength)].fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        const std::uint32_t src_ip = ntohl(from[i].sin_addr.s_addr);
+        const IpUdpFields ip{src_ip, ip_, ntohs(from[i].sin_port), config_.port, 0, true};
+        ParsedFrame f;
+        const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
+        if (e != FrameError::kNone) {
+          dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        Packet& p = f.pkt;
+        p.src_addr = roce_address(src_ip);
+        p.dst_addr = roce_address(ip_);
+        p.src_qpn = kSrcQpnFromPath;
+        if (p.payload_length != 0 && is_response(p.op)) p.owned = buf;
+        frames_received_.fetch_add(1, std::memory_order_relaxed);
+        engine_->receive(std::move(p));
+      }
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      // ECONNREFUSED and friends (ICMP errors): nothing to read, go on.
+      continue;
+    }
+    if (steady_clock::now() - last_traffic < busy) continue;  // poll on: traffic may follow
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    (void)::poll(fds, 2, -1);
+    last_traffic = steady_clock::now();
+  }
+}
+
+void UdpLink::add_drops(TransportCounters& c) const {
+  for (std::size_t i = 0; i < kNumDropReasons; ++i) c.dropped[i] += dropped_[i].load(std::memory_order_relaxed);
+}
+
+UdpLinkStats UdpLink::stats() const {
+  UdpLinkStats s;
+  s.frames_sent = frames_sent_.load(std::memory_order_relaxed);
+  s.frames_received = frames_received_.load(std::memory_order_relaxed);
+  s.send_errors = send_errors_.load(std::memory_order_relaxed);
+  s.rx_overruns = rx_overruns_.load(std::memory_order_relaxed);
+  s.source_port_fallbacks = port_fallbacks_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace srdma::hca

@@ -1,0 +1,104 @@
+// The RoCEv2 link: the device's packets in UDP datagrams (IBTA vol. 1
+// Annex A17), between processes and hosts.
+//
+// One UDP socket bound to the device's IPv4 address and the RoCEv2 port
+// receives; a thread drains it in batches (recvmmsg), polls on for a while
+// after traffic and then sleeps in poll(), so that an idle device costs no
+// CPU. Every frame is parsed and checked (roce_frame.h) before anything in
+// it is believed; a bad one is dropped and counted by reason.
+//
+// Sending: a QP's packets leave from a socket bound to its UDP source port
+// (0xC000 | 14 bits of a hash of its QPN, ECMP entropy as rxe chooses it;
+// the device's port when that one cannot be bound), unconnected and with
+// IP_PMTUDISC_DO, so that the kernel sends DF and IPv4 Identification 0 and
+// the sender knows every field the ICRC covers. Packets sent inside a
+// SendBatch (link.h) go out together (sendmmsg) when it ends; their payload
+// is read from its memory then, so it must stay put until the batch ends
+// (it does: the requester's buffers until their WR completes, a responder's
+// MR inside its delivery).
+//
+// Thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "hca/link.h"
+#include "srdma/net.h"
+#include "srdma/status.h"
+
+namespace srdma::hca {
+
+class QueueEngine;
+
+struct UdpLinkStats {
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;  // parsed and handed to the device
+  std::uint64_t send_errors = 0;      // datagrams the kernel refused (lost: the transport resends)
+  std::uint64_t rx_overruns = 0;      // datagrams the kernel dropped for a full receive buffer
+  std::uint64_t source_port_fallbacks = 0;  // QPs whose entropy port could not be bound
+};
+
+class UdpLink final : public Link {
+ public:
+  // Binds config.ip:config.port; EADDRINUSE / EADDRNOTAVAIL ... saying which
+  // address and why. No thread yet.
+  static Result<std::unique_ptr<UdpLink>> open(const NetConfig& config);
+  ~UdpLink() override;
+  UdpLink(const UdpLink&) = delete;
+  UdpLink& operator=(const UdpLink&) = delete;
+
+  // Starts the receive thread; what arrives goes to `engine`.
+  // REQUIRES: stop() is called before `engine` is destroyed.
+  void start(QueueEngine& engine);
+  // Stops and joins the receive thread: nothing is delivered once it
+  // returns. Idempotent.
+  void stop();
+
+  bool send(Packet&& pkt) override;
+  void end_batch() override;
+  bool knows(std::uint64_t addr) const override;
+  std::uint32_t active_mtu() const override { return active_mtu_; }
+  void add_drops(TransportCounters& c) const override;
+
+  std::uint32_t ipv4() const { return ip_; }
+  std::uint64_t address() const;
+  UdpLinkStats stats() const;
+
+ private:
+  UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu, bool gso);
+  void receive_loop();
+  void deliver_batch(int n);
+  // The socket that sends from entropy port `sport`: bound on first use.
+  int socket_for(std::uint16_t sport);
+  // Hands the calling thread's pending datagrams to the kernel.
+  static void flush_pending();
+  friend struct PendingSends;
+
+  const NetConfig config_;
+  const std::uint32_t ip_;
+  const int fd_;       // bound to ip_:port, receives
+  const int wake_fd_;  // eventfd: stop() wakes the receive thread
+  const std::uint32_t active_mtu_;
+  const bool gso_;  // the kernel segments UDP (UDP_SEGMENT) and the config allows it
+  QueueEngine* engine_ = nullptr;
+  std::thread rx_;
+  std::atomic<bool> stopping_{false};
+
+  // Entropy-port sockets, indexed by the port's low 14 bits; -1 until used.
+  std::mutex sockets_mu_;  // serialises binding
+  std::unique_ptr<std::atomic<int>[]> sockets_;
+
+  std::atomic<std::uint64_t> frames_sent_{0};
+  std::atomic<std::uint64_t> frames_received_{0};
+  std::atomic<std::uint64_t> send_errors_{0};
+  std::atomic<std::uint64_t> rx_overruns_{0};
+  std::atomic<std::uint64_t> port_fallbacks_{0};
+  std::array<std::atomic<std::uint64_t>, kNumDropReasons> dropped_{};
+};
+
+}  // namespace srdma::hca

@@ -1,0 +1,310 @@
+// The RoCEv2 link (udp_link.h) between two devices of this process on two
+// loopback addresses: every RC operation crosses real UDP sockets as wire
+// frames, and frames that are not what they should be are dropped and
+// counted.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "hca/roce_frame.h"
+#include "hca_pair.h"
+#include "loopback.h"
+
+namespace srdma::hca {
+namespace {
+
+using namespace pair;
+using test::eventually;
+using test::loopback_ip;
+using test::loopback_net;
+
+struct UdpPair {
+  NetConfig na = loopback_net(1), nb = loopback_net(2);
+  Side a{256, {64, 64, 4, 4, 128}, nullptr, nullptr, &na};
+  Side b{256, {64, 64, 4, 4, 128}, nullptr, nullptr, &nb};
+};
+
+// A raw UDP socket on a third loopback address, for frames of our making.
+class Injector {
+ public:
+  explicit Injector(std::uint16_t sport = 0xC123) {
+    fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
+    ip_ = parse_ipv4(loopback_ip(3)).value();
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(ip_);
+    a.sin_port = htons(sport);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    const int pmtu = IP_PMTUDISC_DO;
+    ::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    sport_ = sport;
+  }
+  ~Injector() { ::close(fd_); }
+  // Sends `p` as a well-formed frame (good ICRC unless `bad_icrc`).
+  void send(const Packet& p, std::uint32_t dst_ip, bool bad_icrc = false) {
+    FrameHeaders h = build_headers(p);
+    std::vector<std::byte> f(h.bytes.begin(), h.bytes.begin() + h.length);
+    for (const MemPiece& m : std::span<const MemPiece>(p.payload)) f.insert(f.end(), m.addr, m.addr + m.length);
+    f.resize(f.size() + h.pad);
+    with_icrc(f, dst_ip, bad_icrc);
+  }
+  // Sends `f` (a frame up to its ICRC) with an ICRC appended.
+  void with_icrc(std::vector<std::byte> f, std::uint32_t dst_ip, bool bad_icrc = false) {
+    IpUdpFields ip{ip_, dst_ip, sport_, kRoceV2Port, 0, true};
+    std::uint32_t icrc = compute_icrc(ip, f);
+    if (bad_icrc) icrc ^= 0x10;
+    for (int i = 0; i < 4; ++i) f.push_back(static_cast<std::byte>(icrc >> (8 * i)));
+    raw(f, dst_ip);
+  }
+  void raw(std::span<const std::byte> bytes, std::uint32_t dst_ip) {
+    sockaddr_in d{};
+    d.sin_family = AF_INET;
+    d.sin_addr.s_addr = htonl(dst_ip);
+    d.sin_port = htons(kRoceV2Port);
+    ASSERT_EQ(::sendto(fd_, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&d), sizeof d),
+              static_cast<ssize_t>(bytes.size()))
+        << std::strerror(errno);
+  }
+  std::uint32_t ip() const { return ip_; }
+
+ private:
+  int fd_ = -1;
+  std::uint32_t ip_ = 0;
+  std::uint16_t sport_ = 0;
+};
+
+TEST(UdpLink, DeviceAddressGidAndMtuComeFromItsInterface) {
+  NetConfig n = loopback_net(1);
+  auto dev = SoftHca::open(small_profile(), &n);
+  ASSERT_TRUE(dev) << dev.error().reason;
+  const std::uint32_t ip = parse_ipv4(n.ip).value();
+  EXPECT_EQ((*dev)->engine().address(), roce_address(ip));
+  EXPECT_EQ((*dev)->engine().active_mtu(), 4096u);  // lo's MTU is 65536
+  const Gid g = gid_of_ipv4(ip);
+  EXPECT_EQ(g[10], 0xff);
+  EXPECT_EQ(g[11], 0xff);
+  EXPECT_EQ(ipv4_of_gid(g).value(), ip);
+}
+
+TEST(UdpLink, ABindThatFailsSaysWhichAddressAndWhy) {
+  NetConfig n = loopback_net(1);
+  auto first = SoftHca::open(small_profile(), &n);
+  ASSERT_TRUE(first);
+  auto second = SoftHca::open(small_profile(), &n);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, EADDRINUSE);
+  EXPECT_NE(second.error().reason.find(n.ip + ":4791"), std::string::npos) << second.error().reason;
+
+  NetConfig foreign;
+  foreign.ip = "192.0.2.77";  // TEST-NET-1: on no interface here
+  auto third = SoftHca::open(small_profile(), &foreign);
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().code, EADDRNOTAVAIL);
+  EXPECT_NE(third.error().reason.find("192.0.2.77"), std::string::npos);
+
+  NetConfig bad;
+  bad.ip = "127.0.0.300";
+  auto fourth = SoftHca::open(small_profile(), &bad);
+  ASSERT_FALSE(fourth);
+  EXPECT_EQ(fourth.error().code, EINVAL);
+}
+
+TEST(UdpLink, PathMtuAboveTheActiveMtuIsRefused) {
+  UdpPair p;
+  QpAttr at;
+  at.qp_state = QpState::kInit;
+  ASSERT_TRUE(p.a.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+  at.path_mtu = 8192;
+  EXPECT_EQ(p.a.qp->modify(at, QP_PATH_MTU).error().code, EINVAL);
+}
+
+class UdpLinkMtu : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(UdpLinkMtu, EveryRcOperationCrossesTheWire) {
+  UdpPair p;
+  PathParams pp;
+  pp.path_mtu = GetParam();
+  pp.sq_psn = pp.rq_psn = 0xfffff0;  // wraps on the way
+  connect(p.a, p.b, pp);
+  std::iota(p.a.buf.begin(), p.a.buf.end(), 0);
+
+  // WRITE of 40000 bytes: FIRST, MIDDLEs, LAST at this MTU.
+  Sge s{p.a.addr(), 40000, p.a.key};
+  ASSERT_TRUE(post(p.a, write_wr(1, s, p.b.addr(100), p.b.key)));
+  auto wc = poll_n(*p.a.scq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(p.a.buf.data(), p.b.buf.data() + 100, 40000), 0);
+
+  // READ back 30000 bytes into a's buffer at 45000.
+  Sge r{p.a.addr(45000), 20000, p.a.key};
+  SendWr rd;
+  rd.wr_id = 2;
+  rd.opcode = WrOpcode::kRdmaRead;
+  rd.sg_list = &r;
+  rd.num_sge = 1;
+  rd.send_flags = SEND_SIGNALED;
+  rd.remote_addr = p.b.addr(100);
+  rd.rkey = p.b.key;
+  ASSERT_TRUE(post(p.a, rd));
+  wc = poll_n(*p.a.scq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(p.a.buf.data() + 45000, p.a.buf.data(), 20000), 0);
+
+  // SEND with immediate into a posted receive.
+  Sge rs{p.b.addr(50000), 8000, p.b.key};
+  RecvWr rw;
+  rw.wr_id = 7;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  const RecvWr* bad_recv = nullptr;
+  ASSERT_TRUE(p.b.qp->post_recv(&rw, &bad_recv));
+  Sge ss{p.a.addr(3), 5000, p.a.key};
+  SendWr sd;
+  sd.wr_id = 3;
+  sd.opcode = WrOpcode::kSendWithImm;
+  sd.sg_list = &ss;
+  sd.num_sge = 1;
+  sd.send_flags = SEND_SIGNALED;
+  sd.imm_data = 0xabcdef01;
+  ASSERT_TRUE(post(p.a, sd));
+  auto rwc = poll_n(*p.b.rcq, 1);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc[0].byte_len, 5000u);
+  EXPECT_EQ(rwc[0].imm_data, 0xabcdef01u);
+  EXPECT_EQ(rwc[0].src_qp, p.a.qp->qpn());
+  EXPECT_EQ(std::memcmp(p.b.buf.data() + 50000, p.a.buf.data() + 3, 5000), 0);
+  EXPECT_EQ(poll_n(*p.a.scq, 1).size(), 1u);
+
+  // Atomics on an 8-byte word of b.
+  std::uint64_t word = 40;
+  std::memcpy(p.b.buf.data() + 64, &word, 8);
+  Sge as{p.a.addr(60000), 8, p.a.key};
+  SendWr fa;
+  fa.wr_id = 4;
+  fa.opcode = WrOpcode::kAtomicFetchAndAdd;
+  fa.sg_list = &as;
+  fa.num_sge = 1;
+  fa.send_flags = SEND_SIGNALED;
+  fa.remote_addr = p.b.addr(64);
+  fa.rkey = p.b.key;
+  fa.compare_add = 2;
+  ASSERT_TRUE(post(p.a, fa));
+  ASSERT_EQ(poll_n(*p.a.scq, 1).size(), 1u);
+  std::uint64_t orig = 0;
+  std::memcpy(&orig, p.a.buf.data() + 60000, 8);
+  EXPECT_EQ(orig, 40u);
+  SendWr cs = fa;
+  cs.wr_id = 5;
+  cs.opcode = WrOpcode::kAtomicCmpAndSwp;
+  cs.compare_add = 42;
+  cs.swap = 1000;
+  ASSERT_TRUE(post(p.a, cs));
+  ASSERT_EQ(poll_n(*p.a.scq, 1).size(), 1u);
+  std::memcpy(&word, p.b.buf.data() + 64, 8);
+  EXPECT_EQ(word, 1000u);
+
+  const UdpLinkStats sa = p.a.dev->udp()->stats();
+  EXPECT_GT(sa.frames_sent, 40000u / GetParam());
+  EXPECT_EQ(sa.send_errors, 0u);
+  const TransportCounters cb = p.b.dev->engine().counters();
+  EXPECT_EQ(cb.dropped_for(DropReason::kBadIcrc), 0u);
+  EXPECT_EQ(cb.dropped_for(DropReason::kBadSource), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mtus, UdpLinkMtu, ::testing::Values(256u, 1024u, 4096u));
+
+TEST(UdpLink, FramesThatAreNotRightAreDroppedAndCountedByReason) {
+  UdpPair p;
+  connect(p.a, p.b);
+  Injector inj;
+  const std::uint32_t b_ip = roce_ipv4(p.b.dev->engine().address());
+  auto dropped = [&](DropReason r) { return p.b.dev->engine().counters().dropped_for(r); };
+
+  // Shorter than a BTH.
+  std::array<std::byte, 7> tiny{};
+  inj.raw(tiny, b_ip);
+  // A WRITE ONLY to b's QP, well formed, but from a host that is not its peer.
+  std::array<std::byte, 16> data{};
+  data.fill(std::byte{0x5a});
+  Packet w;
+  w.op = Opcode::kWriteOnly;
+  w.dst_qpn = p.b.qp->qpn();
+  w.psn = 0;
+  w.va = p.b.addr(0);
+  w.rkey = p.b.key;
+  w.dma_length = 16;
+  w.payload_length = 16;
+  w.payload.push_back(MemPiece{data.data(), 16});
+  inj.send(w, b_ip);
+  // The same with a broken ICRC.
+  inj.send(w, b_ip, /*bad_icrc=*/true);
+  // To a QPN nobody has.
+  Packet u = w;
+  u.dst_qpn = 0xabcdef;
+  inj.send(u, b_ip);
+  // Not an RC opcode (UC SEND ONLY, 0x24), its ICRC right: the parser
+  // refuses the opcode.
+  std::vector<std::byte> uc(kBthBytes);
+  uc[0] = std::byte{0x24};
+  uc[2] = uc[3] = std::byte{0xff};  // the default P_Key
+  inj.with_icrc(uc, b_ip);
+
+  ASSERT_TRUE(eventually([&] {
+    return dropped(DropReason::kBadLength) >= 1 && dropped(DropReason::kBadSource) >= 1 &&
+           dropped(DropReason::kBadIcrc) >= 1 && dropped(DropReason::kUnknownQp) >= 1 &&
+           dropped(DropReason::kBadOpcode) >= 1;
+  })) << "length " << dropped(DropReason::kBadLength) << " source " << dropped(DropReason::kBadSource) << " icrc "
+      << dropped(DropReason::kBadIcrc) << " qp " << dropped(DropReason::kUnknownQp) << " opcode "
+      << dropped(DropReason::kBadOpcode);
+  EXPECT_EQ(dropped(DropReason::kBadLength), 1u);
+  EXPECT_EQ(dropped(DropReason::kBadSource), 1u);
+  EXPECT_EQ(dropped(DropReason::kBadIcrc), 1u);
+  EXPECT_EQ(dropped(DropReason::kUnknownQp), 1u);
+  EXPECT_EQ(dropped(DropReason::kBadOpcode), 1u);
+  // Nothing of it landed: b's buffer is untouched, and its PSN did not move
+  // (the real peer's WRITE at PSN 0 still lands).
+  EXPECT_NE(p.b.buf[0], 0x5a);
+  std::fill(p.a.buf.begin(), p.a.buf.begin() + 16, 0x11);
+  Sge s{p.a.addr(), 16, p.a.key};
+  ASSERT_TRUE(post(p.a, write_wr(1, s, p.b.addr(0), p.b.key)));
+  auto wc = poll_n(*p.a.scq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(p.b.buf[0], 0x11);
+}
+
+TEST(UdpLink, ThePeerGoneEndsTheQpWithRetryExceededAndFlushes) {
+  ManualClock clock;
+  NetConfig na = loopback_net(1), nb = loopback_net(2);
+  Side a(256, {64, 64, 4, 4, 128}, &clock, nullptr, &na);
+  auto b = std::make_unique<Side>(256, QpCaps{64, 64, 4, 4, 128}, nullptr, nullptr, &nb);
+  PathParams pp;
+  pp.retry_cnt = 3;
+  connect(a, *b, pp);
+  b.reset();  // the peer's process is gone: its address answers nothing
+  Sge s{a.addr(), 4096, a.key};
+  ASSERT_TRUE(post(a, write_wr(1, s, 0x1000, 0x1234)));
+  ASSERT_TRUE(post(a, write_wr(2, s, 0x1000, 0x1234)));
+  std::vector<Wc> wcs;
+  ASSERT_TRUE(eventually([&] {
+    clock.advance(std::chrono::seconds(1));  // beyond the 4 ms timeout each time
+    for (Wc& w : poll_n(*a.scq, 2 - wcs.size(), std::chrono::milliseconds(1))) wcs.push_back(w);
+    return wcs.size() == 2;
+  }));
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(a.qp->state(), QpState::kErr);
+  EXPECT_EQ(a.dev->engine().counters().timeouts, 4u);  // the first try and retry_cnt retries
+}
+
+}  // namespace
+}  // namespace srdma::hca
