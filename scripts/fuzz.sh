@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# The capsule parser under libFuzzer (clang, with ASan and UBSan).
-#   scripts/fuzz.sh [seconds]   build fuzz/capsule_fuzz.cc and run it that long
-#                               (default 20) from the seed corpus fuzz/corpus/
-#   scripts/fuzz.sh --corpus    regenerate fuzz/corpus/ from the capsule builders
-# The parser is built straight from its sources: the rest of the project needs
-# libstdc++'s <expected>, which clang 14 cannot compile, and the parser
-# deliberately does not.
+# The capsule parser and the RoCEv2 frame parser under libFuzzer (clang, with
+# ASan and UBSan).
+#   scripts/fuzz.sh [seconds [capsule|roce]]
+#                               build fuzz/capsule_fuzz.cc and fuzz/roce_frame_fuzz.cc
+#                               and run them for `seconds` in all (default 20, half
+#                               each; all of it when one is named), from the seed
+#                               corpora fuzz/corpus/ and fuzz/roce_corpus/
+#   scripts/fuzz.sh --corpus    regenerate both corpora from the builders
+# FUZZ_FLAGS adds libFuzzer flags to both runs (e.g. -use_value_profile=1
+# for a long run). A crash leaves its input in build/fuzz/capsule-*
+# or build/fuzz/roce-*.
+# The parsers are built straight from their sources: the rest of the project
+# needs libstdc++'s <expected>, which clang 14 cannot compile, and the parsers
+# (nvmf/capsule_parser, hca/roce_frame) deliberately do not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/fuzz
@@ -17,17 +24,55 @@ if [[ ${1:-} == --corpus ]]; then
   rm -rf fuzz/corpus && mkdir -p fuzz/corpus
   "$out/make_corpus" fuzz/corpus
   ls -l fuzz/corpus
+  g++ -std=c++2b -O1 -Isrc -Iinclude fuzz/make_roce_corpus.cc src/hca/roce_frame.cc -lz \
+    -o "$out/make_roce_corpus"
+  rm -rf fuzz/roce_corpus && mkdir -p fuzz/roce_corpus
+  "$out/make_roce_corpus" fuzz/roce_corpus
+  ls -l fuzz/roce_corpus
   exit 0
 fi
 
 seconds=${1:-20}
-clang++ -std=c++2b -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -Wall -Wextra -Isrc -Iinclude \
-  fuzz/capsule_fuzz.cc src/nvmf/capsule_parser.cc src/nvmf/status.cc -o "$out/capsule_fuzz"
-# Run on a scratch copy so new inputs the fuzzer finds do not land in git.
+only=${2:-}
+case $only in
+  "") roce_seconds=$((seconds / 2)); ((roce_seconds >= 1)) || roce_seconds=1
+      capsule_seconds=$((seconds - roce_seconds)); ((capsule_seconds >= 1)) || capsule_seconds=1 ;;
+  capsule) capsule_seconds=$seconds roce_seconds=0 ;;
+  roce) capsule_seconds=0 roce_seconds=$seconds ;;
+  *) echo "usage: $0 [seconds [capsule|roce]] | --corpus" >&2; exit 2 ;;
+esac
+
+cxx=(clang++ -std=c++2b -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+     -Wall -Wextra -Isrc -Iinclude)
+# Both built at once (each a few seconds of clang), before either runs.
+builds=()
+if ((capsule_seconds > 0)); then
+  "${cxx[@]}" fuzz/capsule_fuzz.cc src/nvmf/capsule_parser.cc src/nvmf/status.cc -o "$out/capsule_fuzz" &
+  builds+=($!)
+fi
+if ((roce_seconds > 0)); then
+  # roce_frame.cc needs only zlib (crc32); packet.h's helpers are inline.
+  "${cxx[@]}" fuzz/roce_frame_fuzz.cc src/hca/roce_frame.cc -lz -o "$out/roce_frame_fuzz" &
+  builds+=($!)
+fi
+for pid in "${builds[@]}"; do wait "$pid"; done
+
+# Run on scratch copies so new inputs the fuzzers find do not land in git.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp fuzz/corpus/* "$work"/
-"$out/capsule_fuzz" -max_total_time="$seconds" -print_final_stats=1 -max_len=9000 \
-  -artifact_prefix="$out/" "$work"
-echo "capsule fuzz: ${seconds}s clean"
+
+if ((capsule_seconds > 0)); then
+  mkdir "$work/capsule" && cp fuzz/corpus/* "$work/capsule"/
+  "$out/capsule_fuzz" -max_total_time="$capsule_seconds" -print_final_stats=1 -max_len=9000 \
+    -artifact_prefix="$out/capsule-" ${FUZZ_FLAGS:-} "$work/capsule"
+  echo "capsule fuzz: ${capsule_seconds}s clean"
+fi
+
+if ((roce_seconds > 0)); then
+  mkdir "$work/roce" && cp fuzz/roce_corpus/* "$work/roce"/
+  # max_len a little past the longest acceptable frame (4140 bytes), so the
+  # too-long refusal is reached too.
+  "$out/roce_frame_fuzz" -max_total_time="$roce_seconds" -print_final_stats=1 -max_len=4200 \
+    -artifact_prefix="$out/roce-" ${FUZZ_FLAGS:-} "$work/roce"
+  echo "roce frame fuzz: ${roce_seconds}s clean"
+fi
