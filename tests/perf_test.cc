@@ -45,7 +45,7 @@ void check_bw(const PerfReport& r, const std::string& test, std::uint64_t bytes,
   EXPECT_EQ(b.copy_bw_mib_s, std::max(b.memcpy_mib_s, b.loop_mib_s));
   EXPECT_NEAR(b.bw_over_copy, b.bw_avg_mib_s / b.copy_bw_mib_s, 1e-9);
   auto j = to_json(r);
-  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "results", "mtu", "impair", "transport"}));
+  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "role", "results", "mtu", "link", "local", "remote", "impair", "transport"}));
   EXPECT_EQ(keys(j["transport"]), (std::set<std::string>{"client", "server"}));
   EXPECT_EQ(j["test"], test);
   ASSERT_EQ(j["results"].size(), 1u);
@@ -69,7 +69,7 @@ void check_lat(const PerfReport& r, const std::string& test, std::uint64_t bytes
   EXPECT_LE(l.t_avg_us, l.t_max_us);
   EXPECT_GE(l.t_stdev_us, 0);
   auto j = to_json(r);
-  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "results", "mtu", "impair", "transport"}));
+  EXPECT_EQ(keys(j), (std::set<std::string>{"test", "role", "results", "mtu", "link", "local", "remote", "impair", "transport"}));
   EXPECT_EQ(keys(j["transport"]), (std::set<std::string>{"client", "server"}));
   EXPECT_EQ(j["test"], test);
   ASSERT_EQ(j["results"].size(), 1u);

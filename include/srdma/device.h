@@ -61,6 +61,15 @@ struct PortAttr {
   std::uint64_t address = 0;    // Device::address()
 };
 
+// What the RoCEv2 link did (all zero on the in-process link).
+struct WireStats {
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;  // parsed and handed to the device
+  std::uint64_t send_errors = 0;      // sends the kernel refused (lost: the transport resends)
+  std::uint64_t rx_overruns = 0;      // datagrams the kernel dropped for a full receive buffer
+  std::uint64_t source_port_fallbacks = 0;  // QPs whose entropy source port could not be bound
+};
+
 // One completion vector's counters.
 struct CompVectorStats {
   std::uint32_t vector = 0;
@@ -109,6 +118,13 @@ class Device {
   const Profile& profile() const;  // after validation
   DeviceAttr query() const;
   PortAttr query_port() const;
+  // Receives what the device's wire holds, in the calling thread; the
+  // packets handled. A consumer that spins on memory rather than on a CQ
+  // (an RDMA WRITE's last byte) calls this as it spins: on the RoCEv2 link
+  // a spinning consumer is the receiver (an empty CQ poll does the same).
+  // The in-process link delivers by itself: 0.
+  int progress();
+  WireStats wire_stats() const;
   std::vector<TableUsage> table_usage() const;
   std::vector<BuddyUsage> buddy_usage() const;
   TptStats tpt_stats() const;

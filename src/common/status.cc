@@ -26,6 +26,14 @@ std::string errno_name(int code) {
     case ETIMEDOUT: return "ETIMEDOUT";
     case ECONNREFUSED: return "ECONNREFUSED";
     case ECANCELED: return "ECANCELED";
+    case ECONNRESET: return "ECONNRESET";
+    case EADDRINUSE: return "EADDRINUSE";
+    case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
+    case ENETUNREACH: return "ENETUNREACH";
+    case EHOSTUNREACH: return "EHOSTUNREACH";
+    case EPROTO: return "EPROTO";
+    case EMSGSIZE: return "EMSGSIZE";
+    case EPIPE: return "EPIPE";
     default: return fmt::format("E{}", code);
   }
 }

@@ -28,7 +28,15 @@ CompletionQueue::~CompletionQueue() {
   }
 }
 
-int CompletionQueue::poll(std::span<Wc> wc) { return state_->cq->poll(wc); }
+int CompletionQueue::poll(std::span<Wc> wc) {
+  const int n = state_->cq->poll(wc);
+  if (n != 0 || !state_->polled_link) return n;
+  // Nothing yet: on a wire that is received by polling, receive what has
+  // arrived in this thread, as a polling consumer of a NIC's queue would
+  // (udp_link.h), and look again.
+  if (state_->hca->engine().poll_link() == 0) return 0;
+  return state_->cq->poll(wc);
+}
 Result<int> CompletionQueue::req_notify(std::uint32_t flags) { return state_->cq->req_notify(flags); }
 static std::unexpected<Error> shared_refusal(const char* verb) {
   return make_error(EOPNOTSUPP, fmt::format("{} is refused on a shared (pool) CQ", verb));
@@ -101,6 +109,7 @@ Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::create_cq(DeviceState
   s->device = std::move(keep);
   s->owner = &dev;
   s->hca = dev.hca;
+  s->polled_link = dev.hca->engine().link_is_polled();
   auto public_cq = std::unique_ptr<CompletionQueue>(new CompletionQueue(std::move(s), init.context));
   // The device CQ's context is the public object, so channel events and
   // handlers can find it.

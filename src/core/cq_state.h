@@ -27,6 +27,7 @@ struct CqState {
   std::shared_ptr<hca::Cq> cq;
   std::shared_ptr<ChannelState> channel;  // when bound to one
   bool destroyed = false;
+  bool polled_link = false;  // the device's wire is received by polling (poll() drives it)
   // alloc_cq CQs: how they are processed, and counters.
   PollContext ctx = PollContext::kDirect;
   bool processed = false;  // SOFTIRQ, WORKQUEUE or UNBOUND (the device polls)

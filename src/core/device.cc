@@ -30,6 +30,15 @@ Result<Device> Device::open_on(const Profile& profile, std::string name, const N
 
 const std::string& Device::name() const { return state_->name; }
 
+WireStats Device::wire_stats() const {
+  const hca::UdpLink* udp = state_->hca->udp();
+  if (udp == nullptr) return {};
+  const hca::UdpLinkStats u = udp->stats();
+  return WireStats{u.frames_sent, u.frames_received, u.send_errors, u.rx_overruns, u.source_port_fallbacks};
+}
+
+int Device::progress() { return state_->hca->engine().poll_link(); }
+
 PortAttr Device::query_port() const {
   const hca::QueueEngine& engine = state_->hca->engine();
   PortAttr a;

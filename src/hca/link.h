@@ -28,6 +28,12 @@ class Link {
   virtual bool carries_trains() const { return false; }
   // Hands what the calling thread has pending (see SendBatch) to the wire.
   virtual void end_batch() {}
+  // Receives what has arrived, in the calling thread (a consumer polling the
+  // device); the packets handled. A link that delivers by itself: 0.
+  virtual int poll() { return 0; }
+  // Whether poll() does anything: a consumer that finds its CQ empty polls
+  // the link only then.
+  virtual bool polled() const { return false; }
   // Whether a QP may name `addr` as its peer (QP_AV).
   virtual bool knows(std::uint64_t addr) const = 0;
   // The largest path MTU the link carries (the port's active MTU).

@@ -44,6 +44,7 @@ QueueEngine::QueueEngine(const Profile& profile, TranslationTables& tables, allo
       cq_alloc_(std::move(cq)),
       address_(address),
       link_(link),
+      polled_link_(link.polled()),
       out_(&link) {}
 
 QueueEngine::~QueueEngine() {

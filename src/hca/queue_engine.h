@@ -79,6 +79,11 @@ class QueueEngine {
   Link& link() { return *out_.load(std::memory_order_acquire); }
   bool link_knows(std::uint64_t addr) const;
   std::uint32_t active_mtu() const { return link_.active_mtu(); }
+  // Receives what the wire holds, in the calling thread (Link::poll).
+  int poll_link() { return link_.poll(); }
+  // Whether polling is how the wire gets received when consumers spin
+  // (the RoCEv2 link); the in-process link delivers by itself.
+  bool link_is_polled() const { return polled_link_; }
   void receive(Packet&& msg);
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
   void kick_later(std::shared_ptr<Qp> qp);
@@ -100,7 +105,8 @@ class QueueEngine {
   alloc::IndexAllocator qp_alloc_;
   alloc::IndexAllocator cq_alloc_;
   const std::uint64_t address_;
-  Link& link_;  // the wire to other devices (in-process for now)
+  Link& link_;  // the wire to other devices
+  const bool polled_link_;
   std::unique_ptr<ImpairedLink> impaired_;  // around link_, when asked for
   std::atomic<Link*> out_;  // what the roles send on: link_ or impaired_
   std::once_flag engine_once_;

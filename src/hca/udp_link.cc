@@ -169,6 +169,7 @@ UdpLink::UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd,
       wake_fd_(wake_fd),
       active_mtu_(active_mtu),
       gso_(gso && config.gso),
+      rx_(std::make_unique<RxState>()),
       sockets_(new std::atomic<int>[kEntropyPorts]) {
   for (std::size_t i = 0; i < kEntropyPorts; ++i) sockets_[i].store(-1, std::memory_order_relaxed);
 }
@@ -197,15 +198,18 @@ bool UdpLink::knows(std::uint64_t addr) const {
 
 void UdpLink::start(QueueEngine& engine) {
   engine_ = &engine;
-  rx_ = std::thread([this] { receive_loop(); });
+  rx_thread_ = std::thread([this] { receive_loop(); });
 }
 
 void UdpLink::stop() {
-  if (!rx_.joinable()) return;
+  if (!rx_thread_.joinable()) return;
   stopping_.store(true, std::memory_order_release);
   const std::uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
-  rx_.join();
+  rx_thread_.join();
+  // A consumer's poll() may still be delivering: wait for it, and keep any
+  // later one out.
+  while (rx_busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
 }
 
 int UdpLink::socket_for(std::uint16_t sport) {
@@ -371,83 +375,120 @@ void UdpLink::flush_pending() {
   q.link = nullptr;
 }
 
-void UdpLink::receive_loop() {
-  using std::chrono::steady_clock;
+// What a receiver needs for one recvmmsg: used by whoever holds rx_busy_.
+struct UdpLink::RxState {
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
   std::array<sockaddr_in, kRecvBatch> from{};
-  constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t));
+  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t));
   alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
   // The receive buffers: a response that a QP keeps for later (its inbox)
   // keeps the whole batch's buffer alive through Packet::owned, and the
   // next batch then gets a fresh one.
-  auto fresh = [] { return std::make_shared<std::vector<std::byte>>(kRecvBatch * kSlotBytes); };
-  std::shared_ptr<std::vector<std::byte>> buf = fresh();
-  const auto busy = std::chrono::microseconds(config_.busy_poll_us);
-  auto last_traffic = steady_clock::now();
+  std::shared_ptr<std::vector<std::byte>> buf;
   std::uint32_t last_ovfl = 0;
+};
+
+namespace {
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+// While a consumer polls the device (poll()), the receive thread leaves the
+// socket to it for this long after its last poll: one thread per process
+// spins, not two.
+constexpr std::int64_t kConsumerPollWindowNs = 1'000'000;
+}  // namespace
+
+int UdpLink::poll() {
+  last_consumer_poll_ns_.store(now_ns(), std::memory_order_relaxed);
+  if (rx_busy_.exchange(true, std::memory_order_acquire)) return 0;  // someone else is receiving
+  const int n = receive_once();
+  rx_busy_.store(false, std::memory_order_release);
+  return n;
+}
+
+int UdpLink::receive_once() {
+  RxState& r = *rx_;
+  if (!r.buf || r.buf.use_count() > 1) r.buf = std::make_shared<std::vector<std::byte>>(kRecvBatch * kSlotBytes);
+  for (std::size_t i = 0; i < kRecvBatch; ++i) {
+    r.iovs[i] = {r.buf->data() + i * kSlotBytes, kSlotBytes};
+    r.msgs[i] = {};
+    r.msgs[i].msg_hdr.msg_name = &r.from[i];
+    r.msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    r.msgs[i].msg_hdr.msg_iov = &r.iovs[i];
+    r.msgs[i].msg_hdr.msg_iovlen = 1;
+    r.msgs[i].msg_hdr.msg_control = r.ctl[i].data();
+    r.msgs[i].msg_hdr.msg_controllen = RxState::kCtl;
+  }
+  const int n = ::recvmmsg(fd_, r.msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
+  // EAGAIN: nothing; ECONNREFUSED and friends (ICMP errors): nothing to read.
+  if (n <= 0) return 0;
+  // The kernel's running count of drops on this socket, if it changed.
+  for (int i = 0; i < n; ++i) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&r.msgs[i].msg_hdr); c != nullptr; c = CMSG_NXTHDR(&r.msgs[i].msg_hdr, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+        std::uint32_t v;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        if (v != r.last_ovfl) {
+          rx_overruns_.fetch_add(v - r.last_ovfl, std::memory_order_relaxed);
+          r.last_ovfl = v;
+        }
+      }
+    }
+  }
+  SendBatch batch(*this);  // the answers to this batch go out together
+  for (int i = 0; i < n; ++i) {
+    const msghdr& h = r.msgs[i].msg_hdr;
+    const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
+    if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) || r.from[i].sin_family != AF_INET) {
+      dropped_[static_cast<std::size_t>(DropReason::kBadLength)].fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    const std::uint32_t src_ip = ntohl(r.from[i].sin_addr.s_addr);
+    const IpUdpFields ip{src_ip, ip_, ntohs(r.from[i].sin_port), config_.port, 0, true};
+    ParsedFrame f;
+    const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
+    if (e != FrameError::kNone) {
+      dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    Packet& p = f.pkt;
+    p.src_addr = roce_address(src_ip);
+    p.dst_addr = roce_address(ip_);
+    p.src_qpn = kSrcQpnFromPath;
+    if (p.payload_length != 0 && is_response(p.op)) p.owned = r.buf;
+    frames_received_.fetch_add(1, std::memory_order_relaxed);
+    engine_->receive(std::move(p));
+  }
+  return n;
+}
+
+void UdpLink::receive_loop() {
+  const std::int64_t busy_ns = std::int64_t{config_.busy_poll_us} * 1000;
+  std::int64_t last_traffic = now_ns();
   while (!stopping_.load(std::memory_order_acquire)) {
-    if (buf.use_count() > 1) buf = fresh();
-    for (std::size_t i = 0; i < kRecvBatch; ++i) {
-      iovs[i] = {buf->data() + i * kSlotBytes, kSlotBytes};
-      msgs[i] = {};
-      msgs[i].msg_hdr.msg_name = &from[i];
-      msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-      msgs[i].msg_hdr.msg_iov = &iovs[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-      msgs[i].msg_hdr.msg_control = ctl[i].data();
-      msgs[i].msg_hdr.msg_controllen = kCtl;
+    const std::int64_t now = now_ns();
+    if (now - last_consumer_poll_ns_.load(std::memory_order_relaxed) < kConsumerPollWindowNs) {
+      // A consumer polls: look again when its window may have closed.
+      pollfd w{wake_fd_, POLLIN, 0};
+      (void)::poll(&w, 1, 1);
+      last_traffic = 0;
+      continue;
     }
-    const int n = ::recvmmsg(fd_, msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
+    int n = 0;
+    if (!rx_busy_.exchange(true, std::memory_order_acquire)) {
+      n = receive_once();
+      rx_busy_.store(false, std::memory_order_release);
+    }
     if (n > 0) {
-      last_traffic = steady_clock::now();
-      // The kernel's running count of drops on this socket, if it changed.
-      for (int i = 0; i < n; ++i) {
-        for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c != nullptr; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
-          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
-            std::uint32_t v;
-            std::memcpy(&v, CMSG_DATA(c), sizeof v);
-            if (v != last_ovfl) {
-              rx_overruns_.fetch_add(v - last_ovfl, std::memory_order_relaxed);
-              last_ovfl = v;
-            }
-          }
-        }
-      }
-      SendBatch batch(*this);  // the answers to this batch go out together
-      for (int i = 0; i < n; ++i) {
-        const msghdr& h = msgs[i].msg_hdr;
-        const std::span<const std::byte> frame(buf->data() + i * kSlotBytes, msgs[i].msg_len);
-        if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) || from[i].sin_family != AF_INET) {
-          dropped_[static_cast<std::size_t>(DropReason::kBadLength)].fetch_add(1, std::memory_order_relaxed);
-          continue;
-        }
-        const std::uint32_t src_ip = ntohl(from[i].sin_addr.s_addr);
-        const IpUdpFields ip{src_ip, ip_, ntohs(from[i].sin_port), config_.port, 0, true};
-        ParsedFrame f;
-        const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
-        if (e != FrameError::kNone) {
-          dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
-          continue;
-        }
-        Packet& p = f.pkt;
-        p.src_addr = roce_address(src_ip);
-        p.dst_addr = roce_address(ip_);
-        p.src_qpn = kSrcQpnFromPath;
-        if (p.payload_length != 0 && is_response(p.op)) p.owned = buf;
-        frames_received_.fetch_add(1, std::memory_order_relaxed);
-        engine_->receive(std::move(p));
-      }
+      last_traffic = now;
       continue;
     }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      // ECONNREFUSED and friends (ICMP errors): nothing to read, go on.
-      continue;
-    }
-    if (steady_clock::now() - last_traffic < busy) continue;  // poll on: traffic may follow
+    if (now - last_traffic < busy_ns) continue;  // poll on: traffic may follow
     pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     (void)::poll(fds, 2, -1);
-    last_traffic = steady_clock::now();
+    last_traffic = now_ns();
   }
 }
 

@@ -4,7 +4,10 @@
 // One UDP socket bound to the device's IPv4 address and the RoCEv2 port
 // receives; a thread drains it in batches (recvmmsg), polls on for a while
 // after traffic and then sleeps in poll(), so that an idle device costs no
-// CPU. Every frame is parsed and checked (roce_frame.h) before anything in
+// CPU. A consumer that polls the device (an empty CQ poll, Device::progress)
+// receives in its own thread instead, and while it does the receive thread
+// stays out of its way: on a host with few cores, two threads spinning per
+// process cost more than either saves. Every frame is parsed and checked (roce_frame.h) before anything in
 // it is believed; a bad one is dropped and counted by reason.
 //
 // Sending: a QP's packets leave from a socket bound to its UDP source port
@@ -61,6 +64,8 @@ class UdpLink final : public Link {
 
   bool send(Packet&& pkt) override;
   void end_batch() override;
+  int poll() override;
+  bool polled() const override { return true; }
   bool knows(std::uint64_t addr) const override;
   std::uint32_t active_mtu() const override { return active_mtu_; }
   void add_drops(TransportCounters& c) const override;
@@ -71,8 +76,10 @@ class UdpLink final : public Link {
 
  private:
   UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu, bool gso);
+  struct RxState;
   void receive_loop();
-  void deliver_batch(int n);
+  // One recvmmsg and the delivery of what it got. REQUIRES: rx_busy_ held.
+  int receive_once();
   // The socket that sends from entropy port `sport`: bound on first use.
   int socket_for(std::uint16_t sport);
   // Hands the calling thread's pending datagrams to the kernel.
@@ -86,8 +93,12 @@ class UdpLink final : public Link {
   const std::uint32_t active_mtu_;
   const bool gso_;  // the kernel segments UDP (UDP_SEGMENT) and the config allows it
   QueueEngine* engine_ = nullptr;
-  std::thread rx_;
+  std::thread rx_thread_;
   std::atomic<bool> stopping_{false};
+  // Whoever receives holds this (the receive thread or a consumer's poll()).
+  std::atomic<bool> rx_busy_{false};
+  std::unique_ptr<RxState> rx_;
+  std::atomic<std::int64_t> last_consumer_poll_ns_{0};
 
   // Entropy-port sockets, indexed by the port's low 14 bits; -1 until used.
   std::mutex sockets_mu_;  // serialises binding

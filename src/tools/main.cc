@@ -109,6 +109,12 @@ int main(int argc, char** argv) {
   perf->add_option("--copy-ms", popt.copy_budget_ms, "Milliseconds spent measuring each copy routine per size")
       ->capture_default_str();
   std::uint32_t pmtu = 0;
+  perf->add_option("server", popt.server,
+                   "Between processes: the server's IPv4 address (this side is then the client; without it, "
+                   "--ip makes this side the server, which waits for one client)");
+  perf->add_option("--ip", popt.ip, "Between processes: this side's device address (RoCEv2, UDP 4791); default "
+                                    "SRDMA_ADDR or 127.0.0.1");
+  perf->add_option("-p,--port", popt.port, "The side channel's TCP port")->capture_default_str();
   auto* o_mtu = perf->add_option("--mtu", pmtu, "Path MTU of the QPs: 256, 512, 1024, 2048 or 4096 (default 4096)");
   perf->add_option("--impair", popt.impair,
                    "Both devices send through a link that loses, duplicates, reorders or corrupts packets: "

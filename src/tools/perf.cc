@@ -37,6 +37,7 @@
 #include "srdma/wr.h"
 #include "tools/link_options.h"
 #include "tools/perf.h"
+#include "tools/perf_side.h"
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
@@ -50,15 +51,6 @@ namespace srdma::tools {
 
 namespace {
 
-// Reads of memory a peer's RDMA WRITE fills are DMA, not C++ accesses.
-inline void tsan_ignore_reads([[maybe_unused]] bool on) {
-#if defined(__SANITIZE_THREAD__)
-  if (on)
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-  else
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-#endif
-}
 
 constexpr std::string_view kNames[] = {"write_bw", "read_bw", "send_bw", "write_lat",
                                        "read_lat", "send_lat", "atomic_lat"};
@@ -164,115 +156,59 @@ Result<PerfSettings> resolve_perf_options(const PerfOptions& o) {
 // ---------------------------------------------------------------------------
 // The setup: two devices, a buffer, an MR, CQs and QPs on each
 
-namespace {
+namespace perf {
 
-using Clock = std::chrono::steady_clock;
 
-inline std::uint64_t ticks() {
-#if defined(__x86_64__)
-  return __rdtsc();
-#else
-  return static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-#endif
-}
-
-struct FreeDeleter {
-  void operator()(std::uint8_t* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<std::uint8_t[], FreeDeleter>;
-
-std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
-
-Result<Buffer> alloc_buffer(std::size_t n) {
-  n = round_up(std::max<std::size_t>(n, 1), 4096);
-  auto* p = static_cast<std::uint8_t*>(std::aligned_alloc(4096, n));
-  if (p == nullptr) return make_error(ENOMEM, fmt::format("cannot allocate a {}-byte buffer", n));
-  std::memset(p, 0, n);  // fault the pages in before the measurement
-  return Buffer(p);
-}
-
-Error wc_error(const Wc& wc, const char* side) {
-  return Error{EIO, fmt::format("{}: completion error on QP {:#x}: {} (vendor_err {})", side, wc.qp_num,
-                                wc_status_str(wc.status), wc.vendor_err)};
-}
-
-// A CQ, busy polled, or (-e) waited on through its own completion channel.
-class CqWaiter {
- public:
-  CqWaiter() = default;
-  CqWaiter(CompletionQueue* cq, CompChannel* ch) : cq_(cq), ch_(ch) {}
-
-  // Busy polling: one poll, possibly returning 0. Events: polls; when empty
-  // arms the CQ (CQ_NEXT_COMP) and polls again, then waits up to timeout_ms
-  // for the channel's fd, takes and acks the event and polls once more.
-  // -1 on an error (error()).
-  int next(std::span<Wc> wc, int timeout_ms = 50) {
-    int n = cq_->poll(wc);
-    if (n != 0 || ch_ == nullptr) return n;
-    if (!armed_) {
-      auto r = cq_->req_notify(CQ_NEXT_COMP);
-      if (!r) return fail(r.error());
-      armed_ = true;
-      if ((n = cq_->poll(wc)) != 0) return n;
+Error completion_failure(Side& side, const Wc& wc, const char* who) {
+  Error e = wc_error(wc, who);
+  // A QP in error flushes what it still holds at once: count it, so that
+  // the report says the QP ended rather than stalled. Bounded: a QP whose
+  // flush does not come is reported as it is.
+  std::uint64_t flushed = 0;
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  Wc more[16];
+  while (Clock::now() < until) {
+    const int n = side.send_cq->poll(more);
+    if (n <= 0) {
+      if (flushed > 0) break;
+      continue;
     }
-    pollfd p{ch_->fd(), POLLIN, 0};
-    int pr = ::poll(&p, 1, timeout_ms);
-    if (pr < 0 && errno != EINTR) return fail(Error{errno, "poll on the completion channel's fd failed"});
-    if (pr > 0) {
-      auto ev = ch_->get_event(false);
-      if (ev) {
-        ch_->ack_events(**ev, 1);
-        ++events_;
-        armed_ = false;
-      } else if (ev.error().code != EAGAIN) {
-        return fail(ev.error());
-      }
-    }
-    return cq_->poll(wc);
+    for (int i = 0; i < n; ++i) flushed += more[i].status == WcStatus::kWrFlushErr;
   }
-  const Error& error() const { return err_; }
-  std::uint64_t events() const { return events_; }
+  if (flushed > 0) e.reason += fmt::format("; {} more WRs flushed", flushed);
+  return e;
+}
 
- private:
-  int fail(Error e) {
-    err_ = std::move(e);
-    return -1;
+PeerBuffers PeerBuffers::of(const Side& s) {
+  PeerBuffers b;
+  b.dev_addr = s.dev.address();
+  b.half = s.half;
+  for (std::size_t i = 0; i < s.qps.size(); ++i) {
+    b.qpn.push_back(s.qps[i]->qp_num());
+    b.psn.push_back(s.psn[i]);
+    b.rkey.push_back(s.mrs[i].rkey());
+    b.addr.push_back(s.addr(i));
   }
-  CompletionQueue* cq_ = nullptr;
-  CompChannel* ch_ = nullptr;
-  bool armed_ = false;
-  std::uint64_t events_ = 0;
-  Error err_;
-};
+  return b;
+}
 
-struct Side {
-  Device dev;
-  ProtectionDomain pd;
-  std::unique_ptr<CompChannel> send_ch, recv_ch;
-  std::unique_ptr<CompletionQueue> send_cq, recv_cq;
-  std::vector<Buffer> bufs;        // one per QP
-  std::vector<MemoryRegion> mrs;   // declared after bufs: deregistered first
-  std::vector<std::unique_ptr<QueuePair>> qps;
-  std::vector<std::uint32_t> psn;  // each QP's starting send PSN
-  CqWaiter send_w, recv_w;
-  std::size_t half = 0;            // latency tests: receive half at this offset
-
-  std::uint8_t* buf(std::size_t i) const { return bufs[i].get(); }
-  std::uint64_t addr(std::size_t i, std::size_t off = 0) const {
-    return reinterpret_cast<std::uint64_t>(bufs[i].get()) + off;
-  }
-};
+std::size_t side_buffer_bytes(const PerfSettings& s, std::size_t* half) {
+  const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
+  *half = round_up(max_size, 64);
+  return is_bandwidth(s.test) ? max_size : 2 * *half;
+}
 
 Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string& name, std::size_t buf_bytes,
-                                        std::mt19937& rng) {
+                                        std::mt19937& rng, const NetConfig* net, std::uint32_t extra_send_wr) {
   auto side = std::make_unique<Side>();
   Profile p;
   p.num_qp = 1024;
   p.num_cq = 64;
   p.num_mpt = 1024;
-  auto dev = Device::open(p, name);
+  auto dev = net ? Device::open(p, name, *net) : Device::open(p, name);
   if (!dev) return std::unexpected(dev.error());
   side->dev = std::move(*dev);
+  side->polled_link = net != nullptr;
   if (auto r = side->dev.impair(s.impair); !r) return std::unexpected(r.error());  // before the first QP
   auto pd = side->dev.alloc_pd();
   if (!pd) return std::unexpected(pd.error());
@@ -285,7 +221,7 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
       *ch = std::move(*c);
     }
   }
-  const std::uint32_t send_cqe = std::max<std::uint32_t>(1, s.tx_depth * s.num_qps);
+  const std::uint32_t send_cqe = std::max<std::uint32_t>(1, (s.tx_depth + extra_send_wr) * s.num_qps);
   const std::uint32_t recv_cqe = std::max<std::uint32_t>(1, s.rx_depth * s.num_qps);
   auto scq = side->dev.create_cq(CqInit{.cqe = send_cqe, .channel = side->send_ch.get()});
   if (!scq) return std::unexpected(scq.error());
@@ -303,7 +239,7 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
     if (!mr) return std::unexpected(mr.error());
     side->bufs.push_back(std::move(*b));
     side->mrs.push_back(std::move(*mr));
-    QpCaps caps{.max_send_wr = s.tx_depth,
+    QpCaps caps{.max_send_wr = s.tx_depth + extra_send_wr,
                 .max_recv_wr = std::max<std::uint32_t>(1, s.rx_depth),
                 .max_send_sge = 1,
                 .max_recv_sge = 1,
@@ -316,9 +252,9 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
   return side;
 }
 
-Result<void> bring_up(QueuePair& qp, std::uint32_t sq_psn, const Device& peer, std::uint32_t peer_qpn,
+Result<void> bring_up(QueuePair& qp, std::uint32_t sq_psn, std::uint64_t peer_addr, std::uint32_t peer_qpn,
                       std::uint32_t peer_psn, std::uint32_t mtu) {
-  return qp.connect(RcConnection{.peer_addr = peer.address(),
+  return qp.connect(RcConnection{.peer_addr = peer_addr,
                                  .peer_qpn = peer_qpn,
                                  .access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC,
                                  .sq_psn = sq_psn,
@@ -331,12 +267,8 @@ struct Pair {
 };
 
 Result<Pair> open_pair(const PerfSettings& s) {
-  const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
-  const bool bw = is_bandwidth(s.test);
-  // Latency tests send from the first half and receive into the second
-  // (perftest's post_buf and poll_buf), bandwidth tests use one message.
-  const std::size_t half = round_up(max_size, 64);
-  const std::size_t bytes = bw ? max_size : 2 * half;
+  std::size_t half = 0;
+  const std::size_t bytes = side_buffer_bytes(s, &half);
   std::mt19937 rng(std::random_device{}());
   Pair p;
   auto c = open_side(s, "srdma0", bytes, rng);
@@ -349,44 +281,15 @@ Result<Pair> open_pair(const PerfSettings& s) {
   for (std::uint32_t i = 0; i < s.num_qps; ++i) {
     auto& cq = *p.client->qps[i];
     auto& sq = *p.server->qps[i];
-    if (auto r = bring_up(cq, p.client->psn[i], p.server->dev, sq.qp_num(), p.server->psn[i], s.mtu); !r)
+    if (auto r = bring_up(cq, p.client->psn[i], p.server->dev.address(), sq.qp_num(), p.server->psn[i], s.mtu); !r)
       return std::unexpected(r.error());
-    if (auto r = bring_up(sq, p.server->psn[i], p.client->dev, cq.qp_num(), p.client->psn[i], s.mtu); !r)
+    if (auto r = bring_up(sq, p.server->psn[i], p.client->dev.address(), cq.qp_num(), p.client->psn[i], s.mtu); !r)
       return std::unexpected(r.error());
   }
   return p;
 }
 
-// Receives kept posted on every QP of `side`, each covering the whole buffer
-// half from `offset` (so a later, bigger size still fits).
-struct Receives {
-  std::vector<Sge> sge;
-  std::vector<RecvWr> wr;
 
-  void build(const Side& side, std::size_t offset, std::size_t length) {
-    const std::size_t n = side.qps.size();
-    sge.resize(n);
-    wr.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      sge[i] = Sge{side.addr(i, offset), static_cast<std::uint32_t>(length), side.mrs[i].lkey()};
-      wr[i].wr_id = i;
-      wr[i].sg_list = &sge[i];
-      wr[i].num_sge = 1;
-    }
-  }
-  Result<void> post(Side& side, std::size_t i) {
-    auto r = side.qps[i]->post_recv(wr[i]);
-    if (!r) return make_error(r.error().code, "post_recv: " + r.error().reason);
-    return {};
-  }
-};
-
-Result<void> post(QueuePair& qp, const SendWr& wr) {
-  auto r = qp.post_send(wr);
-  if (!r) [[unlikely]]
-    return make_error(r.error().code, "post_send: " + r.error().reason);
-  return {};
-}
 
 // ---------------------------------------------------------------------------
 // Bandwidth
@@ -438,9 +341,6 @@ struct RecvSink {
   }
 };
 
-struct CopyBuffers {
-  Buffer src, dst;
-};
 
 // --verify's pattern for WR k of QP i: the first word carries k and i
 // (consecutive iterations differ from the first byte on), the rest is
@@ -479,16 +379,40 @@ Result<void> check_pattern(const std::uint8_t* p, std::size_t n, std::uint64_t k
   return {};
 }
 
-Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receives& rx, CopyBuffers& copy) {
-  Side& c = *p.client;
-  Side& v = *p.server;
+Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfSettings& s, std::uint64_t size,
+                     Receives& rx, CopyBuffers& copy, std::vector<std::uint64_t>* posted_per_qp) {
   const std::uint32_t q = s.num_qps;
   const WrOpcode op = opcode_of(s.test);
   const std::uint32_t base_flags = size <= s.inline_size ? SEND_INLINE : 0u;
   // --verify: where each QP's bytes come from and go to (the receives of
-  // send_bw cover the server's buffer from offset 0).
-  auto source = [&](std::uint32_t i) { return op == WrOpcode::kRdmaRead ? v.buf(i) : c.buf(i); };
-  auto destination = [&](std::uint32_t i) { return op == WrOpcode::kRdmaRead ? c.buf(i) : v.buf(i); };
+  // send_bw cover the server's buffer from offset 0). With the server in
+  // another process, a WRITE or READ is paired with its check: write_bw's
+  // WRITE is read back into the second half of the buffer, read_bw's READ
+  // reads what a WRITE from that half put there just before (RC order), and
+  // send_bw's receiver checks what arrives.
+  const bool remote = server == nullptr;
+  const bool read_back = s.verify && remote && op != WrOpcode::kSend;
+  const std::size_t half = round_up(size, 64);
+  auto source = [&](std::uint32_t i) {
+    if (remote) return op == WrOpcode::kRdmaRead ? c.buf(i) + half : c.buf(i);
+    return op == WrOpcode::kRdmaRead ? server->buf(i) : c.buf(i);
+  };
+  auto destination = [&](std::uint32_t i) {
+    if (remote) return op == WrOpcode::kRdmaRead ? c.buf(i) : c.buf(i) + half;
+    return op == WrOpcode::kRdmaRead ? c.buf(i) : server->buf(i);
+  };
+  // The WR that goes with each read_back WR: the priming WRITE before a READ,
+  // the READ back after a WRITE.
+  std::vector<Sge> check_sge(read_back ? q : 0);
+  std::vector<SendWr> check_wr(read_back ? q : 0);
+  for (std::uint32_t i = 0; read_back && i < q; ++i) {
+    check_sge[i] = Sge{c.addr(i, half), static_cast<std::uint32_t>(size), c.mrs[i].lkey()};
+    check_wr[i].sg_list = &check_sge[i];
+    check_wr[i].num_sge = 1;
+    check_wr[i].opcode = op == WrOpcode::kRdmaRead ? WrOpcode::kRdmaWrite : WrOpcode::kRdmaRead;
+    check_wr[i].remote_addr = peer.addr[i];
+    check_wr[i].rkey = peer.rkey[i];
+  }
 
   std::vector<Sge> sge(q);
   std::vector<SendWr> wr(q);
@@ -498,8 +422,8 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
     wr[i].num_sge = 1;
     wr[i].opcode = op;
     if (op != WrOpcode::kSend) {
-      wr[i].remote_addr = v.addr(i);
-      wr[i].rkey = v.mrs[i].rkey();
+      wr[i].remote_addr = peer.addr[i];
+      wr[i].rkey = peer.rkey[i];
     }
   }
 
@@ -511,11 +435,11 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
   // server process does) or, with --single-thread, between polls here.
   std::atomic<std::uint64_t> target{timed ? std::numeric_limits<std::uint64_t>::max() : s.iterations * q};
   std::atomic<bool> abort{false}, server_failed{false};
-  RecvSink sink{&v, &rx, 0, std::nullopt};
-  std::thread server;
-  const bool sends = op == WrOpcode::kSend;
+  RecvSink sink{server, &rx, 0, std::nullopt};
+  std::thread server_thread;
+  const bool sends = op == WrOpcode::kSend && !remote;  // the sink is ours to run
   if (sends && !s.single_thread) {
-    server = std::thread([&] {
+    server_thread = std::thread([&] {
       while (sink.received < target.load(std::memory_order_acquire) && !abort.load(std::memory_order_relaxed)) {
         if (!sink.drain(true)) {
           server_failed.store(true, std::memory_order_release);
@@ -526,7 +450,7 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
   }
   auto stop_server = [&](bool failed) {
     if (failed) abort.store(true);
-    if (server.joinable()) server.join();
+    if (server_thread.joinable()) server_thread.join();
   };
 
   // Checkpoints for the peak: about 100 windows. A window's rate is the WRs
@@ -562,11 +486,24 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
       SendWr& w = wr[i];
       while (scnt[i] < limit[i] && scnt[i] - ccnt[i] < s.tx_depth) {
         const std::uint64_t k = ++scnt[i];
-        w.send_flags = base_flags | ((k % s.cq_mod == 0 || k == limit[i]) ? SEND_SIGNALED : 0u);
+        const std::uint32_t signaled = (k % s.cq_mod == 0 || k == limit[i]) ? SEND_SIGNALED : 0u;
         w.wr_id = (k << 16) | i;
         if (s.verify) fill_pattern(source(i), size, k, i);
         ++posted;
-        if (auto r = post(*c.qps[i], w); !r) [[unlikely]] {
+        Result<void> r;
+        if (!read_back) {
+          w.send_flags = base_flags | signaled;
+          r = post(*c.qps[i], w);
+        } else {  // one completion, the second WR's
+          SendWr& first = op == WrOpcode::kRdmaRead ? check_wr[i] : w;
+          SendWr& second = op == WrOpcode::kRdmaRead ? w : check_wr[i];
+          first.send_flags = 0;
+          second.send_flags = SEND_SIGNALED;
+          second.wr_id = w.wr_id;
+          r = post(*c.qps[i], first);
+          if (r) r = post(*c.qps[i], second);
+        }
+        if (!r) [[unlikely]] {
           stop_server(true);
           return std::unexpected(r.error());
         }
@@ -585,13 +522,13 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
     for (int j = 0; j < n; ++j) {
       if (wc[j].status != WcStatus::kSuccess) [[unlikely]] {
         stop_server(true);
-        return std::unexpected(wc_error(wc[j], "client"));
+        return std::unexpected(completion_failure(c, wc[j], "client"));
       }
       const std::uint32_t i = static_cast<std::uint32_t>(wc[j].wr_id & 0xffff);
       const std::uint64_t k = wc[j].wr_id >> 16;
       completed += k - ccnt[i];
       ccnt[i] = k;
-      if (s.verify) {  // every WR signaled, one in flight: this is WR k's data
+      if (s.verify && !(remote && op == WrOpcode::kSend)) {  // every WR signaled, one in flight: WR k's data
         if (s.before_verify) s.before_verify(i, k, std::span<std::uint8_t>(destination(i), size));
         if (auto r = check_pattern(destination(i), size, k, i); !r) [[unlikely]] {
           stop_server(true);
@@ -626,6 +563,7 @@ Result<BwRow> run_bw(Pair& p, const PerfSettings& s, std::uint64_t size, Receive
   }
   const auto end = Clock::now();
   cps.push_back({end, posted, completed});
+  if (posted_per_qp) *posted_per_qp = scnt;
 
   if (sends) {
     target.store(completed, std::memory_order_release);
@@ -688,80 +626,6 @@ class ScopedPin {
   bool pinned_ = false;
 };
 
-// Control shared by the two sides of a ping-pong.
-struct Control {
-  std::atomic<int> state{0};  // 0 running, 1 stop (the client is done), 2 the server failed
-};
-
-// One side's prebuilt work request and its state.
-struct Endpoint {
-  Side* side = nullptr;
-  Sge sge;
-  SendWr wr;
-  std::uint32_t base_flags = 0;
-  std::uint32_t cq_mod = 1;
-  std::uint64_t posted = 0;  // across sizes, so moderation stays every Nth
-  volatile std::uint8_t* post_byte = nullptr;
-  volatile std::uint8_t* poll_byte = nullptr;
-  Receives* rx = nullptr;
-  const char* name = "";
-
-  // Waits for one completion on `w`; false when told to stop.
-  Result<bool> wait_one(CqWaiter& w, const Control& ctl, Wc& out) {
-    for (;;) {
-      const int n = w.next(std::span<Wc>(&out, 1));
-      if (n == 1) {
-        if (out.status != WcStatus::kSuccess) [[unlikely]]
-          return std::unexpected(wc_error(out, name));
-        return true;
-      }
-      if (n < 0) [[unlikely]]
-        return std::unexpected(w.error());
-      if (ctl.state.load(std::memory_order_relaxed) != 0) [[unlikely]]
-        return false;
-    }
-  }
-
-  // Posts the k-th message and, when it is signaled, waits for its completion.
-  Result<bool> send(std::uint64_t k, const Control& ctl) {
-    if (post_byte) *post_byte = static_cast<std::uint8_t>(k);
-    const bool signaled = ++posted % cq_mod == 0;
-    wr.send_flags = base_flags | (signaled ? SEND_SIGNALED : 0u);
-    wr.wr_id = k;
-    if (auto r = post(*side->qps[0], wr); !r) [[unlikely]]
-      return std::unexpected(r.error());
-    if (!signaled) return true;
-    Wc wc;
-    return wait_one(side->send_w, ctl, wc);
-  }
-
-  // Waits for the peer's k-th message: the last byte of the buffer (write)
-  // or a receive completion (send).
-  Result<bool> receive(std::uint64_t k, const Control& ctl) {
-    if (poll_byte) {
-      // Polling memory the peer's RDMA WRITE fills, as perftest does: the
-      // device's write is DMA to this thread, outside the C++ memory model,
-      // so ThreadSanitizer is told to ignore these reads.
-      const auto want = static_cast<std::uint8_t>(k);
-      tsan_ignore_reads(true);
-      bool arrived = true;
-      while (*poll_byte != want)
-        if (ctl.state.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-          arrived = false;
-          break;
-        }
-      tsan_ignore_reads(false);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      return arrived;
-    }
-    Wc wc;
-    auto r = wait_one(side->recv_w, ctl, wc);
-    if (!r || !*r) return r;
-    if (auto p = rx->post(*side, 0); !p) [[unlikely]]
-      return std::unexpected(p.error());
-    return true;
-  }
-};
 
 struct LatSamples {
   std::vector<std::uint64_t> t;  // ticks at each post, and after the last
@@ -802,46 +666,49 @@ LatRow lat_stats(std::uint64_t size, const LatSamples& ls) {
   return row;
 }
 
-Result<LatRow> run_lat(Pair& p, const PerfSettings& s, std::uint64_t size, Endpoint& a, Endpoint& b) {
-  Side& c = *p.client;
-  Side& v = *p.server;
+void setup_endpoint(Endpoint& e, Side& me, const PeerBuffers& peer, WrOpcode op, std::uint64_t size,
+                    std::uint32_t flags) {
+  e.sge = Sge{me.addr(0), static_cast<std::uint32_t>(size), me.mrs[0].lkey()};
+  e.wr.sg_list = &e.sge;
+  e.wr.num_sge = 1;
+  e.wr.opcode = op;
+  e.base_flags = flags;
+  e.wr.remote_addr = peer.addr[0] + (op == WrOpcode::kRdmaWrite ? peer.half : 0);
+  e.wr.rkey = peer.rkey[0];
+  e.wr.compare_add = 1;
+  e.post_byte = e.poll_byte = nullptr;
+  if (op == WrOpcode::kRdmaWrite) {
+    std::memset(me.buf(0), 0, 2 * me.half);
+    e.post_byte = me.buf(0) + size - 1;
+    e.poll_byte = me.buf(0) + me.half + size - 1;
+  }
+}
+
+Result<LatRow> run_lat(Side& c, const PeerBuffers& peer, Side* server, const PerfSettings& s, std::uint64_t size,
+                       Endpoint& a, Endpoint& b, Control* control) {
   const WrOpcode op = opcode_of(s.test);
   const bool pingpong = s.test == PerfTest::kWriteLat || s.test == PerfTest::kSendLat;
   const std::uint32_t flags = size <= s.inline_size ? SEND_INLINE : 0u;
 
-  // a: the client; b: the server (only active in the ping-pong tests).
-  for (Endpoint* e : {&a, &b}) {
-    Side& me = e == &a ? c : v;
-    Side& peer = e == &a ? v : c;
-    e->sge = Sge{me.addr(0), static_cast<std::uint32_t>(size), me.mrs[0].lkey()};
-    e->wr.sg_list = &e->sge;
-    e->wr.num_sge = 1;
-    e->wr.opcode = op;
-    e->base_flags = flags;
-    e->wr.remote_addr = peer.addr(0, op == WrOpcode::kRdmaWrite ? me.half : 0);
-    e->wr.rkey = peer.mrs[0].rkey();
-    e->wr.compare_add = 1;
-    e->post_byte = e->poll_byte = nullptr;
-    if (op == WrOpcode::kRdmaWrite) {
-      std::memset(me.buf(0), 0, 2 * me.half);
-      e->post_byte = me.buf(0) + size - 1;
-      e->poll_byte = me.buf(0) + me.half + size - 1;
-    }
-  }
+  // a: the client; b: the server (only active in the ping-pong tests, and
+  // here only when the server is in this process).
+  setup_endpoint(a, c, peer, op, size, flags);
+  if (server) setup_endpoint(b, *server, PeerBuffers::of(c), op, size, flags);
 
   const bool timed = s.duration_s > 0;
   LatSamples ls;
   ls.half = pingpong;
   if (!timed) ls.t.reserve(s.iterations + 1);
   else ls.t.reserve(1 << 20);
-  Control ctl;
+  Control own_control;
+  Control& ctl = control ? *control : own_control;
   std::optional<Error> server_error;
 
-  std::thread server;
+  std::thread server_thread;
   std::optional<ScopedPin> client_pin;
-  if (pingpong && !s.single_thread) {
+  if (pingpong && server && !s.single_thread) {
     // The server first: a thread starts with its creator's mask.
-    server = std::thread([&] {
+    server_thread = std::thread([&] {
       ScopedPin pin(1);
       for (std::uint64_t k = 1; timed || k <= s.iterations; ++k) {
         auto r = b.receive(k, ctl);
@@ -859,7 +726,7 @@ Result<LatRow> run_lat(Pair& p, const PerfSettings& s, std::uint64_t size, Endpo
   auto finish = [&](std::optional<Error> e) -> std::optional<Error> {
     int expected = 0;
     ctl.state.compare_exchange_strong(expected, 1);
-    if (server.joinable()) server.join();
+    if (server_thread.joinable()) server_thread.join();
     if (server_error) return server_error;
     return e;
   };
@@ -895,14 +762,20 @@ Result<LatRow> run_lat(Pair& p, const PerfSettings& s, std::uint64_t size, Endpo
   return lat_stats(size, ls);
 }
 
-}  // namespace
+}  // namespace perf
 
 // ---------------------------------------------------------------------------
 
 Result<PerfReport> run_perf(const PerfOptions& options, std::ostream* live) {
+  using namespace perf;
   auto settings = resolve_perf_options(options);
   if (!settings) return std::unexpected(settings.error());
   const PerfSettings& s = *settings;
+  if (!options.ip.empty() || !options.server.empty()) {
+    if (s.single_thread) return make_error(EINVAL, "--single-thread: the two sides are in two processes");
+    if (s.before_verify) return make_error(EINVAL, "before_verify: the destination is in another process");
+    return options.server.empty() ? run_perf_server(s, options, live) : run_perf_client(s, options, live);
+  }
   auto pair = open_pair(s);
   if (!pair) return std::unexpected(pair.error());
   Pair& p = *pair;
@@ -932,7 +805,7 @@ Result<PerfReport> run_perf(const PerfOptions& options, std::ostream* live) {
     copy.src = std::move(*src);
     copy.dst = std::move(*dst);
     for (auto size : s.sizes) {
-      auto row = run_bw(p, s, size, rx, copy);
+      auto row = run_bw(*p.client, PeerBuffers::of(*p.server), p.server.get(), s, size, rx, copy);
       if (!row) return std::unexpected(row.error());
       report.bw.push_back(*row);
       if (live) print_row(report, report.bw.size() - 1, *live);
@@ -956,7 +829,7 @@ Result<PerfReport> run_perf(const PerfOptions& options, std::ostream* live) {
       b.rx = &srx;
     }
     for (auto size : s.sizes) {
-      auto row = run_lat(p, s, size, a, b);
+      auto row = run_lat(*p.client, PeerBuffers::of(*p.server), p.server.get(), s, size, a, b);
       if (!row) return std::unexpected(row.error());
       report.lat.push_back(*row);
       if (live) print_row(report, report.lat.size() - 1, *live);

@@ -1,10 +1,13 @@
 // `srdma perf`: bandwidth and latency tests in the style of perftest
-// (ib_write_bw, ib_send_lat ...), run between two software devices in this
-// process over the in-process link, through the public verbs only.
+// (ib_write_bw, ib_send_lat ...), through the public verbs only: between two
+// software devices in this process over the in-process link, or, as
+// perftest runs, between two processes (or hosts) over RoCEv2: a server
+// (`--ip A`) waits for one client (`--ip B A`), and the two exchange their
+// QPs' numbers, PSNs, rkeys, addresses and GIDs over a TCP side channel.
 //
-// run_perf() validates the options, sets up a client and a server device,
-// runs the test for each message size and returns the rows; print_report()
-// and to_json() render them. A test calls run_perf() directly.
+// run_perf() validates the options, sets up the devices, runs the test for
+// each message size and returns the rows; print_report() and to_json()
+// render them. A test calls run_perf() directly.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +57,12 @@ struct PerfOptions {
   // stale or misplaced transfer is an EIO error. One WR in flight per QP
   // (-t 1, -Q 1: the default with --verify), which the rates then reflect.
   bool verify = false;
+  // Between processes: `ip` is this side's device address (RoCEv2); the
+  // client names the server's (`server`, perftest's positional argument);
+  // `port` is the side channel's TCP port.
+  std::string ip;
+  std::string server;
+  std::uint16_t port = 18515;
   // Tests only: runs on each destination just before it is checked (the
   // QP, the iteration, the bytes), e.g. to corrupt one and see it caught.
   std::function<void(std::uint32_t, std::uint64_t, std::span<std::uint8_t>)> before_verify;
@@ -111,7 +120,12 @@ struct PerfEndpoint {
 
 struct PerfReport {
   PerfSettings settings;
+  std::string role = "client";  // "server" for the waiting side of a run between processes
   std::string device;  // the client's device
+  std::string link = "in-process";  // or "RoCEv2 a.b.c.d -> e.f.g.h"
+  std::string exchange = "in-process";  // how the sides learnt each other's QPs
+  std::uint32_t active_mtu = 4096;      // the port's (the smaller of the two sides')
+  std::string local_gid, remote_gid;    // RoCEv2: ::ffff:a.b.c.d
   std::string loop_name;  // "avx2" or "scalar"
   PerfEndpoint local, remote;
   std::vector<BwRow> bw;    // bandwidth tests
@@ -120,8 +134,14 @@ struct PerfReport {
 };
 
 // Runs the test. With `live`, prints the header before the first size and
-// each row as it completes (what the command does).
+// each row as it completes (what the command does). With options.ip set,
+// runs one side of a run between processes (perf_remote.cc).
 Result<PerfReport> run_perf(const PerfOptions& options, std::ostream* live = nullptr);
+// The two sides between processes. The server prints "waiting for a client
+// on A:PORT" to `live` (flushed) once it listens, serves one client and
+// returns its view of the run (the client's rows).
+Result<PerfReport> run_perf_server(const PerfSettings& s, const PerfOptions& o, std::ostream* live);
+Result<PerfReport> run_perf_client(const PerfSettings& s, const PerfOptions& o, std::ostream* live);
 
 void print_header(const PerfReport& r, std::ostream& out);
 void print_row(const PerfReport& r, std::size_t i, std::ostream& out);

@@ -49,9 +49,9 @@ void print_header(const PerfReport& r, std::ostream& out) {
   fmt::print(out, " CQ Moderation   : {}\n", s.cq_mod);
   fmt::print(out, " Mtu             : {}[B]\n", s.mtu);
   if (s.impair.any())
-    fmt::print(out, " Link type       : in-process, impaired ({})\n", to_string(s.impair));
+    fmt::print(out, " Link type       : {}, impaired ({})\n", r.link, to_string(s.impair));
   else
-    fmt::print(out, " Link type       : in-process\n");
+    fmt::print(out, " Link type       : {}\n", r.link);
   fmt::print(out, " Max inline data : {}[B]\n", s.inline_size);
   fmt::print(out, " Use events      : {}\n", on_off(s.use_events));
   if (s.duration_s > 0) fmt::print(out, " Duration        : {}[s]\n", s.duration_s);
@@ -59,10 +59,12 @@ void print_header(const PerfReport& r, std::ostream& out) {
   if (!bw && (s.test == PerfTest::kWriteLat || s.test == PerfTest::kSendLat))
     fmt::print(out, " Sides           : {}\n", s.single_thread ? "one thread, alternating" : "one thread each");
   fmt::print(out, " rdma_cm QPs\t : OFF\n");
-  fmt::print(out, " Data ex. method : in-process\n");
+  fmt::print(out, " Data ex. method : {}\n", r.exchange);
   fmt::print(out, "{}\n", kRule);
   address_line(out, "local", r.local);
+  if (!r.local_gid.empty()) fmt::print(out, " GID: {}\n", r.local_gid);
   address_line(out, "remote", r.remote);
+  if (!r.remote_gid.empty()) fmt::print(out, " GID: {}\n", r.remote_gid);
   fmt::print(out, "{}\n", kRule);
   if (bw) {
     fmt::print(out, " {:<10} {:<14} {:<18} {:<21} {:<15} {:<17} {:<9} {}\n", "#bytes", "#iterations",
@@ -131,7 +133,15 @@ nlohmann::json to_json(const PerfReport& r) {
   return nlohmann::json{
       {"test", std::string(perf_test_name(r.settings.test))},
       {"results", std::move(results)},
+      {"role", r.role},
       {"mtu", r.settings.mtu},
+      {"link", {{"type", r.local_gid.empty() ? "in-process" : "roce_v2"},
+                {"description", r.link},
+                {"active_mtu", r.active_mtu},
+                {"local_gid", r.local_gid},
+                {"remote_gid", r.remote_gid}}},
+      {"local", {{"qpn", r.local.qpn}, {"psn", r.local.psn}, {"rkey", r.local.rkey}, {"vaddr", r.local.vaddr}}},
+      {"remote", {{"qpn", r.remote.qpn}, {"psn", r.remote.psn}, {"rkey", r.remote.rkey}, {"vaddr", r.remote.vaddr}}},
       {"impair", r.settings.impair.any() ? nlohmann::json(to_string(r.settings.impair)) : nlohmann::json(nullptr)},
       {"transport", to_json(r.transport)}};
 }

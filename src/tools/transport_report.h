@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "srdma/counters.h"
+#include "srdma/device.h"
 #include "srdma/impair.h"
 
 namespace srdma {
@@ -23,6 +24,7 @@ struct DeviceTransport {
   std::string role;  // "client", "server", "host", "target"
   TransportCounters counters;
   ImpairStats impair;
+  WireStats wire;  // the RoCEv2 link's (zero in process)
 };
 
 // The device's counters and impairment stats now.
@@ -31,6 +33,11 @@ DeviceTransport device_transport(std::string role, const Device& dev);
 // {"requests_sent": ..., "retransmissions": ..., "dropped": {"bad_psn": ...},
 //  "dropped_total": ...}
 nlohmann::json to_json(const TransportCounters& c);
+// The inverse of to_json (a peer's report): a field that is missing or not
+// a count reads as 0.
+TransportCounters transport_from_json(const nlohmann::json& j);
+ImpairStats impair_from_json(const nlohmann::json& j);
+WireStats wire_from_json(const nlohmann::json& j);
 // {"passed": ..., "dropped": ..., "duplicated": ..., "reordered": ..., "corrupted": ...}
 nlohmann::json to_json(const ImpairStats& s);
 // {"<role>": {<counters>, "impair": {<stats>}}, ...}
