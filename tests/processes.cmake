@@ -1,0 +1,10 @@
+# softrdma between processes: two network namespaces joined by a veth pair,
+# and faults (an impaired link, a peer killed). Owned by the process tests.
+#
+# Both scripts drive `srdma perf` as separate server and client processes.
+# They exit 77 (skipped) where they cannot run: two_hosts needs root for the
+# namespaces. PROCESSORS 2: a server and a client, each polling.
+add_test(NAME two_hosts COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/two_hosts_test.sh $<TARGET_FILE:srdma>)
+set_tests_properties(two_hosts PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS 2)
+add_test(NAME process_faults COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/process_faults_test.sh $<TARGET_FILE:srdma>)
+set_tests_properties(process_faults PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS 2)
