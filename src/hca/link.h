@@ -48,11 +48,18 @@ class Link {
 // batch ends (the UDP link does: one sendmmsg). Open one around a stretch
 // of sends whose payload stays valid until it ends: the requester's run,
 // a receive batch.
+//
+// A QP's packets must reach the wire in the order it sent them, and two
+// threads may take turns sending for one QP (the poster, the receiver that
+// acknowledges its WQEs, the timer): a batch opened under the QP's send
+// lock is kOrdered and hands over what the thread holds when it ends, even
+// nested, before the lock lets the next thread send.
 class SendBatch {
  public:
-  explicit SendBatch(Link& link) : link_(link) { ++depth_; }
+  enum Kind { kOuter, kOrdered };
+  explicit SendBatch(Link& link, Kind kind = kOuter) : link_(link), kind_(kind) { ++depth_; }
   ~SendBatch() {
-    if (--depth_ == 0) link_.end_batch();
+    if (--depth_ == 0 || kind_ == kOrdered) link_.end_batch();
   }
   SendBatch(const SendBatch&) = delete;
   SendBatch& operator=(const SendBatch&) = delete;
@@ -60,6 +67,7 @@ class SendBatch {
 
  private:
   Link& link_;
+  const Kind kind_;
   static inline thread_local int depth_ = 0;
 };
 

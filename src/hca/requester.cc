@@ -23,7 +23,9 @@
 namespace srdma::hca {
 
 void Qp::run_send_side(bool check_timeout) {
-  SendBatch batch(engine_.link());  // a link with a wire sends what we send here together
+  // A link with a wire sends what we send here together, before sq_mu_
+  // (held by our callers) lets another thread send for this QP.
+  SendBatch batch(engine_.link(), SendBatch::kOrdered);
   // The transport timeout is checked only when the engine timer runs us
   // (once, after draining the responses already here):
   // whenever comp_.timeout_at is set (or timeout_unstamped), a timer at or

@@ -145,6 +145,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
   tune_socket(fd, kSocketBuffer);
   const int on = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);  // the kernel's drop count
+  if (config.gso) (void)::setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on);  // runs of frames in one receive
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     const int e = errno;
@@ -380,7 +381,8 @@ struct UdpLink::RxState {
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
   std::array<sockaddr_in, kRecvBatch> from{};
-  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t));
+  // SO_RXQ_OVFL's drop count and UDP_GRO's segment size.
+  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int));
   alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
   // The receive buffers: a response that a QP keeps for later (its inbox)
   // keeps the whole batch's buffer alive through Packet::owned, and the
@@ -424,42 +426,54 @@ int UdpLink::receive_once() {
   const int n = ::recvmmsg(fd_, r.msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
   // EAGAIN: nothing; ECONNREFUSED and friends (ICMP errors): nothing to read.
   if (n <= 0) return 0;
-  // The kernel's running count of drops on this socket, if it changed.
   for (int i = 0; i < n; ++i) {
-    for (cmsghdr* c = CMSG_FIRSTHDR(&r.msgs[i].msg_hdr); c != nullptr; c = CMSG_NXTHDR(&r.msgs[i].msg_hdr, c)) {
+    // The answers to one datagram's frames go out together, and before the
+    // next datagram is looked at: a peer waiting for an ACK to open its
+    // window should not wait for the rest of the batch.
+    SendBatch batch(*this);
+    msghdr& h = r.msgs[i].msg_hdr;
+    // With UDP_GRO the kernel hands over a run of one sender's datagrams
+    // (a GSO send, on lo) as one, cut every `segment` bytes: each piece is
+    // a frame of its own.
+    std::size_t segment = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
-        std::uint32_t v;
+        std::uint32_t v;  // the kernel's running count of drops on this socket
         std::memcpy(&v, CMSG_DATA(c), sizeof v);
         if (v != r.last_ovfl) {
           rx_overruns_.fetch_add(v - r.last_ovfl, std::memory_order_relaxed);
           r.last_ovfl = v;
         }
+      } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        int v;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        if (v > 0) segment = static_cast<std::size_t>(v);
       }
     }
-  }
-  SendBatch batch(*this);  // the answers to this batch go out together
-  for (int i = 0; i < n; ++i) {
-    const msghdr& h = r.msgs[i].msg_hdr;
-    const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
     if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) || r.from[i].sin_family != AF_INET) {
       dropped_[static_cast<std::size_t>(DropReason::kBadLength)].fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     const std::uint32_t src_ip = ntohl(r.from[i].sin_addr.s_addr);
     const IpUdpFields ip{src_ip, ip_, ntohs(r.from[i].sin_port), config_.port, 0, true};
-    ParsedFrame f;
-    const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
-    if (e != FrameError::kNone) {
-      dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
-      continue;
+    const std::span<const std::byte> datagram(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
+    const std::size_t step = segment != 0 ? segment : datagram.size();
+    for (std::size_t off = 0; off < datagram.size(); off += step) {
+      const std::span<const std::byte> frame = datagram.subspan(off, std::min(step, datagram.size() - off));
+      ParsedFrame f;
+      const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
+      if (e != FrameError::kNone) {
+        dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      Packet& p = f.pkt;
+      p.src_addr = roce_address(src_ip);
+      p.dst_addr = roce_address(ip_);
+      p.src_qpn = kSrcQpnFromPath;
+      if (p.payload_length != 0 && is_response(p.op)) p.owned = r.buf;
+      frames_received_.fetch_add(1, std::memory_order_relaxed);
+      engine_->receive(std::move(p));
     }
-    Packet& p = f.pkt;
-    p.src_addr = roce_address(src_ip);
-    p.dst_addr = roce_address(ip_);
-    p.src_qpn = kSrcQpnFromPath;
-    if (p.payload_length != 0 && is_response(p.op)) p.owned = r.buf;
-    frames_received_.fetch_add(1, std::memory_order_relaxed);
-    engine_->receive(std::move(p));
   }
   return n;
 }
