@@ -397,13 +397,15 @@ std::int64_t now_ns() {
       .count();
 }
 // While a consumer polls the device (poll()), the receive thread leaves the
-// socket to it for this long after its last poll: one thread per process
-// spins, not two.
-constexpr std::int64_t kConsumerPollWindowNs = 1'000'000;
+// socket to it, looking again this often whether it still polls: one
+// thread per process spins, not two.
+constexpr int kConsumerCheckMs = 1;
 }  // namespace
 
 int UdpLink::poll() {
-  last_consumer_poll_ns_.store(now_ns(), std::memory_order_relaxed);
+  // A count, not a clock read: the clock costs more than the poll on some
+  // virtual machines, and the receive thread only asks whether it moved.
+  consumer_polls_.fetch_add(1, std::memory_order_relaxed);
   if (rx_busy_.exchange(true, std::memory_order_acquire)) return 0;  // someone else is receiving
   const int n = receive_once();
   rx_busy_.store(false, std::memory_order_release);
@@ -481,15 +483,17 @@ int UdpLink::receive_once() {
 void UdpLink::receive_loop() {
   const std::int64_t busy_ns = std::int64_t{config_.busy_poll_us} * 1000;
   std::int64_t last_traffic = now_ns();
+  std::uint64_t polls_seen = consumer_polls_.load(std::memory_order_relaxed);
   while (!stopping_.load(std::memory_order_acquire)) {
-    const std::int64_t now = now_ns();
-    if (now - last_consumer_poll_ns_.load(std::memory_order_relaxed) < kConsumerPollWindowNs) {
-      // A consumer polls: look again when its window may have closed.
+    if (const std::uint64_t polls = consumer_polls_.load(std::memory_order_relaxed); polls != polls_seen) {
+      // A consumer polls: look again in a while whether it still does.
+      polls_seen = polls;
       pollfd w{wake_fd_, POLLIN, 0};
-      (void)::poll(&w, 1, 1);
+      (void)::poll(&w, 1, kConsumerCheckMs);
       last_traffic = 0;
       continue;
     }
+    const std::int64_t now = now_ns();
     int n = 0;
     if (!rx_busy_.exchange(true, std::memory_order_acquire)) {
       n = receive_once();

@@ -98,7 +98,7 @@ class UdpLink final : public Link {
   // Whoever receives holds this (the receive thread or a consumer's poll()).
   std::atomic<bool> rx_busy_{false};
   std::unique_ptr<RxState> rx_;
-  std::atomic<std::int64_t> last_consumer_poll_ns_{0};
+  std::atomic<std::uint64_t> consumer_polls_{0};  // poll() calls, ever
 
   // Entropy-port sockets, indexed by the port's low 14 bits; -1 until used.
   std::mutex sockets_mu_;  // serialises binding
