@@ -179,6 +179,14 @@ Error completion_failure(Side& side, const Wc& wc, const char* who) {
   return e;
 }
 
+Profile side_profile() {
+  Profile p;
+  p.num_qp = 1024;
+  p.num_cq = 64;
+  p.num_mpt = 1024;
+  return p;
+}
+
 PeerBuffers PeerBuffers::of(const Side& s) {
   PeerBuffers b;
   b.dev_addr = s.dev.address();
@@ -199,15 +207,17 @@ std::size_t side_buffer_bytes(const PerfSettings& s, std::size_t* half) {
 }
 
 Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string& name, std::size_t buf_bytes,
-                                        std::mt19937& rng, const NetConfig* net, std::uint32_t extra_send_wr) {
+                                        std::mt19937& rng, const NetConfig* net, std::uint32_t extra_send_wr,
+                                        Device* opened) {
   auto side = std::make_unique<Side>();
-  Profile p;
-  p.num_qp = 1024;
-  p.num_cq = 64;
-  p.num_mpt = 1024;
-  auto dev = net ? Device::open(p, name, *net) : Device::open(p, name);
-  if (!dev) return std::unexpected(dev.error());
-  side->dev = std::move(*dev);
+  if (opened) {
+    side->dev = std::move(*opened);
+  } else {
+    const Profile p = side_profile();
+    auto dev = net ? Device::open(p, name, *net) : Device::open(p, name);
+    if (!dev) return std::unexpected(dev.error());
+    side->dev = std::move(*dev);
+  }
   side->polled_link = net != nullptr;
   if (auto r = side->dev.impair(s.impair); !r) return std::unexpected(r.error());  // before the first QP
   auto pd = side->dev.alloc_pd();

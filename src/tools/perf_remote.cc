@@ -397,12 +397,10 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   auto listener = SideListener::listen(net->ip, o.port);
   if (!listener) return std::unexpected(listener.error());
   // The device before the client comes: a bind that fails is the server's
-  // to report, not the client's.
-  Profile probe_profile;
-  auto probe = Device::open(probe_profile, "srdma0", *net);
-  if (!probe) return std::unexpected(probe.error());
-  const std::uint32_t active = probe->query_port().active_mtu;
-  probe = Device{};  // the run's side opens it again with the client's sizes
+  // to report, and an open device waits idle (its receive thread asleep).
+  auto dev = Device::open(side_profile(), "srdma0", *net);
+  if (!dev) return std::unexpected(dev.error());
+  const std::uint32_t active = dev->query_port().active_mtu;
   if (live) {
     fmt::print(*live, "waiting for a client on {}:{}\n", net->ip, o.port);
     live->flush();
@@ -435,7 +433,7 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   if (s->test == PerfTest::kSendBw && s->verify) bytes = kVerifySlots * round_up(max_size, 64);
   if (s->verify && s->test != PerfTest::kSendBw) bytes = 2 * round_up(max_size, 64);
   std::mt19937 rng(std::random_device{}());
-  auto side = open_side(*s, "srdma0", bytes, rng, &*net);
+  auto side = open_side(*s, "srdma0", bytes, rng, &*net, 0, &*dev);
   if (!side) return refuse(side.error());
   Side& me = **side;
   me.half = half;
