@@ -126,6 +126,9 @@ struct PendingSends {
 
 namespace {
 thread_local PendingSends tls_pending;
+// Set while a consumer's poll() receives on that link: its payload-less
+// answers (ACKs, NAKs, atomic ACKs) are deferred (see defer()).
+thread_local const UdpLink* tls_deferring = nullptr;
 }
 
 Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
@@ -236,6 +239,10 @@ int UdpLink::socket_for(std::uint16_t sport) {
 
 bool UdpLink::send(Packet&& in) {
   if (!knows(in.dst_addr)) return false;
+  if (tls_deferring == this && is_response(in.op) && in.payload_length == 0 && in.count == 1) {
+    defer(std::move(in));
+    return true;
+  }
   PendingSends& q = tls_pending;
   if (q.link != this || q.n == kSendBatch) flush_pending();
   q.link = this;
@@ -284,7 +291,37 @@ bool UdpLink::send(Packet&& in) {
   return true;
 }
 
-void UdpLink::end_batch() { flush_pending(); }
+void UdpLink::end_batch() {
+  if (tls_deferring != this) take_deferred();
+  flush_pending();
+}
+
+// A consumer that receives a request in poll() usually answers it with a
+// request of its own right after (a ping-pong's reply): its ACK then leaves
+// in the same sendmmsg as that reply, one system call where there were two.
+// Deferred answers go out, ahead of whatever is sent then, at the next
+// send or poll() on this link by any thread, or when the receive thread
+// next looks (within kConsumerCheckMs): a consumer that stops polling
+// delays an ACK by a millisecond at most, not until its peer's timeout.
+// Only payload-less packets wait: a READ response's payload is the MR's
+// memory, which must not be read after its delivery ends.
+void UdpLink::defer(Packet&& p) {
+  std::lock_guard lock(deferred_mu_);
+  deferred_.push_back(std::move(p));
+  has_deferred_.store(true, std::memory_order_release);
+}
+
+void UdpLink::take_deferred() {
+  if (!has_deferred_.load(std::memory_order_acquire)) return;
+  std::vector<Packet> out;
+  {
+    std::lock_guard lock(deferred_mu_);
+    out.swap(deferred_);
+    has_deferred_.store(false, std::memory_order_relaxed);
+  }
+  SendBatch batch(*this);  // they go out with what the caller sends next, or when its batch ends
+  for (Packet& p : out) (void)send(std::move(p));
+}
 
 void UdpLink::flush_pending() {
   PendingSends& q = tls_pending;
@@ -407,7 +444,10 @@ int UdpLink::poll() {
   // virtual machines, and the receive thread only asks whether it moved.
   consumer_polls_.fetch_add(1, std::memory_order_relaxed);
   if (rx_busy_.exchange(true, std::memory_order_acquire)) return 0;  // someone else is receiving
+  take_deferred();  // before anything newer of theirs can be answered
+  tls_deferring = this;
   const int n = receive_once();
+  tls_deferring = nullptr;
   rx_busy_.store(false, std::memory_order_release);
   return n;
 }
@@ -491,11 +531,13 @@ void UdpLink::receive_loop() {
       pollfd w{wake_fd_, POLLIN, 0};
       (void)::poll(&w, 1, kConsumerCheckMs);
       last_traffic = 0;
+      if (consumer_polls_.load(std::memory_order_relaxed) == polls_seen) take_deferred();  // it stopped
       continue;
     }
     const std::int64_t now = now_ns();
     int n = 0;
     if (!rx_busy_.exchange(true, std::memory_order_acquire)) {
+      take_deferred();
       n = receive_once();
       rx_busy_.store(false, std::memory_order_release);
     }

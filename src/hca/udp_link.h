@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "hca/link.h"
 #include "srdma/net.h"
@@ -80,6 +81,9 @@ class UdpLink final : public Link {
   void receive_loop();
   // One recvmmsg and the delivery of what it got. REQUIRES: rx_busy_ held.
   int receive_once();
+  // A consumer's answers wait for its next send (see udp_link.cc).
+  void defer(Packet&& p);
+  void take_deferred();
   // The socket that sends from entropy port `sport`: bound on first use.
   int socket_for(std::uint16_t sport);
   // Hands the calling thread's pending datagrams to the kernel.
@@ -99,6 +103,9 @@ class UdpLink final : public Link {
   std::atomic<bool> rx_busy_{false};
   std::unique_ptr<RxState> rx_;
   std::atomic<std::uint64_t> consumer_polls_{0};  // poll() calls, ever
+  std::mutex deferred_mu_;
+  std::vector<Packet> deferred_;
+  std::atomic<bool> has_deferred_{false};
 
   // Entropy-port sockets, indexed by the port's low 14 bits; -1 until used.
   std::mutex sockets_mu_;  // serialises binding
