@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <numeric>
 
@@ -124,6 +126,24 @@ TEST(UdpLink, PathMtuAboveTheActiveMtuIsRefused) {
   EXPECT_EQ(p.a.qp->modify(at, QP_PATH_MTU).error().code, EINVAL);
 }
 
+// Both devices' wire and transport counters, for a failure's message.
+std::string describe(const UdpPair& p) {
+  std::string out;
+  for (const Side* s : {&p.a, &p.b}) {
+    const UdpLinkStats w = s->dev->udp()->stats();
+    const TransportCounters c = s->dev->engine().counters();
+    out += fmt::format("[{}: frames {} sent / {} received, send errors {}, overruns {}; requests {} / {}, "
+                       "responses {} / {}, retransmissions {}, timeouts {}, seq NAKs {} / {}, dropped {} "
+                       "(bad_psn {}, bad_icrc {}, bad_length {}, unknown_qp {})] ",
+                       s == &p.a ? "a" : "b", w.frames_sent, w.frames_received, w.send_errors, w.rx_overruns,
+                       c.requests_sent, c.requests_received, c.responses_sent, c.responses_received,
+                       c.retransmissions, c.timeouts, c.seq_naks_sent, c.seq_naks_received, c.dropped_total(),
+                       c.dropped_for(DropReason::kBadPsn), c.dropped_for(DropReason::kBadIcrc),
+                       c.dropped_for(DropReason::kBadLength), c.dropped_for(DropReason::kUnknownQp));
+  }
+  return out;
+}
+
 class UdpLinkMtu : public ::testing::TestWithParam<std::uint32_t> {};
 
 TEST_P(UdpLinkMtu, EveryRcOperationCrossesTheWire) {
@@ -139,7 +159,7 @@ TEST_P(UdpLinkMtu, EveryRcOperationCrossesTheWire) {
   ASSERT_TRUE(post(p.a, write_wr(1, s, p.b.addr(100), p.b.key)));
   auto wc = poll_n(*p.a.scq, 1);
   ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess) << describe(p);
   EXPECT_EQ(std::memcmp(p.a.buf.data(), p.b.buf.data() + 100, 40000), 0);
 
   // READ back 30000 bytes into a's buffer at 45000.
@@ -155,7 +175,7 @@ TEST_P(UdpLinkMtu, EveryRcOperationCrossesTheWire) {
   ASSERT_TRUE(post(p.a, rd));
   wc = poll_n(*p.a.scq, 1);
   ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess) << describe(p);
   EXPECT_EQ(std::memcmp(p.a.buf.data() + 45000, p.a.buf.data(), 20000), 0);
 
   // SEND with immediate into a posted receive.

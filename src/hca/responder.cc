@@ -427,6 +427,12 @@ bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::ui
                              std::uint32_t length) {
   // The key, access and bounds are checked for every READ, a duplicate's
   // too: an rkey invalidated since the first answer answers nothing more.
+  // The responses' payload is the MR's memory, read when the link hands it
+  // to its wire: that happens before the window closes (the ordered batch
+  // ends first), so dereg_mr, which waits for the window, never frees
+  // memory a send still reads.
+  TranslationWindow window(rkey);
+  SendBatch batch(engine_.link(), SendBatch::kOrdered);
   auto t = tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, init_.pdn);
   if (!t) return false;
   const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);

@@ -26,10 +26,10 @@ namespace srdma::hca {
 namespace {
 
 constexpr std::size_t kRecvBatch = 16;
-// A slot holds the largest UDP datagram: with UDP_GRO the kernel hands
-// over several frames of one sender in one (each one a RoCEv2 frame of its
-// own, the segment size in a control message).
-constexpr std::size_t kSlotBytes = 65536;
+// A slot holds more than the longest frame parse_frame() accepts: a longer
+// datagram arrives truncated and is dropped as a bad length.
+constexpr std::size_t kSlotBytes = 8192;
+static_assert(kSlotBytes > kMaxFrameBytes);
 constexpr std::size_t kSendBatch = 64;
 constexpr std::size_t kMaxIov = 16;  // header, payload pieces, pad+ICRC
 // A GSO send: at most this many segments (the kernel's UDP_MAX_SEGMENTS is
@@ -148,7 +148,6 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
   tune_socket(fd, kSocketBuffer);
   const int on = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);  // the kernel's drop count
-  if (config.gso) (void)::setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on);  // runs of frames in one receive
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     const int e = errno;
@@ -418,8 +417,8 @@ struct UdpLink::RxState {
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
   std::array<sockaddr_in, kRecvBatch> from{};
-  // SO_RXQ_OVFL's drop count and UDP_GRO's segment size.
-  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int));
+  // SO_RXQ_OVFL's drop count.
+  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t));
   alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
   // The receive buffers: a response that a QP keeps for later (its inbox)
   // keeps the whole batch's buffer alive through Packet::owned, and the
@@ -474,10 +473,6 @@ int UdpLink::receive_once() {
     // window should not wait for the rest of the batch.
     SendBatch batch(*this);
     msghdr& h = r.msgs[i].msg_hdr;
-    // With UDP_GRO the kernel hands over a run of one sender's datagrams
-    // (a GSO send, on lo) as one, cut every `segment` bytes: each piece is
-    // a frame of its own.
-    std::size_t segment = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
         std::uint32_t v;  // the kernel's running count of drops on this socket
@@ -486,10 +481,6 @@ int UdpLink::receive_once() {
           rx_overruns_.fetch_add(v - r.last_ovfl, std::memory_order_relaxed);
           r.last_ovfl = v;
         }
-      } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-        int v;
-        std::memcpy(&v, CMSG_DATA(c), sizeof v);
-        if (v > 0) segment = static_cast<std::size_t>(v);
       }
     }
     if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) || r.from[i].sin_family != AF_INET) {
@@ -498,10 +489,10 @@ int UdpLink::receive_once() {
     }
     const std::uint32_t src_ip = ntohl(r.from[i].sin_addr.s_addr);
     const IpUdpFields ip{src_ip, ip_, ntohs(r.from[i].sin_port), config_.port, 0, true};
-    const std::span<const std::byte> datagram(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
-    const std::size_t step = segment != 0 ? segment : datagram.size();
-    for (std::size_t off = 0; off < datagram.size(); off += step) {
-      const std::span<const std::byte> frame = datagram.subspan(off, std::min(step, datagram.size() - off));
+    // One frame per datagram. (UDP_GRO, which hands over a GSO run as one
+    // datagram, lost a whole flow on lo in about 1 run of 40: off.)
+    {
+      const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
       ParsedFrame f;
       const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
       if (e != FrameError::kNone) {

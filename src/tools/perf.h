@@ -124,7 +124,7 @@ struct PerfReport {
   std::string device;  // the client's device
   std::string link = "in-process";  // or "RoCEv2 a.b.c.d -> e.f.g.h"
   std::string exchange = "in-process";  // how the sides learnt each other's QPs
-  std::uint32_t active_mtu = 4096;      // the port's (the smaller of the two sides')
+  std::uint32_t active_mtu = 4096;      // this side's port's (settings.mtu is the path MTU)
   std::string local_gid, remote_gid;    // RoCEv2: ::ffff:a.b.c.d
   std::string loop_name;  // "avx2" or "scalar"
   PerfEndpoint local, remote;

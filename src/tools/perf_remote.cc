@@ -401,6 +401,8 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   auto dev = Device::open(side_profile(), "srdma0", *net);
   if (!dev) return std::unexpected(dev.error());
   const std::uint32_t active = dev->query_port().active_mtu;
+  if (o.mtu && *o.mtu > active)
+    return make_error(EINVAL, fmt::format("--mtu {}: the port's active MTU is {}", *o.mtu, active));
   if (live) {
     fmt::print(*live, "waiting for a client on {}:{}\n", net->ip, o.port);
     live->flush();
@@ -467,7 +469,7 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   report.loop_name = copy_vector_loop_name();
   report.link = fmt::format("RoCEv2 (UDP {}) {} <- {}", net->port, net->ip, ipv4_str(roce_ipv4(client->dev_addr)));
   report.exchange = fmt::format("TCP side channel ({}:{})", net->ip, o.port);
-  report.active_mtu = mtu;
+  report.active_mtu = active;
   report.local_gid = gid_str(roce_ipv4(me.dev.address()));
   report.remote_gid = gid_str(roce_ipv4(client->dev_addr));
   report.local = PerfEndpoint{me.qps[0]->qp_num(), me.psn[0], me.mrs[0].rkey(), me.addr(0)};
@@ -592,7 +594,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   report.loop_name = copy_vector_loop_name();
   report.link = fmt::format("RoCEv2 (UDP {}) {} -> {}", net->port, net->ip, o.server);
   report.exchange = fmt::format("TCP side channel ({}:{})", o.server, o.port);
-  report.active_mtu = s.mtu;
+  report.active_mtu = active;
   report.local_gid = gid_str(roce_ipv4(me.dev.address()));
   report.remote_gid = gid_str(roce_ipv4(server->dev_addr));
   report.local = PerfEndpoint{me.qps[0]->qp_num(), me.psn[0], me.mrs[0].rkey(), me.addr(0)};

@@ -74,6 +74,7 @@ void print_header(const PerfReport& r, std::ostream& out) {
                "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]",
                "99% percentile[usec]", "99.9% percentile[usec]");
   }
+  out.flush();  // a long run shows its header now, not at its end
 }
 
 void print_row(const PerfReport& r, std::size_t i, std::ostream& out) {
