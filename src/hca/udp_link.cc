@@ -104,6 +104,9 @@ struct PendingSends {
     std::size_t iovs = 0;
     std::size_t bytes = 0;  // the frame's length
     std::uint32_t dst_ip = 0;
+    std::uint32_t dst_qpn = 0;
+    std::uint32_t psn = 0;
+    bool request = false;
     std::uint16_t sport = 0;
     int fd = -1;
     bool corrupted = false;
@@ -256,6 +259,9 @@ bool UdpLink::send(Packet&& in) {
     g.fd = p.udp_sport != 0 ? socket_for(p.udp_sport) : fd_;
     g.sport = g.fd == fd_ ? config_.port : p.udp_sport;
     g.dst_ip = roce_ipv4(p.dst_addr);
+    g.dst_qpn = p.dst_qpn;
+    g.psn = p.psn;
+    g.request = is_request(p.op);
     g.corrupted = p.corrupted;
     g.headers = build_headers(p);
     const FrameHeaders& h = g.headers;
@@ -337,8 +343,13 @@ void UdpLink::flush_pending() {
     const PendingSends::Datagram& a = q.d[i];
     std::size_t j = i + 1, bytes = a.bytes;
     if (link->gso_) {
+      // Only the packets of one train (one QP, one direction, consecutive
+      // PSNs) go together: what a capture before segmentation shows is
+      // then one message's packets, as a dissector expects them.
       while (j < q.n && j - i < kMaxGsoSegments && q.d[j].fd == a.fd && q.d[j].dst_ip == a.dst_ip &&
-             q.d[j].bytes <= a.bytes && q.d[j - 1].bytes == a.bytes && bytes + q.d[j].bytes <= kMaxGsoBytes) {
+             q.d[j].dst_qpn == a.dst_qpn && q.d[j].request == a.request &&
+             q.d[j].psn == psn_add(q.d[j - 1].psn, 1) && q.d[j].bytes <= a.bytes &&
+             q.d[j - 1].bytes == a.bytes && bytes + q.d[j].bytes <= kMaxGsoBytes) {
         bytes += q.d[j].bytes;
         ++j;
       }
