@@ -216,6 +216,11 @@ void UdpLink::stop() {
   // A consumer's poll() may still be delivering: wait for it, and keep any
   // later one out.
   while (rx_busy_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+  // Answers a consumer left deferred go out now: a program that polled its
+  // last completion and closes the device still acknowledges its peer's
+  // last message.
+  take_deferred();
+  flush_pending();
 }
 
 int UdpLink::socket_for(std::uint16_t sport) {
