@@ -91,6 +91,11 @@ ICRC_BYTES = 4
 MIN_FRAME = BTH_BYTES + ICRC_BYTES
 
 
+def is_response(op):
+    """READ responses, ACKs and atomic ACKs (0x0D .. 0x12)."""
+    return 0x0D <= op <= 0x12
+
+
 def opcode_name(op):
     if op in RC_OPCODES:
         return RC_OPCODES[op][0]
@@ -343,6 +348,10 @@ def _bth_continues(p, off, first, index):
     b = Bth(p[off:off + BTH_BYTES])
     if b.pkey != first.pkey or b.destqp != first.destqp:
         return False
+    if is_response(b.opcode) != is_response(first.opcode):
+        # An answer the sender owed that QP, behind its own requests: its
+        # PSN is the other direction's (each segment's ICRC still decides).
+        return True
     ahead = (b.psn - first.psn) % (1 << 24)
     return ahead < 65536
 

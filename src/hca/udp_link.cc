@@ -348,15 +348,20 @@ void UdpLink::flush_pending() {
     const PendingSends::Datagram& a = q.d[i];
     std::size_t j = i + 1, bytes = a.bytes;
     if (link->gso_) {
-      // Only the packets of one train (one QP, one direction, consecutive
-      // PSNs) go together: what a capture before segmentation shows is
-      // then one message's packets, as a dissector expects them.
+      // The packets of one train (one QP, one direction, consecutive PSNs)
+      // go together, and at its end the answer this side owes that QP
+      // (a deferred ACK behind a ping-pong's reply): one skb through the
+      // stack instead of two, about 1.3 us of a half round trip on lo.
+      // A capture before segmentation (lo) shows such a run as one packet.
       while (j < q.n && j - i < kMaxGsoSegments && q.d[j].fd == a.fd && q.d[j].dst_ip == a.dst_ip &&
-             q.d[j].dst_qpn == a.dst_qpn && q.d[j].request == a.request &&
-             q.d[j].psn == psn_add(q.d[j - 1].psn, 1) && q.d[j].bytes <= a.bytes &&
-             q.d[j - 1].bytes == a.bytes && bytes + q.d[j].bytes <= kMaxGsoBytes) {
+             q.d[j].dst_qpn == a.dst_qpn && q.d[j].bytes <= a.bytes && q.d[j - 1].bytes == a.bytes &&
+             bytes + q.d[j].bytes <= kMaxGsoBytes) {
+        const bool train = q.d[j].request == a.request && q.d[j].psn == psn_add(q.d[j - 1].psn, 1);
+        const bool answer = a.request && !q.d[j].request && q.d[j].bytes < a.bytes;
+        if (!train && !answer) break;
         bytes += q.d[j].bytes;
         ++j;
+        if (answer) break;
       }
     }
     mmsghdr& m = q.msgs[msgs];
