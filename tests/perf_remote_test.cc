@@ -160,6 +160,24 @@ TEST(PerfRemote, VerifyChecksEveryByteAcrossTheWire) {
   }
 }
 
+TEST(PerfRemote, ManyQpsOfOnePairOfDevicesDemultiplexByDestQp) {
+  for (const char* t : {"write_bw", "send_bw"}) {
+    PerfOptions o = opts(t, 100, side_port(9));
+    o.num_qps = 8;
+    o.size = 5000;
+    o.mtu = 1024;
+    ServerThread server(o);
+    auto c = client(o);
+    ASSERT_TRUE(c) << t << ": " << c.error().reason;
+    auto& s = server.join();
+    ASSERT_TRUE(s) << t << ": " << s.error().reason;
+    EXPECT_EQ(c->bw.at(0).iterations, 100u);
+    // 8 QPs x 100 WRs x 5 packets each reached the server's responders.
+    EXPECT_EQ(c->transport.at(1).counters.requests_received, 8u * 100u * 5u) << t;
+    EXPECT_EQ(c->transport.at(1).counters.dropped_total(), 0u) << t;
+  }
+}
+
 TEST(PerfRemote, NoServerIsRefusedAtOnce) {
   PerfOptions o = opts("write_bw", 10, side_port(3));
   auto c = client(o);
