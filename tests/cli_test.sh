@@ -47,6 +47,11 @@ done
 "$srdma" info >/dev/null || fail "srdma info"
 "$srdma" info -p num_mpt=1000 | grep -q "num_mpt 1000 -> 1024" || fail "srdma info shows the repair"
 "$srdma" demo | grep -q "key_mismatch" || fail "srdma demo shows a stale key refused"
+# A device on a loopback address of this run's own: its port is RoCEv2.
+ip=127.$(($$ % 200 + 20)).$(($$ / 200 % 250)).9
+"$srdma" info --ip "$ip" | grep -q "gid\[0\].*(::ffff:$ip)" || fail "srdma info --ip shows the RoCEv2 GID"
+err=$("$srdma" info --ip 1.2.3 2>&1 >/dev/null) && fail "a bad --ip should fail"
+[[ $err == *"EINVAL"* ]] || fail "bad --ip: $err"
 
 [[ $fails == 0 ]] && echo "cli: all passed"
 exit $((fails > 0))

@@ -10,7 +10,8 @@
 namespace srdma::tools {
 
 // `srdma info`: device attributes, table occupancy, MTT buddies, footprint.
-Result<void> info(const Profile& profile, std::ostream& out);
+// `ip`: open the device on that IPv4 address (RoCEv2) instead of in process.
+Result<void> info(const Profile& profile, std::ostream& out, const std::string& ip = "");
 
 // `srdma demo`: registers memory and shows translations and refusals.
 Result<void> demo(std::ostream& out);

@@ -7,6 +7,7 @@
 #include <fmt/ostream.h>
 
 #include "srdma/device.h"
+#include "srdma/net.h"
 #include "tools/commands.h"
 
 namespace srdma::tools {
@@ -24,14 +25,22 @@ std::size_t resident_bytes() {
 
 }  // namespace
 
-Result<void> info(const Profile& requested, std::ostream& out) {
+Result<void> info(const Profile& requested, std::ostream& out, const std::string& ip) {
   std::vector<std::string> repairs;
   auto p = validate_profile(requested, &repairs);
   if (!p) return std::unexpected(p.error());
   for (const auto& r : repairs) fmt::print(out, "profile: {}\n", r);
 
   const std::size_t rss_before = resident_bytes();
-  auto dev = Device::open(*p);
+  NetConfig net;
+  if (!ip.empty()) {
+    auto env = NetConfig::from_env();
+    if (!env) return std::unexpected(env.error());
+    net = *env;
+    net.ip = ip;
+    if (auto a = parse_ipv4(ip); !a) return make_error(EINVAL, fmt::format("--ip: {}", a.error().reason));
+  }
+  auto dev = ip.empty() ? Device::open(*p) : Device::open(*p, "srdma0", net);
   if (!dev) return std::unexpected(dev.error());
   const std::size_t rss_after = resident_bytes();
 
@@ -44,6 +53,17 @@ Result<void> info(const Profile& requested, std::ostream& out) {
                          {"max_pd", a.max_pd}, {"max_inline_data", a.max_inline_data},
                          {"max_map_per_fmr", a.max_map_per_fmr}, {"num_comp_vectors", a.num_comp_vectors}})
     fmt::print(out, "  {:<18} {}\n", name, v);
+
+  const PortAttr port = dev->query_port();
+  fmt::print(out, "port 1\n");
+  fmt::print(out, "  {:<18} {}\n", "link_layer", port.ethernet ? "Ethernet (RoCEv2, UDP " + std::to_string(net.port) + ")" : "in-process");
+  fmt::print(out, "  {:<18} {}\n", "active_mtu", port.active_mtu);
+  fmt::print(out, "  {:<18} {:#06x}\n", "lid", port.lid);
+  std::string gid;
+  for (std::size_t i = 0; i < port.gid.size(); i += 2)
+    gid += fmt::format("{}{:02x}{:02x}", i ? ":" : "", port.gid[i], port.gid[i + 1]);
+  fmt::print(out, "  {:<18} {}{}\n", "gid[0]", gid,
+             port.ethernet ? fmt::format(" (::ffff:{})", ipv4_str(roce_ipv4(port.address))) : "");
 
   fmt::print(out, "profile\n");
   for (const auto& [name, v] : dev->profile().fields()) fmt::print(out, "  {:<22} {}\n", name, v);

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Show the device attributes, its tables and their occupancy");
   std::vector<std::string> settings;
   info->add_option("-p,--profile", settings, "Profile field as NAME=VALUE (repeatable), e.g. num_mpt=4096");
+  std::string info_ip;
+  info->add_option("--ip", info_ip, "Open the device on this IPv4 address (RoCEv2) and show its port");
 
   // srdma demo
   auto* demo = app.add_subcommand("demo", "Register memory and show translations and refusals");
@@ -170,7 +172,7 @@ int main(int argc, char** argv) {
       if (!value) return fail({EINVAL, "--profile '" + s + "' is not NAME=INTEGER"});
       if (auto r = profile.set(s.substr(0, eq), *value); !r) return fail(r.error());
     }
-    if (auto r = srdma::tools::info(profile, std::cout); !r) return fail(r.error());
+    if (auto r = srdma::tools::info(profile, std::cout, info_ip); !r) return fail(r.error());
   } else if (*blkbench) {
     if (auto r = srdma::tools::blk_bench(bo, std::cout); !r) return fail(r.error());
   } else if (*poolbench) {
