@@ -219,8 +219,7 @@ void UdpLink::stop() {
   // Answers a consumer left deferred go out now: a program that polled its
   // last completion and closes the device still acknowledges its peer's
   // last message.
-  take_deferred();
-  flush_pending();
+  flush_deferred();
 }
 
 int UdpLink::socket_for(std::uint16_t sport) {
@@ -246,10 +245,18 @@ int UdpLink::socket_for(std::uint16_t sport) {
 
 bool UdpLink::send(Packet&& in) {
   if (!knows(in.dst_addr)) return false;
-  if (tls_deferring == this && is_response(in.op) && in.payload_length == 0 && in.count == 1) {
-    defer(std::move(in));
-    return true;
+  if (tls_deferring == this && is_response(in.op)) {
+    if (in.payload_length == 0 && in.count == 1) {
+      defer(std::move(in));
+      return true;
+    }
+    flush_deferred();  // an answer that cannot wait goes after those that did
   }
+  enqueue(std::move(in));
+  return true;
+}
+
+void UdpLink::enqueue(Packet&& in) {
   PendingSends& q = tls_pending;
   if (q.link != this || q.n == kSendBatch) flush_pending();
   q.link = this;
@@ -298,12 +305,13 @@ bool UdpLink::send(Packet&& in) {
     ++q.n;
   });
   if (!SendBatch::open()) flush_pending();
-  return true;
 }
 
 void UdpLink::end_batch() {
-  if (tls_deferring != this) take_deferred();
-  flush_pending();
+  if (tls_deferring != this && has_deferred_.load(std::memory_order_acquire))
+    flush_deferred();  // behind what this thread sends now (a reply carries its ACK)
+  else
+    flush_pending();
 }
 
 // A consumer that receives a request in poll() usually answers it with a
@@ -316,21 +324,32 @@ void UdpLink::end_batch() {
 // Only payload-less packets wait: a READ response's payload is the MR's
 // memory, which must not be read after its delivery ends.
 void UdpLink::defer(Packet&& p) {
-  std::lock_guard lock(deferred_mu_);
-  deferred_.push_back(std::move(p));
-  has_deferred_.store(true, std::memory_order_release);
-}
-
-void UdpLink::take_deferred() {
-  if (!has_deferred_.load(std::memory_order_acquire)) return;
-  std::vector<Packet> out;
   {
     std::lock_guard lock(deferred_mu_);
-    out.swap(deferred_);
-    has_deferred_.store(false, std::memory_order_relaxed);
+    deferred_.push_back(std::move(p));
+    has_deferred_.store(true, std::memory_order_seq_cst);
   }
-  SendBatch batch(*this);  // they go out with what the caller sends next, or when its batch ends
-  for (Packet& p : out) (void)send(std::move(p));
+  // A receive thread asleep in poll() would not look again until traffic
+  // comes: wake it, so that its bound holds (a Dekker pair with the store
+  // of parked_ and the load of has_deferred_ in receive_loop).
+  if (parked_.load(std::memory_order_seq_cst)) {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void UdpLink::flush_deferred() {
+  if (!has_deferred_.load(std::memory_order_acquire)) {
+    flush_pending();
+    return;
+  }
+  // From the take to the sendmmsg under the lock: two threads taking turns
+  // cannot put one QP's later answer on the wire before its earlier one.
+  std::lock_guard lock(deferred_mu_);
+  for (Packet& p : deferred_) enqueue(std::move(p));
+  deferred_.clear();
+  has_deferred_.store(false, std::memory_order_relaxed);
+  flush_pending();
 }
 
 void UdpLink::flush_pending() {
@@ -347,7 +366,7 @@ void UdpLink::flush_pending() {
   for (std::size_t i = 0; i < q.n;) {
     const PendingSends::Datagram& a = q.d[i];
     std::size_t j = i + 1, bytes = a.bytes;
-    if (link->gso_) {
+    if (link->gso_.load(std::memory_order_relaxed)) {
       // The packets of one train (one QP, one direction, consecutive PSNs)
       // go together, and at its end the answer this side owes that QP
       // (a deferred ACK behind a ping-pong's reply): one skb through the
@@ -423,7 +442,12 @@ void UdpLink::flush_pending() {
     }
     if (rc < 0 && errno == EINTR) continue;
     // The kernel refused this message (no buffer, no route, too big): its
-    // frames are lost, and the transport's timeout resends them.
+    // frames are lost, and the transport's timeout resends them. A GSO
+    // send refused as such (a route without checksum offload or with
+    // IPsec: EIO; a segment above the route's MTU: EINVAL) turns GSO off
+    // for the link, so that the resend goes frame by frame.
+    if (rc < 0 && (errno == EIO || errno == EINVAL) && q.msgs[done].msg_hdr.msg_controllen != 0)
+      link->gso_.store(false, std::memory_order_relaxed);
     link->send_errors_.fetch_add(1, std::memory_order_relaxed);
     ++done;
   }
@@ -464,7 +488,7 @@ int UdpLink::poll() {
   // virtual machines, and the receive thread only asks whether it moved.
   consumer_polls_.fetch_add(1, std::memory_order_relaxed);
   if (rx_busy_.exchange(true, std::memory_order_acquire)) return 0;  // someone else is receiving
-  take_deferred();  // before anything newer of theirs can be answered
+  flush_deferred();  // before anything newer of theirs can be answered
   tls_deferring = this;
   const int n = receive_once();
   tls_deferring = nullptr;
@@ -543,13 +567,14 @@ void UdpLink::receive_loop() {
       pollfd w{wake_fd_, POLLIN, 0};
       (void)::poll(&w, 1, kConsumerCheckMs);
       last_traffic = 0;
-      if (consumer_polls_.load(std::memory_order_relaxed) == polls_seen) take_deferred();  // it stopped
+      drain_wakeups();
+      if (consumer_polls_.load(std::memory_order_relaxed) == polls_seen) flush_deferred();  // it stopped
       continue;
     }
     const std::int64_t now = now_ns();
     int n = 0;
     if (!rx_busy_.exchange(true, std::memory_order_acquire)) {
-      take_deferred();
+      flush_deferred();
       n = receive_once();
       rx_busy_.store(false, std::memory_order_release);
     }
@@ -558,10 +583,23 @@ void UdpLink::receive_loop() {
       continue;
     }
     if (now - last_traffic < busy_ns) continue;  // poll on: traffic may follow
+    parked_.store(true, std::memory_order_seq_cst);
+    if (has_deferred_.load(std::memory_order_seq_cst)) {  // answers to send first (see defer)
+      parked_.store(false, std::memory_order_relaxed);
+      continue;
+    }
     pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     (void)::poll(fds, 2, -1);
+    parked_.store(false, std::memory_order_relaxed);
+    drain_wakeups();
     last_traffic = now_ns();
   }
+}
+
+void UdpLink::drain_wakeups() {
+  if (stopping_.load(std::memory_order_acquire)) return;  // stop()'s wakeup stays readable
+  std::uint64_t v;
+  (void)!::read(wake_fd_, &v, sizeof v);  // nonblocking: EAGAIN when there was none
 }
 
 void UdpLink::add_drops(TransportCounters& c) const {

@@ -81,9 +81,14 @@ class UdpLink final : public Link {
   void receive_loop();
   // One recvmmsg and the delivery of what it got. REQUIRES: rx_busy_ held.
   int receive_once();
+  // Puts `p` in this thread's pending datagrams (see SendBatch).
+  void enqueue(Packet&& p);
   // A consumer's answers wait for its next send (see udp_link.cc).
   void defer(Packet&& p);
-  void take_deferred();
+  // Sends the deferred answers, and what this thread has pending, now.
+  void flush_deferred();
+  // Reads away a defer() wakeup (not stop()'s).
+  void drain_wakeups();
   // The socket that sends from entropy port `sport`: bound on first use.
   int socket_for(std::uint16_t sport);
   // Hands the calling thread's pending datagrams to the kernel.
@@ -93,9 +98,11 @@ class UdpLink final : public Link {
   const NetConfig config_;
   const std::uint32_t ip_;
   const int fd_;       // bound to ip_:port, receives
-  const int wake_fd_;  // eventfd: stop() wakes the receive thread
+  const int wake_fd_;  // eventfd: stop() and defer() wake the receive thread
   const std::uint32_t active_mtu_;
-  const bool gso_;  // the kernel segments UDP (UDP_SEGMENT) and the config allows it
+  // The kernel segments UDP (UDP_SEGMENT) and the config allows it; off
+  // for good once a GSO send is refused as such.
+  std::atomic<bool> gso_;
   QueueEngine* engine_ = nullptr;
   std::thread rx_thread_;
   std::atomic<bool> stopping_{false};
@@ -106,6 +113,7 @@ class UdpLink final : public Link {
   std::mutex deferred_mu_;
   std::vector<Packet> deferred_;
   std::atomic<bool> has_deferred_{false};
+  std::atomic<bool> parked_{false};  // the receive thread sleeps in poll() until traffic
 
   // Entropy-port sockets, indexed by the port's low 14 bits; -1 until used.
   std::mutex sockets_mu_;  // serialises binding

@@ -232,6 +232,8 @@ Result<PerfSettings> settings_of_hello(const json& h, const PerfSettings& mine, 
   o.copy_budget_ms = 0;  // the client measures the copy
   auto s = resolve_perf_options(o);
   if (!s) return make_error(EINVAL, fmt::format("the client's parameters: {}", s.error().reason));
+  if (want != s->sizes)
+    return make_error(EPROTO, "the hello's sizes are neither one size nor the -a list");
   if (s->test == PerfTest::kSendBw && s->verify) s->rx_depth = kVerifySlots;
   return s;
 }
@@ -300,6 +302,7 @@ class ServerRun {
   // The client posted `total` WRs: waits for the rest to arrive (send_bw)
   // or stops the ping-pong. The run's error, if any.
   std::optional<Error> finish(std::uint64_t total) {
+    drain_deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(kDoneTimeoutMs);
     expected_.store(total, std::memory_order_release);
     if (s_.test != PerfTest::kSendBw) ctl_.state.store(1);
     if (worker_.joinable()) worker_.join();
@@ -345,6 +348,12 @@ class ServerRun {
     Wc wc[32];
     while (received_ < expected_.load(std::memory_order_acquire)) {
       if (ctl_.state.load(std::memory_order_relaxed) == 2) return;
+      // Once the client has said how many it sent, what has not come by
+      // the deadline is not coming (its QPs would have failed by then).
+      if (expected_.load(std::memory_order_acquire) != std::numeric_limits<std::uint64_t>::max() &&
+          std::chrono::steady_clock::now() > drain_deadline_)
+        return fail(Error{ETIMEDOUT, fmt::format("send_bw: {} of {} messages arrived", received_,
+                                                 expected_.load(std::memory_order_relaxed))});
       const int n = side_.recv_w.next(wc);
       if (n < 0) return fail(side_.recv_w.error());
       for (int j = 0; j < n; ++j) {
@@ -383,6 +392,7 @@ class ServerRun {
   std::size_t slot_bytes_ = 0;
   std::vector<std::uint64_t> per_qp_;
   std::atomic<std::uint64_t> expected_{0};
+  std::chrono::steady_clock::time_point drain_deadline_{};  // written before expected_ (release)
   Control ctl_;
   std::thread worker_;
   std::optional<Error> error_;
@@ -512,11 +522,17 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
     }
     std::uint64_t total = 0;
     const auto posted = end->find("posted");
-    if (posted == end->end() || !posted->is_array() || posted->size() != s->num_qps) {
-      run.abort();
-      return refuse(Error{EPROTO, "'end' must list the WRs posted per QP"});
+    bool counts_ok = posted != end->end() && posted->is_array() && posted->size() == s->num_qps;
+    for (std::size_t i = 0; counts_ok && i < posted->size(); ++i) {
+      const json& n = (*posted)[i];
+      // A count the run cannot have posted would keep the drain waiting.
+      counts_ok = n.is_number_unsigned() && n.get<std::uint64_t>() <= (s->duration_s > 0 ? (1ull << 40) : s->iterations);
+      if (counts_ok) total += n.get<std::uint64_t>();
     }
-    for (const json& n : *posted) total += n.is_number_unsigned() ? n.get<std::uint64_t>() : 0;
+    if (!counts_ok) {
+      run.abort();
+      return refuse(Error{EPROTO, "'end' must list, per QP, the WRs it posted (at most the iterations)"});
+    }
     if (auto e = run.finish(total)) {
       (void)ch->send({{"error", e->reason}});
       return std::unexpected(*e);

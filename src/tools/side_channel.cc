@@ -21,6 +21,8 @@ namespace {
 
 // A side-channel message is parameters and addresses: far below this.
 constexpr std::uint32_t kMaxMessage = 1u << 20;
+// A message that has begun arrives whole within this.
+constexpr int kRestOfMessageMs = 30'000;
 
 Result<sockaddr_in> sockaddr_of(const std::string& ip, std::uint16_t port) {
   auto a = parse_ipv4(ip);
@@ -121,7 +123,7 @@ Result<void> SideChannel::send(const nlohmann::json& msg) {
 
 Result<nlohmann::json> SideChannel::receive(int timeout_ms) {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   auto read_exact = [&](char* p, std::size_t n) -> Result<void> {
     std::size_t off = 0;
     while (off < n) {
@@ -143,6 +145,13 @@ Result<nlohmann::json> SideChannel::receive(int timeout_ms) {
     }
     return {};
   };
+  // The timeout is for a message to begin: once its first byte is here the
+  // rest is read with a deadline of its own, so that a timeout never leaves
+  // half a message consumed (the next read would take its body for a length).
+  if (auto w = wait_for(fd_, POLLIN, timeout_ms); !w)
+    return make_error(w.error().code, fmt::format("side channel to {}: no message ({})", peer_, w.error().reason));
+  timeout_ms = kRestOfMessageMs;
+  deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   char len[4];
   if (auto r = read_exact(len, 4); !r) return std::unexpected(r.error());
   std::uint32_t n = 0;
