@@ -536,22 +536,20 @@ int UdpLink::receive_once() {
     const IpUdpFields ip{src_ip, ip_, ntohs(r.from[i].sin_port), config_.port, 0, true};
     // One frame per datagram. (UDP_GRO, which hands over a GSO run as one
     // datagram, lost a whole flow on lo in about 1 run of 40: off.)
-    {
-      const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
-      ParsedFrame f;
-      const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
-      if (e != FrameError::kNone) {
-        dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      Packet& p = f.pkt;
-      p.src_addr = roce_address(src_ip);
-      p.dst_addr = roce_address(ip_);
-      p.src_qpn = kSrcQpnFromPath;
-      if (p.payload_length != 0 && is_response(p.op)) p.owned = r.buf;
-      frames_received_.fetch_add(1, std::memory_order_relaxed);
-      engine_->receive(std::move(p));
+    const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
+    ParsedFrame f;
+    const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
+    if (e != FrameError::kNone) {
+      dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
+      continue;
     }
+    Packet& p = f.pkt;
+    p.src_addr = roce_address(src_ip);
+    p.dst_addr = roce_address(ip_);
+    p.src_qpn = kSrcQpnFromPath;
+    if (p.payload_length != 0 && is_response(p.op)) p.owned = r.buf;
+    frames_received_.fetch_add(1, std::memory_order_relaxed);
+    engine_->receive(std::move(p));
   }
   return n;
 }

@@ -808,12 +808,9 @@ Result<PerfReport> run_perf(const PerfOptions& options, std::ostream* live) {
           if (auto r = rx.post(*p.server, i); !r) return std::unexpected(r.error());
     }
     CopyBuffers copy;
-    auto src = alloc_buffer(max_size);
-    auto dst = alloc_buffer(max_size);
-    if (!src) return std::unexpected(src.error());
-    if (!dst) return std::unexpected(dst.error());
-    copy.src = std::move(*src);
-    copy.dst = std::move(*dst);
+    auto buffers = CopyBuffers::of(max_size);
+    if (!buffers) return std::unexpected(buffers.error());
+    copy = std::move(*buffers);
     for (auto size : s.sizes) {
       auto row = run_bw(*p.client, PeerBuffers::of(*p.server), p.server.get(), s, size, rx, copy);
       if (!row) return std::unexpected(row.error());

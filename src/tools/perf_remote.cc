@@ -624,12 +624,9 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   a.name = "client";
   a.cq_mod = s.cq_mod;
   if (is_bandwidth(s.test)) {
-    auto src = alloc_buffer(max_size);
-    auto dst = alloc_buffer(max_size);
-    if (!src) return std::unexpected(src.error());
-    if (!dst) return std::unexpected(dst.error());
-    copy.src = std::move(*src);
-    copy.dst = std::move(*dst);
+    auto buffers = CopyBuffers::of(max_size);
+    if (!buffers) return std::unexpected(buffers.error());
+    copy = std::move(*buffers);
   } else if (s.test == PerfTest::kSendLat) {
     rx.build(me, half, max_size);
     for (std::uint32_t j = 0; j < s.rx_depth; ++j)

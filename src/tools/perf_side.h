@@ -181,6 +181,15 @@ inline Result<void> post(QueuePair& qp, const SendWr& wr) {
 
 struct CopyBuffers {
   Buffer src, dst;
+
+  // Two buffers of `bytes` for the bandwidth rows' copy rate.
+  static Result<CopyBuffers> of(std::size_t bytes) {
+    auto src = alloc_buffer(bytes);
+    if (!src) return std::unexpected(src.error());
+    auto dst = alloc_buffer(bytes);
+    if (!dst) return std::unexpected(dst.error());
+    return CopyBuffers{std::move(*src), std::move(*dst)};
+  }
 };
 
 // Control shared by the two sides of a ping-pong.

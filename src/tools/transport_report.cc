@@ -33,58 +33,54 @@ nlohmann::json to_json(const TransportCounters& c) {
           {"dropped_total", c.dropped_total()}};
 }
 
+namespace {
+// A count in a peer's report: what is missing or not a count reads as 0.
+std::uint64_t count_field(const nlohmann::json& o, std::string_view key) {
+  const auto it = o.find(key);
+  return it != o.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+}  // namespace
+
 TransportCounters transport_from_json(const nlohmann::json& j) {
   TransportCounters c;
   if (!j.is_object()) return c;
-  auto get = [&](const nlohmann::json& o, std::string_view key) -> std::uint64_t {
-    const auto it = o.find(key);
-    return it != o.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
-  };
-  c.requests_sent = get(j, "requests_sent");
-  c.requests_received = get(j, "requests_received");
-  c.responses_sent = get(j, "responses_sent");
-  c.responses_received = get(j, "responses_received");
-  c.retransmissions = get(j, "retransmissions");
-  c.timeouts = get(j, "timeouts");
-  c.rnr_naks_sent = get(j, "rnr_naks_sent");
-  c.rnr_naks_received = get(j, "rnr_naks_received");
-  c.rnr_retries = get(j, "rnr_retries");
-  c.seq_naks_sent = get(j, "seq_naks_sent");
-  c.seq_naks_received = get(j, "seq_naks_received");
-  c.duplicate_requests = get(j, "duplicate_requests");
+  c.requests_sent = count_field(j, "requests_sent");
+  c.requests_received = count_field(j, "requests_received");
+  c.responses_sent = count_field(j, "responses_sent");
+  c.responses_received = count_field(j, "responses_received");
+  c.retransmissions = count_field(j, "retransmissions");
+  c.timeouts = count_field(j, "timeouts");
+  c.rnr_naks_sent = count_field(j, "rnr_naks_sent");
+  c.rnr_naks_received = count_field(j, "rnr_naks_received");
+  c.rnr_retries = count_field(j, "rnr_retries");
+  c.seq_naks_sent = count_field(j, "seq_naks_sent");
+  c.seq_naks_received = count_field(j, "seq_naks_received");
+  c.duplicate_requests = count_field(j, "duplicate_requests");
   if (const auto d = j.find("dropped"); d != j.end() && d->is_object())
     for (std::size_t r = 0; r < kNumDropReasons; ++r)
-      c.dropped[r] = get(*d, drop_reason_str(static_cast<DropReason>(r)));
+      c.dropped[r] = count_field(*d, drop_reason_str(static_cast<DropReason>(r)));
   return c;
 }
 
 ImpairStats impair_from_json(const nlohmann::json& j) {
   ImpairStats s;
   if (!j.is_object()) return s;
-  auto get = [&](std::string_view key) -> std::uint64_t {
-    const auto it = j.find(key);
-    return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
-  };
-  s.passed = get("passed");
-  s.dropped = get("dropped");
-  s.duplicated = get("duplicated");
-  s.reordered = get("reordered");
-  s.corrupted = get("corrupted");
+  s.passed = count_field(j, "passed");
+  s.dropped = count_field(j, "dropped");
+  s.duplicated = count_field(j, "duplicated");
+  s.reordered = count_field(j, "reordered");
+  s.corrupted = count_field(j, "corrupted");
   return s;
 }
 
 WireStats wire_from_json(const nlohmann::json& j) {
   WireStats w;
   if (!j.is_object()) return w;
-  auto get = [&](std::string_view key) -> std::uint64_t {
-    const auto it = j.find(key);
-    return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
-  };
-  w.frames_sent = get("frames_sent");
-  w.frames_received = get("frames_received");
-  w.send_errors = get("send_errors");
-  w.rx_overruns = get("rx_overruns");
-  w.source_port_fallbacks = get("source_port_fallbacks");
+  w.frames_sent = count_field(j, "frames_sent");
+  w.frames_received = count_field(j, "frames_received");
+  w.send_errors = count_field(j, "send_errors");
+  w.rx_overruns = count_field(j, "rx_overruns");
+  w.source_port_fallbacks = count_field(j, "source_port_fallbacks");
   return w;
 }
 
