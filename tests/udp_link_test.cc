@@ -328,3 +328,51 @@ TEST(UdpLink, ThePeerGoneEndsTheQpWithRetryExceededAndFlushes) {
 
 }  // namespace
 }  // namespace srdma::hca
+
+namespace srdma {
+namespace {
+
+// The environment a program using the library sets: each bad value is
+// EINVAL naming its variable, and good ones are taken.
+TEST(NetConfigEnv, BadValuesAreRefusedNamingTheVariable) {
+  struct Unset {
+    ~Unset() {
+      for (const char* v : {"SRDMA_ADDR", "SRDMA_PORT", "SRDMA_ICRC", "SRDMA_BUSY_POLL_US", "SRDMA_GSO"}) ::unsetenv(v);
+    }
+  } unset;
+  for (auto [var, value] : {std::pair{"SRDMA_ADDR", "10.0.0"}, {"SRDMA_ADDR", "localhost"}, {"SRDMA_PORT", "0"},
+                            {"SRDMA_PORT", "65536"}, {"SRDMA_PORT", "47x"}, {"SRDMA_ICRC", "2"},
+                            {"SRDMA_BUSY_POLL_US", "-1"}, {"SRDMA_GSO", "yes"}}) {
+    ::setenv(var, value, 1);
+    auto c = NetConfig::from_env();
+    ASSERT_FALSE(c) << var << "=" << value;
+    EXPECT_EQ(c.error().code, EINVAL);
+    EXPECT_NE(c.error().reason.find(var), std::string::npos) << c.error().reason;
+    ::unsetenv(var);
+  }
+  ::setenv("SRDMA_ADDR", "127.0.0.9", 1);
+  ::setenv("SRDMA_PORT", "4800", 1);
+  ::setenv("SRDMA_ICRC", "0", 1);
+  ::setenv("SRDMA_GSO", "0", 1);
+  auto c = NetConfig::from_env();
+  ASSERT_TRUE(c) << c.error().reason;
+  EXPECT_EQ(c->ip, "127.0.0.9");
+  EXPECT_EQ(c->port, 4800);
+  EXPECT_FALSE(c->check_icrc);
+  EXPECT_FALSE(c->gso);
+}
+
+TEST(NetConfigEnv, GidsAreIpv4MappedAndOthersRefused) {
+  const std::uint32_t ip = parse_ipv4("192.0.2.7").value();
+  EXPECT_EQ(ipv4_of_gid(gid_of_ipv4(ip)).value(), ip);
+  Gid g = gid_of_ipv4(ip);
+  g[0] = 0xfe;  // a link-local IPv6 GID, not RoCE v2 over IPv4
+  EXPECT_EQ(ipv4_of_gid(g).error().code, EINVAL);
+  EXPECT_FALSE(parse_ipv4("256.1.1.1"));
+  EXPECT_EQ(ib_mtu_for_ip_mtu(1500), 1024u);
+  EXPECT_EQ(ib_mtu_for_ip_mtu(65536), 4096u);
+  EXPECT_EQ(ib_mtu_for_ip_mtu(300), 0u);
+}
+
+}  // namespace
+}  // namespace srdma
