@@ -9,13 +9,15 @@ void EngineTimer::poke() {
   cv_.notify_all();
 }
 
-EngineTimer::~EngineTimer() {
+EngineTimer::~EngineTimer() { stop(); }
+
+void EngineTimer::stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void EngineTimer::schedule(std::weak_ptr<Qp> qp, Clock::time_point at) {

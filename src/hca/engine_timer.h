@@ -24,7 +24,13 @@ class EngineTimer {
   // Deadlines are read on `clock` (it outlives the timer). With a manual
   // clock the thread sleeps until poke() (ManualClock::advance calls it).
   explicit EngineTimer(const EngineClock& clock);
-  ~EngineTimer();  // stops and joins; pending tasks are dropped
+  ~EngineTimer();  // stop()s; pending tasks are dropped
+
+  // Stops and joins the thread; idempotent. After it returns no task runs
+  // (schedule/post still queue, harmlessly). A running task may schedule
+  // again through its owner, so the owner stops the timer before it lets
+  // go of the pointer.
+  void stop();
 
   // Looks at the deadlines again (the clock moved).
   void poke();

@@ -48,7 +48,10 @@ QueueEngine::QueueEngine(const Profile& profile, TranslationTables& tables, allo
       out_(&link) {}
 
 QueueEngine::~QueueEngine() {
-  timer_.reset();  // no more kicks
+  // Join the engine thread before the pointer goes: a task it is running
+  // (a QP's timeout) may arm the next timer through timer_.
+  if (timer_) timer_->stop();
+  timer_.reset();
   {
     std::unique_lock lock(queues_mu_);
     qps_.clear();
