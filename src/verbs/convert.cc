@@ -1,0 +1,101 @@
+#include "convert.h"
+
+#include <arpa/inet.h>
+
+#include "srdma/access.h"
+
+namespace srdma::verbs {
+
+std::uint32_t mtu_bytes(int mtu) {
+  if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) return 0;
+  return 128u << mtu;
+}
+
+ibv_mtu mtu_enum(std::uint32_t bytes) {
+  int e = IBV_MTU_256;
+  while (e < IBV_MTU_4096 && (128u << (e + 1)) <= bytes) ++e;
+  return static_cast<ibv_mtu>(e);
+}
+
+Result<std::uint32_t> access_flags(unsigned int a) {
+  a &= ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
+  a &= ~static_cast<unsigned int>(IBV_ACCESS_HUGETLB);
+  constexpr unsigned int unsupported = IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND;
+  if (a & unsupported) return make_error(EOPNOTSUPP, "memory windows, zero-based and on-demand MRs are not supported");
+  constexpr unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                 IBV_ACCESS_REMOTE_ATOMIC;
+  if (a & ~known) return make_error(EINVAL, "unknown access flags");
+  std::uint32_t out = 0;
+  if (a & IBV_ACCESS_LOCAL_WRITE) out |= ACCESS_LOCAL_WRITE;
+  if (a & IBV_ACCESS_REMOTE_WRITE) out |= ACCESS_REMOTE_WRITE;
+  if (a & IBV_ACCESS_REMOTE_READ) out |= ACCESS_REMOTE_READ;
+  if (a & IBV_ACCESS_REMOTE_ATOMIC) out |= ACCESS_REMOTE_ATOMIC;
+  return out;
+}
+
+Result<QpState> qp_state(int s) {
+  if (s < IBV_QPS_RESET || s > IBV_QPS_ERR) return make_error(EINVAL, "qp_state out of range");
+  return static_cast<QpState>(s);
+}
+
+namespace {
+
+ibv_wc_status wc_status(WcStatus s) {
+  switch (s) {
+    case WcStatus::kSuccess: return IBV_WC_SUCCESS;
+    case WcStatus::kLocLenErr: return IBV_WC_LOC_LEN_ERR;
+    case WcStatus::kLocQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
+    case WcStatus::kLocProtErr: return IBV_WC_LOC_PROT_ERR;
+    case WcStatus::kWrFlushErr: return IBV_WC_WR_FLUSH_ERR;
+    case WcStatus::kRemInvReqErr: return IBV_WC_REM_INV_REQ_ERR;
+    case WcStatus::kRemAccessErr: return IBV_WC_REM_ACCESS_ERR;
+    case WcStatus::kRemOpErr: return IBV_WC_REM_OP_ERR;
+    case WcStatus::kRetryExcErr: return IBV_WC_RETRY_EXC_ERR;
+    case WcStatus::kRnrRetryExcErr: return IBV_WC_RNR_RETRY_EXC_ERR;
+    case WcStatus::kMemMgmtOpErr: return IBV_WC_MW_BIND_ERR;  // verbs' memory-management error
+    case WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
+  }
+  return IBV_WC_GENERAL_ERR;
+}
+
+ibv_wc_opcode wc_opcode(WcOpcode o) {
+  switch (o) {
+    case WcOpcode::kSend: return IBV_WC_SEND;
+    case WcOpcode::kRdmaWrite: return IBV_WC_RDMA_WRITE;
+    case WcOpcode::kRdmaRead: return IBV_WC_RDMA_READ;
+    case WcOpcode::kCompSwap: return IBV_WC_COMP_SWAP;
+    case WcOpcode::kFetchAdd: return IBV_WC_FETCH_ADD;
+    case WcOpcode::kLocalInv: return IBV_WC_LOCAL_INV;
+    case WcOpcode::kRegMr: return IBV_WC_BIND_MW;  // verbs has no REG_MR completion of its own
+    case WcOpcode::kRecv: return IBV_WC_RECV;
+    case WcOpcode::kRecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
+  }
+  return IBV_WC_SEND;
+}
+
+}  // namespace
+
+void to_ibv_wc(const Wc& in, ibv_wc& out) {
+  out.wr_id = in.wr_id;
+  out.status = wc_status(in.status);
+  out.opcode = wc_opcode(in.opcode);
+  out.vendor_err = in.vendor_err;
+  out.byte_len = in.byte_len;
+  out.wc_flags = 0;
+  out.imm_data = 0;
+  if (in.wc_flags & WC_WITH_IMM) {
+    out.imm_data = htonl(in.imm_data);
+    out.wc_flags |= IBV_WC_WITH_IMM;
+  } else if (in.wc_flags & WC_WITH_INVALIDATE) {
+    out.invalidated_rkey = in.invalidated_rkey;
+    out.wc_flags |= IBV_WC_WITH_INV;
+  }
+  out.qp_num = in.qp_num;
+  out.src_qp = in.src_qp;
+  out.pkey_index = 0;
+  out.slid = 0;
+  out.sl = 0;
+  out.dlid_path_bits = 0;
+}
+
+}  // namespace srdma::verbs

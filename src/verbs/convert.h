@@ -1,0 +1,33 @@
+// Translations between <infiniband/verbs.h> values and softrdma's: MTUs,
+// access flags, QP states, completion statuses and opcodes. Every value
+// from the application is range-checked here.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "srdma/qp_attr.h"
+#include "srdma/status.h"
+#include "srdma/wc.h"
+
+namespace srdma::verbs {
+
+// 256..4096 for IBV_MTU_256..IBV_MTU_4096, 0 for anything else.
+std::uint32_t mtu_bytes(int mtu);
+// The enum for 256..4096 bytes (IBV_MTU_256 below that).
+ibv_mtu mtu_enum(std::uint32_t bytes);
+
+// An MR's or a QP's access flags. The optional range (relaxed ordering ...)
+// is ignored, as rdma-core does; HUGETLB is a hint; MW_BIND, ZERO_BASED and
+// ON_DEMAND are EOPNOTSUPP; unknown bits EINVAL.
+Result<std::uint32_t> access_flags(unsigned int ibv_access);
+
+// IBV_QPS_* and softrdma's QpState have IBA's order; EINVAL past ERR.
+Result<QpState> qp_state(int ibv_state);
+inline ibv_qp_state ibv_state(QpState s) { return static_cast<ibv_qp_state>(s); }
+
+// A softrdma completion as an ibv_wc (imm_data back to network order).
+void to_ibv_wc(const Wc& in, ibv_wc& out);
+
+}  // namespace srdma::verbs

@@ -1,0 +1,126 @@
+// Completion channels, completion queues, polling and arming.
+#include <array>
+#include <new>
+
+#include "convert.h"
+#include "errors.h"
+#include "objects.h"
+#include "ops.h"
+
+using namespace srdma;
+using namespace srdma::verbs;
+
+namespace srdma::verbs {
+
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+  if (!cq || num_entries < 0 || (num_entries > 0 && !wc)) return -fail("ibv_poll_cq", EINVAL, "bad argument");
+  CompletionQueue& core = *to_cq(cq)->core;
+  std::array<Wc, 16> batch;
+  int done = 0;
+  while (done < num_entries) {
+    const int want = std::min<int>(num_entries - done, batch.size());
+    const int n = core.poll(std::span<Wc>(batch.data(), static_cast<std::size_t>(want)));
+    for (int i = 0; i < n; ++i) to_ibv_wc(batch[static_cast<std::size_t>(i)], wc[done + i]);
+    done += n;
+    if (n < want) break;
+  }
+  return done;
+}
+
+int req_notify_cq(ibv_cq* cq, int solicited_only) {
+  if (!cq) return fail("ibv_req_notify_cq", EINVAL, "NULL CQ");
+  auto r = to_cq(cq)->core->req_notify(solicited_only ? CQ_SOLICITED : CQ_NEXT_COMP);
+  return r ? 0 : fail("ibv_req_notify_cq", r.error());
+}
+
+}  // namespace srdma::verbs
+
+extern "C" {
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  if (!context) return fail_null<ibv_comp_channel>("ibv_create_comp_channel", EINVAL, "NULL context");
+  auto core = to_ctx(context)->dev.create_comp_channel();
+  if (!core) return fail_null<ibv_comp_channel>("ibv_create_comp_channel", core.error());
+  auto* ch = new (std::nothrow) CompChannelObj{};
+  if (!ch) return fail_null<ibv_comp_channel>("ibv_create_comp_channel", ENOMEM, "out of memory");
+  ch->core = std::move(*core);
+  ch->ibv.context = context;
+  ch->ibv.fd = ch->core->fd();
+  ch->ibv.refcnt = 0;
+  return &ch->ibv;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  if (!channel) return fail("ibv_destroy_comp_channel", EINVAL, "NULL channel");
+  if (channel->refcnt > 0) return fail("ibv_destroy_comp_channel", EBUSY, "CQs still use the channel");
+  delete to_channel(channel);
+  return 0;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  if (!context) return fail_null<ibv_cq>("ibv_create_cq", EINVAL, "NULL context");
+  if (cqe < 1) return fail_null<ibv_cq>("ibv_create_cq", EINVAL, "cqe must be at least 1");
+  if (comp_vector < 0) return fail_null<ibv_cq>("ibv_create_cq", EINVAL, "negative comp_vector");
+  auto* cq = new (std::nothrow) Cq{};
+  if (!cq) return fail_null<ibv_cq>("ibv_create_cq", ENOMEM, "out of memory");
+  CqInit init;
+  init.cqe = static_cast<std::uint32_t>(cqe);
+  init.comp_vector = static_cast<std::uint32_t>(comp_vector);
+  init.context = cq;  // async events and get_cq_event find the wrapper through it
+  init.channel = channel ? to_channel(channel)->core.get() : nullptr;
+  auto core = to_ctx(context)->dev.create_cq(init);
+  if (!core) {
+    delete cq;
+    return fail_null<ibv_cq>("ibv_create_cq", core.error());
+  }
+  cq->core = std::move(*core);
+  cq->ibv.context = context;
+  cq->ibv.channel = channel;
+  cq->ibv.cq_context = cq_context;
+  cq->ibv.handle = cq->core->cqn();
+  cq->ibv.cqe = static_cast<int>(cq->core->cqe());
+  pthread_mutex_init(&cq->ibv.mutex, nullptr);
+  pthread_cond_init(&cq->ibv.cond, nullptr);
+  if (channel) ++channel->refcnt;
+  return &cq->ibv;
+}
+
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (!cq || cqe < 1) return fail("ibv_resize_cq", EINVAL, "NULL CQ or cqe below 1");
+  if (auto r = to_cq(cq)->core->resize(static_cast<std::uint32_t>(cqe)); !r) return fail("ibv_resize_cq", r.error());
+  cq->cqe = static_cast<int>(to_cq(cq)->core->cqe());
+  return 0;
+}
+
+int ibv_destroy_cq(ibv_cq* cq) {
+  if (!cq) return fail("ibv_destroy_cq", EINVAL, "NULL CQ");
+  if (auto r = to_cq(cq)->core->destroy(); !r) return fail("ibv_destroy_cq", r.error());
+  if (cq->channel) --cq->channel->refcnt;
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete to_cq(cq);
+  return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  if (!channel || !cq || !cq_context) {
+    fail("ibv_get_cq_event", EINVAL, "NULL argument");
+    return -1;
+  }
+  auto got = to_channel(channel)->core->get_event(true);
+  if (!got) {
+    fail("ibv_get_cq_event", got.error());
+    return -1;
+  }
+  auto* w = static_cast<Cq*>((*got)->context());
+  *cq = &w->ibv;
+  *cq_context = w->ibv.cq_context;
+  return 0;
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  if (!cq || !cq->channel || nevents == 0) return;
+  to_channel(cq->channel)->core->ack_events(*to_cq(cq)->core, nevents);
+}
+
+}  // extern "C"

@@ -1,0 +1,420 @@
+// The device list, contexts, the device and port queries, GIDs and P_Keys,
+// and the async event channel.
+//
+// A process has one softrdma device, srdma0, bound to SRDMA_ADDR (default
+// 127.0.0.1) and the RoCEv2 port. Every ibv_open_device shares it: a UDP
+// address can be bound once, and the contexts of one process are one HCA's
+// contexts. It closes with the last context.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "convert.h"
+#include "errors.h"
+#include "objects.h"
+#include "ops.h"
+#include "srdma/net.h"
+
+#undef ibv_query_port
+#undef ibv_get_device_list
+
+namespace srdma::verbs {
+namespace {
+
+constexpr std::uint32_t kVendorId = 0xFFFFFF;  // no real vendor's (IEEE OUIs are 24 bits; this one is unassigned)
+constexpr char kDeviceName[] = "srdma0";
+
+ibv_device g_device = [] {
+  ibv_device d{};
+  d.node_type = IBV_NODE_CA;
+  d.transport_type = IBV_TRANSPORT_IB;
+  std::snprintf(d.name, sizeof d.name, "%s", kDeviceName);
+  std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
+  std::snprintf(d.dev_path, sizeof d.dev_path, "/dev/infiniband/uverbs0");
+  std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "/sys/class/infiniband/%s", kDeviceName);
+  return d;
+}();
+
+// The process's device and the contexts open on it.
+std::mutex g_mu;
+Device* g_dev = nullptr;
+std::vector<Context*> g_contexts;
+
+bool is_open_context(Context* c) {
+  return std::find(g_contexts.begin(), g_contexts.end(), c) != g_contexts.end();
+}
+
+ibv_async_event to_ibv_event(const AsyncEvent& ev, Context** owner) {
+  ibv_async_event out{};
+  *owner = nullptr;
+  switch (ev.type) {
+    case AsyncEventType::kCqErr: {
+      auto* cq = static_cast<CompletionQueue*>(ev.context);
+      auto* w = cq ? static_cast<Cq*>(cq->context()) : nullptr;
+      out.event_type = IBV_EVENT_CQ_ERR;
+      if (w) {
+        out.element.cq = &w->ibv;
+        *owner = to_ctx(w->ibv.context);
+      }
+      break;
+    }
+    case AsyncEventType::kQpFatal:
+    case AsyncEventType::kQpLastWqeReached: {
+      auto* w = static_cast<Qp*>(ev.context);
+      out.event_type = ev.type == AsyncEventType::kQpFatal ? IBV_EVENT_QP_FATAL : IBV_EVENT_QP_LAST_WQE_REACHED;
+      if (w) {
+        out.element.qp = &w->ibv;
+        *owner = to_ctx(w->ibv.context);
+      }
+      break;
+    }
+    case AsyncEventType::kPortActive:
+    case AsyncEventType::kDeviceFatal:
+      out.event_type = ev.type == AsyncEventType::kPortActive ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_DEVICE_FATAL;
+      out.element.port_num = 1;
+      break;
+  }
+  return out;
+}
+
+void dispatch_async_event(const AsyncEvent& ev) {
+  Context* owner = nullptr;
+  ibv_async_event out = to_ibv_event(ev, &owner);
+  std::lock_guard lock(g_mu);
+  if (owner) {
+    if (is_open_context(owner)) push_async_event(*owner, out);
+  } else {
+    for (Context* c : g_contexts) push_async_event(*c, out);  // device-wide
+  }
+}
+
+Result<Device> open_process_device() {
+  auto net = NetConfig::from_env();
+  if (!net) return std::unexpected(net.error());
+  return Device::open(Profile{}, kDeviceName, *net);
+}
+
+std::uint64_t node_guid(std::uint32_t ipv4) {
+  // EUI-64 in the style of a RoCE port's: locally administered, the IPv4
+  // address in the low bytes. Big-endian as verbs reports GUIDs.
+  std::uint64_t g = (std::uint64_t{0x02} << 56) | (std::uint64_t{0x5352} << 40) | (std::uint64_t{0xfffe} << 32) | ipv4;
+  return htobe64(g);
+}
+
+// The interface that holds `ipv4` (0 if none is found).
+std::uint32_t ifindex_of(std::uint32_t ipv4) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 0;
+  std::uint32_t index = 0;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    auto* sin = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    auto* mask = reinterpret_cast<sockaddr_in*>(a->ifa_netmask);
+    std::uint32_t m = mask ? ntohl(mask->sin_addr.s_addr) : 0xFFFFFFFF;
+    if ((ntohl(sin->sin_addr.s_addr) & m) == (ipv4 & m)) {
+      index = if_nametoindex(a->ifa_name);
+      break;
+    }
+  }
+  freeifaddrs(list);
+  return index;
+}
+
+void fill_device_attr(Context& ctx, ibv_device_attr& a) {
+  const DeviceAttr d = ctx.dev.query();
+  std::memset(&a, 0, sizeof a);
+  std::snprintf(a.fw_ver, sizeof a.fw_ver, "softrdma %s", "0.1");
+  a.node_guid = node_guid(ctx.ipv4);
+  a.sys_image_guid = a.node_guid;
+  a.max_mr_size = d.max_mr_size;
+  a.page_size_cap = d.page_size_cap;
+  a.vendor_id = kVendorId;
+  a.vendor_part_id = 0;
+  a.hw_ver = 0;
+  a.max_qp = static_cast<int>(d.max_qp);
+  a.max_qp_wr = static_cast<int>(d.max_qp_wr);
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SHUTDOWN_PORT |
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_MGT_EXTENSIONS;
+  a.max_sge = static_cast<int>(d.max_sge);
+  a.max_sge_rd = static_cast<int>(d.max_sge);
+  a.max_cq = static_cast<int>(d.max_cq);
+  a.max_cqe = static_cast<int>(d.max_cqe);
+  a.max_mr = static_cast<int>(d.max_mr);
+  a.max_pd = static_cast<int>(d.max_pd);
+  a.max_qp_rd_atom = static_cast<int>(d.max_qp_rd_atom);
+  a.max_qp_init_rd_atom = static_cast<int>(d.max_qp_init_rd_atom);
+  a.max_res_rd_atom = static_cast<int>(std::min<std::uint64_t>(std::uint64_t{d.max_qp} * d.max_qp_rd_atom, 1u << 30));
+  a.atomic_cap = IBV_ATOMIC_HCA;
+  a.max_ah = static_cast<int>(d.max_qp);
+  a.max_map_per_fmr = static_cast<int>(d.max_map_per_fmr);
+  a.max_pkeys = 1;
+  a.local_ca_ack_delay = 15;
+  a.phys_port_cnt = 1;
+}
+
+void fill_port_attr(Context& ctx, ibv_port_attr& p) {
+  const PortAttr port = ctx.dev.query_port();
+  std::memset(&p, 0, sizeof p);
+  p.state = IBV_PORT_ACTIVE;
+  p.max_mtu = mtu_enum(port.max_mtu);
+  p.active_mtu = mtu_enum(port.active_mtu);
+  p.gid_tbl_len = 1;
+  p.port_cap_flags = IBV_PORT_CM_SUP;
+  p.max_msg_sz = 1u << 31;
+  p.pkey_tbl_len = 1;
+  p.lid = port.lid;
+  p.max_vl_num = 1;
+  p.active_width = 2;   // 4x
+  p.active_speed = 32;  // EDR: 25 Gb/s a lane, what a software device of this kind claims
+  p.phys_state = 5;     // LinkUp
+  p.link_layer = port.ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+}
+
+int query_port_op(ibv_context* c, std::uint8_t port_num, ibv_port_attr* attr, size_t len) {
+  if (!c || !attr) return fail("ibv_query_port", EINVAL, "NULL context or attribute");
+  if (port_num != 1) return fail("ibv_query_port", EINVAL, "the device has one port, port 1");
+  ibv_port_attr full;
+  fill_port_attr(*to_ctx(c), full);
+  std::memcpy(attr, &full, std::min(len, sizeof full));
+  return 0;
+}
+
+int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                       size_t attr_size) {
+  if (!c || !attr) return fail("ibv_query_device_ex", EINVAL, "NULL context or attribute");
+  if (input && input->comp_mask) return fail("ibv_query_device_ex", EINVAL, "unknown input comp_mask");
+  if (attr_size < sizeof(ibv_device_attr)) return fail("ibv_query_device_ex", EINVAL, "attribute buffer too small");
+  ibv_device_attr_ex full{};
+  fill_device_attr(*to_ctx(c), full.orig_attr);
+  full.phys_port_cnt_ex = 1;
+  std::memcpy(attr, &full, std::min(attr_size, sizeof full));
+  return 0;
+}
+
+bool gid_args_ok(ibv_context* c, std::uint32_t port, std::uint32_t index) { return c && port == 1 && index == 0; }
+
+}  // namespace
+
+void push_async_event(Context& ctx, const ibv_async_event& ev) {
+  std::lock_guard lock(ctx.async_mu);
+  if (ctx.async_events.empty()) {
+    std::uint64_t one = 1;
+    (void)!::write(ctx.async_fd, &one, sizeof one);  // readable while events wait
+  }
+  ctx.async_events.push_back(ev);
+  ctx.async_cv.notify_all();
+}
+
+}  // namespace srdma::verbs
+
+using namespace srdma;
+using namespace srdma::verbs;
+
+extern "C" {
+
+ibv_device** ibv_get_device_list(int* num_devices) {
+  auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  list[0] = &g_device;
+  if (num_devices) *num_devices = 1;
+  return list;
+}
+
+void ibv_free_device_list(ibv_device** list) { std::free(list); }
+
+const char* ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
+
+int ibv_get_device_index(ibv_device* device) { return device == &g_device ? 0 : -1; }
+
+__be64 ibv_get_device_guid(ibv_device* device) {
+  if (device != &g_device) return 0;
+  auto net = NetConfig::from_env();
+  if (!net) return 0;
+  auto ip = parse_ipv4(net->ip);
+  return ip ? node_guid(*ip) : 0;
+}
+
+ibv_context* ibv_open_device(ibv_device* device) {
+  if (device != &g_device) return fail_null<ibv_context>("ibv_open_device", ENODEV, "not a softrdma device");
+  std::lock_guard lock(g_mu);
+  Device dev;
+  if (g_dev) {
+    dev = g_dev->share();
+  } else {
+    auto opened = open_process_device();
+    if (!opened) {
+      // The one failure a user must see to fix (SRDMA_ADDR, a taken port).
+      std::fprintf(stderr, "softrdma: cannot open %s: %s\n", kDeviceName, opened.error().to_string().c_str());
+      return fail_null<ibv_context>("ibv_open_device", opened.error());
+    }
+    dev = std::move(*opened);
+    dev.set_async_event_handler(dispatch_async_event);
+    g_dev = new (std::nothrow) Device(dev.share());
+    if (!g_dev) return fail_null<ibv_context>("ibv_open_device", ENOMEM, "out of memory");
+  }
+  auto* ctx = new (std::nothrow) Context;
+  if (!ctx) return fail_null<ibv_context>("ibv_open_device", ENOMEM, "out of memory");
+  ctx->async_fd = eventfd(0, EFD_CLOEXEC);
+  if (ctx->async_fd < 0) {
+    int e = errno;
+    delete ctx;
+    return fail_null<ibv_context>("ibv_open_device", e, "eventfd for the async event channel");
+  }
+  ctx->dev = std::move(dev);
+  ctx->ipv4 = roce_ipv4(ctx->dev.address());
+  std::memset(&ctx->vctx, 0, sizeof ctx->vctx);
+  ctx->vctx.sz = sizeof(verbs_context);
+  ctx->vctx.query_port = query_port_op;
+  ctx->vctx.query_device_ex = query_device_ex_op;
+  ibv_context& c = ctx->vctx.context;
+  c.device = &g_device;
+  c.cmd_fd = -1;
+  c.async_fd = ctx->async_fd;
+  c.num_comp_vectors = static_cast<int>(ctx->dev.query().num_comp_vectors);
+  c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  pthread_mutex_init(&c.mutex, nullptr);
+  fill_context_ops(c.ops);
+  g_contexts.push_back(ctx);
+  return &c;
+}
+
+int ibv_close_device(ibv_context* context) {
+  if (!context) return fail("ibv_close_device", EINVAL, "NULL context");
+  Context* ctx = to_ctx(context);
+  Device* last = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    if (!is_open_context(ctx)) return fail("ibv_close_device", EINVAL, "not an open context");
+    g_contexts.erase(std::find(g_contexts.begin(), g_contexts.end(), ctx));
+    if (g_contexts.empty()) std::swap(last, g_dev);
+  }
+  // Outside g_mu: the device's event thread may be dispatching into it.
+  // The device closes with its last handle, ctx->dev below.
+  delete last;
+  ::close(ctx->async_fd);
+  pthread_mutex_destroy(&context->mutex);
+  delete ctx;
+  return 0;
+}
+
+int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
+  if (!context || !attr) return fail("ibv_query_device", EINVAL, "NULL context or attribute");
+  fill_device_attr(*to_ctx(context), *attr);
+  return 0;
+}
+
+// The exported query_port: programs built against old headers pass the
+// 48-byte compat struct; never write more than that.
+int ibv_query_port(ibv_context* context, std::uint8_t port_num, _compat_ibv_port_attr* attr) {
+  constexpr size_t kCompatPortAttrSize = 48;  // rdma-core's struct _compat_ibv_port_attr (not in verbs.h)
+  return query_port_op(context, port_num, reinterpret_cast<ibv_port_attr*>(attr), kCompatPortAttrSize);
+}
+
+int ibv_query_gid(ibv_context* context, std::uint8_t port_num, int index, ibv_gid* gid) {
+  if (!gid || index < 0 || !gid_args_ok(context, port_num, static_cast<std::uint32_t>(index))) {
+    fail("ibv_query_gid", EINVAL, "port 1 has one GID, index 0");
+    return -1;
+  }
+  const Gid g = to_ctx(context)->dev.query_port().gid;
+  std::memcpy(gid->raw, g.data(), sizeof gid->raw);
+  return 0;
+}
+
+int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port_num, std::uint32_t gid_index, ibv_gid_entry* entry,
+                      std::uint32_t flags, size_t entry_size) {
+  if (!entry || flags || entry_size < sizeof(ibv_gid_entry))
+    return fail("ibv_query_gid_ex", EINVAL, "NULL entry, unknown flags or a short entry");
+  if (!gid_args_ok(context, port_num, gid_index)) return fail("ibv_query_gid_ex", EINVAL, "port 1 has one GID, index 0");
+  Context* ctx = to_ctx(context);
+  std::memset(entry, 0, entry_size);
+  const Gid g = ctx->dev.query_port().gid;
+  std::memcpy(entry->gid.raw, g.data(), sizeof entry->gid.raw);
+  entry->gid_index = 0;
+  entry->port_num = 1;
+  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->ndev_ifindex = ifindex_of(ctx->ipv4);
+  return 0;
+}
+
+ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries, std::uint32_t flags,
+                             size_t entry_size) {
+  if (!context || !entries || flags || entry_size < sizeof(ibv_gid_entry))
+    return -fail("ibv_query_gid_table", EINVAL, "NULL argument, unknown flags or a short entry");
+  if (max_entries < 1) return -fail("ibv_query_gid_table", EINVAL, "the table has one entry");
+  int r = _ibv_query_gid_ex(context, 1, 0, entries, 0, entry_size);
+  return r ? -r : 1;
+}
+
+// rdma-core's private query of a GID's type: 1 is RoCE v2 (IBV_GID_TYPE_SYSFS_ROCE_V2).
+int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num, unsigned int index, int* type) {
+  if (!type || !gid_args_ok(context, port_num, index)) return fail("ibv_query_gid_type", EINVAL, "port 1 has one GID");
+  *type = 1;
+  return 0;
+}
+
+int ibv_query_pkey(ibv_context* context, std::uint8_t port_num, int index, __be16* pkey) {
+  if (!context || !pkey || port_num != 1 || index != 0) {
+    fail("ibv_query_pkey", EINVAL, "port 1 has one P_Key, index 0");
+    return -1;
+  }
+  *pkey = htons(0xFFFF);  // the default partition, full membership
+  return 0;
+}
+
+int ibv_get_pkey_index(ibv_context* context, std::uint8_t port_num, __be16 pkey) {
+  if (!context || port_num != 1) return -fail("ibv_get_pkey_index", EINVAL, "port 1 only");
+  if ((ntohs(pkey) & 0x7FFF) != 0x7FFF) return -fail("ibv_get_pkey_index", ENOENT, "only the default P_Key");
+  return 0;
+}
+
+int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  if (!context || !event) {
+    fail("ibv_get_async_event", EINVAL, "NULL argument");
+    return -1;
+  }
+  Context* ctx = to_ctx(context);
+  const bool nonblocking = (fcntl(ctx->async_fd, F_GETFL) & O_NONBLOCK) != 0;
+  std::unique_lock lock(ctx->async_mu);
+  if (ctx->async_events.empty()) {
+    if (nonblocking) {
+      errno = EAGAIN;
+      return -1;
+    }
+    ctx->async_cv.wait(lock, [&] { return !ctx->async_events.empty(); });
+  }
+  *event = ctx->async_events.front();
+  ctx->async_events.pop_front();
+  if (ctx->async_events.empty()) {
+    std::uint64_t n;
+    (void)!::read(ctx->async_fd, &n, sizeof n);  // not readable again until the next event
+  }
+  return 0;
+}
+
+void ibv_ack_async_event(ibv_async_event*) {}
+
+int ibv_fork_init(void) { return 0; }  // softrdma pins nothing: fork is always safe
+ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+int ibv_dontfork_range(void*, size_t) { return 0; }
+int ibv_dofork_range(void*, size_t) { return 0; }
+
+ibv_context* ibv_import_device(int) {
+  return fail_null<ibv_context>("ibv_import_device", EOPNOTSUPP, "no kernel context to import");
+}
+
+void ibv_register_driver(const char*, void*) {}
+
+}  // extern "C"

@@ -1,0 +1,105 @@
+// Protection domains and memory regions.
+#include <cstdint>
+#include <new>
+
+#include "convert.h"
+#include "errors.h"
+#include "objects.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+using namespace srdma;
+using namespace srdma::verbs;
+
+namespace {
+
+ibv_mr* reg_mr(const char* verb, ibv_pd* pd, void* addr, size_t length, std::uint64_t iova, unsigned int access) {
+  if (!pd) return fail_null<ibv_mr>(verb, EINVAL, "NULL PD");
+  if (iova != reinterpret_cast<std::uintptr_t>(addr))
+    return fail_null<ibv_mr>(verb, EOPNOTSUPP, "an iova other than the buffer's address");
+  auto flags = access_flags(access);
+  if (!flags) return fail_null<ibv_mr>(verb, flags.error());
+  auto* mr = new (std::nothrow) Mr{};
+  if (!mr) return fail_null<ibv_mr>(verb, ENOMEM, "out of memory");
+  auto core = to_pd(pd)->core.reg_mr(addr, length, *flags);
+  if (!core) {
+    delete mr;
+    return fail_null<ibv_mr>(verb, core.error());
+  }
+  mr->core = std::move(*core);
+  mr->ibv.context = pd->context;
+  mr->ibv.pd = pd;
+  mr->ibv.addr = addr;
+  mr->ibv.length = length;
+  mr->ibv.handle = mr->core.lkey();
+  mr->ibv.lkey = mr->core.lkey();
+  mr->ibv.rkey = mr->core.rkey();
+  return &mr->ibv;
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  if (!context) return fail_null<ibv_pd>("ibv_alloc_pd", EINVAL, "NULL context");
+  auto core = to_ctx(context)->dev.alloc_pd();
+  if (!core) return fail_null<ibv_pd>("ibv_alloc_pd", core.error());
+  auto* pd = new (std::nothrow) Pd{};
+  if (!pd) return fail_null<ibv_pd>("ibv_alloc_pd", ENOMEM, "out of memory");
+  pd->core = std::move(*core);
+  pd->ibv.context = context;
+  pd->ibv.handle = pd->core.pd_num();
+  return &pd->ibv;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  if (!pd) return fail("ibv_dealloc_pd", EINVAL, "NULL PD");
+  if (auto r = to_pd(pd)->core.dealloc(); !r) return fail("ibv_dealloc_pd", r.error());
+  delete to_pd(pd);
+  return 0;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return reg_mr("ibv_reg_mr", pd, addr, length, reinterpret_cast<std::uintptr_t>(addr), static_cast<unsigned>(access));
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, std::uint64_t iova, int access) {
+  return reg_mr("ibv_reg_mr_iova", pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, std::uint64_t iova, unsigned int access) {
+  return reg_mr("ibv_reg_mr_iova2", pd, addr, length, iova, access);
+}
+
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, std::uint64_t, size_t, std::uint64_t, int, int) {
+  return fail_null<ibv_mr>("ibv_reg_dmabuf_mr", EOPNOTSUPP, "no dma-buf on a software device");
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  if (!mr) return fail("ibv_dereg_mr", EINVAL, "NULL MR");
+  if (auto r = to_mr(mr)->core.dereg(); !r) return fail("ibv_dereg_mr", r.error());
+  delete to_mr(mr);
+  return 0;
+}
+
+int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
+  fail("ibv_rereg_mr", EOPNOTSUPP, "deregister and register again");
+  return IBV_REREG_MR_ERR_INPUT;
+}
+
+ibv_pd* ibv_import_pd(ibv_context*, std::uint32_t) {
+  return fail_null<ibv_pd>("ibv_import_pd", EOPNOTSUPP, "no kernel objects to import");
+}
+void ibv_unimport_pd(ibv_pd*) {}
+ibv_mr* ibv_import_mr(ibv_pd*, std::uint32_t) {
+  return fail_null<ibv_mr>("ibv_import_mr", EOPNOTSUPP, "no kernel objects to import");
+}
+void ibv_unimport_mr(ibv_mr*) {}
+ibv_dm* ibv_import_dm(ibv_context*, std::uint32_t) {
+  return fail_null<ibv_dm>("ibv_import_dm", EOPNOTSUPP, "no device memory");
+}
+void ibv_unimport_dm(ibv_dm*) {}
+
+}  // extern "C"

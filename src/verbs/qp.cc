@@ -1,0 +1,390 @@
+// Queue pairs: create, modify (ibv_qp_attr to softrdma's QpAttr, the
+// address vector to a peer's RoCEv2 address), query, destroy, and the
+// posting verbs.
+#include <arpa/inet.h>
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <new>
+
+#include "convert.h"
+#include "errors.h"
+#include "objects.h"
+#include "ops.h"
+#include "srdma/net.h"
+
+using namespace srdma;
+using namespace srdma::verbs;
+
+// An ibv_sge is passed to the core as it is.
+static_assert(sizeof(ibv_sge) == sizeof(Sge) && offsetof(ibv_sge, addr) == offsetof(Sge, addr) &&
+              offsetof(ibv_sge, length) == offsetof(Sge, length) && offsetof(ibv_sge, lkey) == offsetof(Sge, lkey));
+
+namespace srdma::verbs {
+namespace {
+
+constexpr std::size_t kPostBatch = 16;  // WRs converted and posted to the core at a time
+
+Result<WrOpcode> wr_opcode(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE: return WrOpcode::kRdmaWrite;
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return WrOpcode::kRdmaWriteWithImm;
+    case IBV_WR_SEND: return WrOpcode::kSend;
+    case IBV_WR_SEND_WITH_IMM: return WrOpcode::kSendWithImm;
+    case IBV_WR_RDMA_READ: return WrOpcode::kRdmaRead;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return WrOpcode::kAtomicCmpAndSwp;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return WrOpcode::kAtomicFetchAndAdd;
+    case IBV_WR_LOCAL_INV: return WrOpcode::kLocalInv;
+    case IBV_WR_SEND_WITH_INV: return WrOpcode::kSendWithInv;
+    case IBV_WR_BIND_MW:
+    case IBV_WR_TSO:
+    case IBV_WR_DRIVER1:
+    case IBV_WR_ATOMIC_WRITE:
+      return make_error(EOPNOTSUPP, "memory windows, TSO, driver and atomic-write opcodes are not supported");
+  }
+  return make_error(EINVAL, "unknown opcode");
+}
+
+Result<SendWr> to_send_wr(const ibv_send_wr& in) {
+  SendWr out;
+  auto op = wr_opcode(in.opcode);
+  if (!op) return std::unexpected(op.error());
+  constexpr unsigned known = IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE;
+  if (in.send_flags & ~known) return make_error(EINVAL, "unsupported send_flags (IP_CSUM or unknown bits)");
+  if (in.num_sge < 0) return make_error(EINVAL, "negative num_sge");
+  out.wr_id = in.wr_id;
+  out.opcode = *op;
+  out.sg_list = reinterpret_cast<const Sge*>(in.sg_list);
+  out.num_sge = in.num_sge;
+  if (in.send_flags & IBV_SEND_FENCE) out.send_flags |= SEND_FENCE;
+  if (in.send_flags & IBV_SEND_SIGNALED) out.send_flags |= SEND_SIGNALED;
+  if (in.send_flags & IBV_SEND_SOLICITED) out.send_flags |= SEND_SOLICITED;
+  if (in.send_flags & IBV_SEND_INLINE) out.send_flags |= SEND_INLINE;
+  switch (*op) {
+    case WrOpcode::kSendWithImm:
+      out.imm_data = ntohl(in.imm_data);
+      break;
+    case WrOpcode::kRdmaWriteWithImm:
+      out.imm_data = ntohl(in.imm_data);
+      [[fallthrough]];
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaRead:
+      out.remote_addr = in.wr.rdma.remote_addr;
+      out.rkey = in.wr.rdma.rkey;
+      break;
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+      out.remote_addr = in.wr.atomic.remote_addr;
+      out.rkey = in.wr.atomic.rkey;
+      out.compare_add = in.wr.atomic.compare_add;
+      out.swap = in.wr.atomic.swap;
+      break;
+    case WrOpcode::kSendWithInv:
+    case WrOpcode::kLocalInv:
+      out.invalidate_rkey = in.invalidate_rkey;
+      break;
+    case WrOpcode::kSend:
+    case WrOpcode::kRegMr:
+      break;
+  }
+  return out;
+}
+
+// The peer's RoCEv2 address from an address vector: the IPv4-mapped GID
+// with a GRH; without one the LID, which carries the low 16 bits of the
+// peer's address, in our own /16 (how LID-only programs such as qperf
+// address a peer).
+Result<std::uint64_t> peer_address(const Context& ctx, const ibv_ah_attr& ah) {
+  if (ah.port_num > 1) return make_error(EINVAL, "ah_attr.port_num: the device has one port");
+  if (ah.is_global) {
+    Gid gid;
+    std::memcpy(gid.data(), ah.grh.dgid.raw, gid.size());
+    auto ip = ipv4_of_gid(gid);
+    if (!ip) return make_error(EINVAL, "ah_attr.grh.dgid is not an IPv4-mapped RoCE v2 GID");
+    return roce_address(*ip);
+  }
+  if (ah.dlid == 0) return make_error(EINVAL, "ah_attr: neither a GRH nor a LID names the peer");
+  return roce_address((ctx.ipv4 & 0xFFFF0000u) | ah.dlid);
+}
+
+struct MaskBit {
+  int ibv;
+  std::uint32_t core;
+};
+constexpr std::array<MaskBit, 17> kMaskBits{{
+    {IBV_QP_STATE, QP_STATE},
+    {IBV_QP_CUR_STATE, QP_CUR_STATE},
+    {IBV_QP_EN_SQD_ASYNC_NOTIFY, QP_EN_SQD_ASYNC_NOTIFY},
+    {IBV_QP_ACCESS_FLAGS, QP_ACCESS_FLAGS},
+    {IBV_QP_PKEY_INDEX, QP_PKEY_INDEX},
+    {IBV_QP_PORT, QP_PORT},
+    {IBV_QP_AV, QP_AV},
+    {IBV_QP_PATH_MTU, QP_PATH_MTU},
+    {IBV_QP_TIMEOUT, QP_TIMEOUT},
+    {IBV_QP_RETRY_CNT, QP_RETRY_CNT},
+    {IBV_QP_RNR_RETRY, QP_RNR_RETRY},
+    {IBV_QP_RQ_PSN, QP_RQ_PSN},
+    {IBV_QP_MAX_QP_RD_ATOMIC, QP_MAX_QP_RD_ATOMIC},
+    {IBV_QP_MIN_RNR_TIMER, QP_MIN_RNR_TIMER},
+    {IBV_QP_SQ_PSN, QP_SQ_PSN},
+    {IBV_QP_MAX_DEST_RD_ATOMIC, QP_MAX_DEST_RD_ATOMIC},
+    {IBV_QP_DEST_QPN, QP_DEST_QPN},
+}};
+
+Result<std::uint32_t> core_mask(int mask) {
+  constexpr int unsupported = IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE | IBV_QP_CAP | IBV_QP_RATE_LIMIT;
+  if (mask & unsupported)
+    return make_error(EOPNOTSUPP, "alternate paths, path migration, resizing and rate limits are not supported");
+  std::uint32_t out = 0;
+  int seen = 0;
+  for (const MaskBit& b : kMaskBits) {
+    if (mask & b.ibv) {
+      out |= b.core;
+      seen |= b.ibv;
+    }
+  }
+  if (mask & ~seen) return make_error(EINVAL, "unknown attr_mask bits");
+  return out;
+}
+
+Result<QpAttr> to_core_attr(const Context& ctx, const ibv_qp_attr& a, int mask) {
+  QpAttr out;
+  if (mask & IBV_QP_STATE) {
+    auto s = qp_state(a.qp_state);
+    if (!s) return std::unexpected(s.error());
+    out.qp_state = *s;
+  }
+  if (mask & IBV_QP_CUR_STATE) {
+    auto s = qp_state(a.cur_qp_state);
+    if (!s) return std::unexpected(s.error());
+    out.cur_qp_state = *s;
+  }
+  if (mask & IBV_QP_ACCESS_FLAGS) {
+    auto f = access_flags(static_cast<unsigned>(a.qp_access_flags));
+    if (!f) return std::unexpected(f.error());
+    out.qp_access_flags = *f;
+  }
+  out.pkey_index = a.pkey_index;
+  out.port_num = a.port_num;
+  if (mask & IBV_QP_AV) {
+    auto peer = peer_address(ctx, a.ah_attr);
+    if (!peer) return std::unexpected(peer.error());
+    out.dest_addr = *peer;
+  }
+  if (mask & IBV_QP_PATH_MTU) {
+    out.path_mtu = mtu_bytes(a.path_mtu);
+    if (out.path_mtu == 0) return make_error(EINVAL, "path_mtu is not an IBV_MTU_* value");
+  }
+  out.timeout = a.timeout;
+  out.retry_cnt = a.retry_cnt;
+  out.rnr_retry = a.rnr_retry;
+  out.rq_psn = a.rq_psn;
+  out.sq_psn = a.sq_psn;
+  out.max_rd_atomic = a.max_rd_atomic;
+  out.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  out.min_rnr_timer = a.min_rnr_timer;
+  out.dest_qp_num = a.dest_qp_num;
+  return out;
+}
+
+}  // namespace
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  if (!qp || !bad_wr) return fail("ibv_post_send", EINVAL, "NULL QP or bad_wr");
+  QueuePair& core = *to_qp(qp)->core;
+  std::array<SendWr, kPostBatch> batch;
+  std::array<ibv_send_wr*, kPostBatch> from;
+  while (wr) {
+    std::size_t n = 0;
+    int refused = 0;
+    for (; wr && n < kPostBatch; wr = wr->next, ++n) {
+      auto w = to_send_wr(*wr);
+      if (!w) {
+        refused = fail("ibv_post_send", w.error());
+        break;
+      }
+      batch[n] = *w;
+      if (n) batch[n - 1].next = &batch[n];
+      from[n] = wr;
+    }
+    if (n) {
+      const SendWr* bad = nullptr;
+      if (auto r = core.post_send(batch[0], &bad); !r) {
+        *bad_wr = bad ? from[static_cast<std::size_t>(bad - batch.data())] : from[0];
+        return fail("ibv_post_send", r.error());
+      }
+    }
+    if (refused) {
+      *bad_wr = wr;
+      return refused;
+    }
+  }
+  return 0;
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (!qp || !bad_wr) return fail("ibv_post_recv", EINVAL, "NULL QP or bad_wr");
+  QueuePair& core = *to_qp(qp)->core;
+  std::array<RecvWr, kPostBatch> batch;
+  std::array<ibv_recv_wr*, kPostBatch> from;
+  while (wr) {
+    std::size_t n = 0;
+    int refused = 0;
+    for (; wr && n < kPostBatch; wr = wr->next, ++n) {
+      if (wr->num_sge < 0) {
+        refused = fail("ibv_post_recv", EINVAL, "negative num_sge");
+        break;
+      }
+      RecvWr& w = batch[n];
+      w = RecvWr{};
+      w.wr_id = wr->wr_id;
+      w.sg_list = reinterpret_cast<const Sge*>(wr->sg_list);
+      w.num_sge = wr->num_sge;
+      if (n) batch[n - 1].next = &w;
+      from[n] = wr;
+    }
+    if (n) {
+      const RecvWr* bad = nullptr;
+      if (auto r = core.post_recv(batch[0], &bad); !r) {
+        *bad_wr = bad ? from[static_cast<std::size_t>(bad - batch.data())] : from[0];
+        return fail("ibv_post_recv", r.error());
+      }
+    }
+    if (refused) {
+      *bad_wr = wr;
+      return refused;
+    }
+  }
+  return 0;
+}
+
+}  // namespace srdma::verbs
+
+extern "C" {
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  if (!pd || !init) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "NULL PD or init_attr");
+  if (init->qp_type != IBV_QPT_RC)
+    return fail_null<ibv_qp>("ibv_create_qp", EOPNOTSUPP, "only RC queue pairs are supported");
+  if (init->srq) return fail_null<ibv_qp>("ibv_create_qp", EOPNOTSUPP, "SRQs are not supported");
+  if (!init->send_cq || !init->recv_cq) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "a QP needs both CQs");
+  auto* qp = new (std::nothrow) Qp{};
+  if (!qp) return fail_null<ibv_qp>("ibv_create_qp", ENOMEM, "out of memory");
+  QpInitAttr attr;
+  attr.send_cq = to_cq(init->send_cq)->core.get();
+  attr.recv_cq = to_cq(init->recv_cq)->core.get();
+  attr.cap.max_send_wr = init->cap.max_send_wr;
+  attr.cap.max_recv_wr = init->cap.max_recv_wr;
+  attr.cap.max_send_sge = std::max(init->cap.max_send_sge, 1u);
+  attr.cap.max_recv_sge = std::max(init->cap.max_recv_sge, 1u);
+  attr.cap.max_inline_data = init->cap.max_inline_data;
+  attr.sq_sig_all = init->sq_sig_all != 0;
+  attr.qp_context = qp;  // async events and completions find the wrapper through it
+  auto core = to_pd(pd)->core.create_qp(attr);
+  if (!core) {
+    delete qp;
+    return fail_null<ibv_qp>("ibv_create_qp", core.error());
+  }
+  qp->core = std::move(*core);
+  qp->caps = attr.cap;
+  init->cap.max_send_sge = attr.cap.max_send_sge;
+  init->cap.max_recv_sge = attr.cap.max_recv_sge;
+  ibv_qp& q = qp->ibv;
+  q.context = pd->context;
+  q.qp_context = init->qp_context;
+  q.pd = pd;
+  q.send_cq = init->send_cq;
+  q.recv_cq = init->recv_cq;
+  q.srq = init->srq;
+  q.qp_num = qp->core->qp_num();
+  q.handle = q.qp_num;
+  q.state = IBV_QPS_RESET;
+  q.qp_type = init->qp_type;
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  qp->sq_sig_all = init->sq_sig_all;
+  return &q;
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  if (!qp || !attr) return fail("ibv_modify_qp", EINVAL, "NULL QP or attr");
+  auto mask = core_mask(attr_mask);
+  if (!mask) return fail("ibv_modify_qp", mask.error());
+  auto core_attr = to_core_attr(*to_ctx(qp->context), *attr, attr_mask);
+  if (!core_attr) return fail("ibv_modify_qp", core_attr.error());
+  if (auto r = to_qp(qp)->core->modify(*core_attr, *mask); !r) return fail("ibv_modify_qp", r.error());
+  qp->state = ibv_state(to_qp(qp)->core->state());
+  return 0;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
+  if (!qp || !attr || !init) return fail("ibv_query_qp", EINVAL, "NULL argument");
+  Qp& w = *to_qp(qp);
+  const QpAttr a = w.core->query();
+  std::memset(attr, 0, sizeof *attr);
+  attr->qp_state = ibv_state(a.qp_state);
+  attr->cur_qp_state = ibv_state(a.cur_qp_state);
+  attr->path_mtu = mtu_enum(a.path_mtu);
+  attr->path_mig_state = IBV_MIG_MIGRATED;
+  attr->rq_psn = a.rq_psn;
+  attr->sq_psn = a.sq_psn;
+  attr->dest_qp_num = a.dest_qp_num;
+  attr->qp_access_flags = static_cast<int>(a.qp_access_flags);  // IBTA's bits: the same values
+  attr->cap.max_send_wr = w.caps.max_send_wr;
+  attr->cap.max_recv_wr = w.caps.max_recv_wr;
+  attr->cap.max_send_sge = w.caps.max_send_sge;
+  attr->cap.max_recv_sge = w.caps.max_recv_sge;
+  attr->cap.max_inline_data = w.caps.max_inline_data;
+  if (is_roce_address(a.dest_addr)) {
+    const std::uint32_t ip = roce_ipv4(a.dest_addr);
+    const Gid g = gid_of_ipv4(ip);
+    attr->ah_attr.is_global = 1;
+    std::memcpy(attr->ah_attr.grh.dgid.raw, g.data(), g.size());
+    attr->ah_attr.grh.hop_limit = 64;
+    attr->ah_attr.dlid = static_cast<std::uint16_t>(ip);
+    attr->ah_attr.port_num = 1;
+  }
+  attr->pkey_index = a.pkey_index;
+  attr->sq_draining = 0;
+  attr->max_rd_atomic = a.max_rd_atomic;
+  attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  attr->min_rnr_timer = a.min_rnr_timer;
+  attr->port_num = a.port_num;
+  attr->timeout = a.timeout;
+  attr->retry_cnt = a.retry_cnt;
+  attr->rnr_retry = a.rnr_retry;
+  std::memset(init, 0, sizeof *init);
+  init->qp_context = qp->qp_context;
+  init->send_cq = qp->send_cq;
+  init->recv_cq = qp->recv_cq;
+  init->srq = qp->srq;
+  init->cap = attr->cap;
+  init->qp_type = qp->qp_type;
+  init->sq_sig_all = w.sq_sig_all;
+  return 0;
+}
+
+int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode, std::uint32_t) {
+  // The responder writes a message's data in order, last byte last, but
+  // promises nothing to a poller of memory before the completion.
+  return qp ? 0 : -1;
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  if (!qp) return fail("ibv_destroy_qp", EINVAL, "NULL QP");
+  pthread_mutex_destroy(&qp->mutex);
+  pthread_cond_destroy(&qp->cond);
+  delete to_qp(qp);
+  return 0;
+}
+
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
+  errno = EOPNOTSUPP;  // no ibv_wr_* (extended) posting: programs fall back to ibv_post_send
+  return nullptr;
+}
+
+int ibv_query_ece(ibv_qp*, ibv_ece*) { return fail("ibv_query_ece", EOPNOTSUPP, "no enhanced connection establishment"); }
+int ibv_set_ece(ibv_qp*, ibv_ece*) { return fail("ibv_set_ece", EOPNOTSUPP, "no enhanced connection establishment"); }
+
+}  // extern "C"
