@@ -77,6 +77,9 @@ CompChannel::~CompChannel() = default;
 int CompChannel::fd() const { return state_->channel->fd(); }
 
 Result<CompletionQueue*> CompChannel::get_event(bool block) {
+  // A consumer that polled the wire is about to sleep: someone else must
+  // receive the completion it waits for.
+  if (block && state_->hca && state_->hca->engine().link_is_polled()) state_->hca->engine().consumer_leaves();
   auto cq = state_->channel->get_event(block);
   if (!cq) return std::unexpected(cq.error());
   // The device CQ's context is its public object (set by create_cq).
@@ -92,6 +95,7 @@ Result<std::unique_ptr<CompChannel>> Device::create_comp_channel() {
   if (!ch) return std::unexpected(ch.error());
   auto s = std::make_shared<detail::ChannelState>();
   s->channel = std::move(*ch);
+  s->hca = state_->hca;
   return std::unique_ptr<CompChannel>(new CompChannel(std::move(s)));
 }
 

@@ -43,6 +43,8 @@ struct CqState {
 // A completion channel's device half.
 struct ChannelState {
   std::unique_ptr<hca::CompChannel> channel;
+  // Whose link a consumer blocking on the channel stops receiving for.
+  std::shared_ptr<hca::SoftHca> hca;
 };
 
 // CQ creation, shared by Device and the pool. `keep` is the device's

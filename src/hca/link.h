@@ -31,6 +31,9 @@ class Link {
   // Receives what has arrived, in the calling thread (a consumer polling the
   // device); the packets handled. A link that delivers by itself: 0.
   virtual int poll() { return 0; }
+  // The consumer that polled is about to block (on a completion channel):
+  // whoever else can receive should do it now, not at its next look.
+  virtual void consumer_leaves() {}
   // Whether poll() does anything: a consumer that finds its CQ empty polls
   // the link only then.
   virtual bool polled() const { return false; }

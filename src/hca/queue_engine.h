@@ -81,6 +81,8 @@ class QueueEngine {
   std::uint32_t active_mtu() const { return link_.active_mtu(); }
   // Receives what the wire holds, in the calling thread (Link::poll).
   int poll_link() { return link_.poll(); }
+  // A consumer that polled the link is about to block (Link::consumer_leaves).
+  void consumer_leaves() { link_.consumer_leaves(); }
   // Whether polling is how the wire gets received when consumers spin
   // (the RoCEv2 link); the in-process link delivers by itself.
   bool link_is_polled() const { return polled_link_; }

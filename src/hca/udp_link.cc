@@ -319,8 +319,8 @@ void UdpLink::end_batch() {
 // in the same sendmmsg as that reply, one system call where there were two.
 // Deferred answers go out, ahead of whatever is sent then, at the next
 // send or poll() on this link by any thread, or when the receive thread
-// next looks (within kConsumerCheckMs): a consumer that stops polling
-// delays an ACK by a millisecond at most, not until its peer's timeout.
+// next looks (within kConsumerCheckNs): a consumer that stops polling
+// delays an ACK by that much at most, not until its peer's timeout.
 // Only payload-less packets wait: a READ response's payload is the MR's
 // memory, which must not be read after its delivery ends.
 void UdpLink::defer(Packet&& p) {
@@ -479,14 +479,17 @@ std::int64_t now_ns() {
 }
 // While a consumer polls the device (poll()), the receive thread leaves the
 // socket to it, looking again this often whether it still polls: one
-// thread per process spins, not two.
-constexpr int kConsumerCheckMs = 1;
+// thread per process spins, not two. A consumer that goes on to spin on
+// memory (an RDMA WRITE's last byte) without polling waits this long at
+// most for a packet; one that blocks on a channel says so (consumer_leaves).
+constexpr long kConsumerCheckNs = 100'000;
 }  // namespace
 
 int UdpLink::poll() {
   // A count, not a clock read: the clock costs more than the poll on some
   // virtual machines, and the receive thread only asks whether it moved.
   consumer_polls_.fetch_add(1, std::memory_order_relaxed);
+  if (consumer_left_.load(std::memory_order_relaxed)) consumer_left_.store(false, std::memory_order_relaxed);
   if (rx_busy_.exchange(true, std::memory_order_acquire)) return 0;  // someone else is receiving
   flush_deferred();  // before anything newer of theirs can be answered
   tls_deferring = this;
@@ -559,11 +562,13 @@ void UdpLink::receive_loop() {
   std::int64_t last_traffic = now_ns();
   std::uint64_t polls_seen = consumer_polls_.load(std::memory_order_relaxed);
   while (!stopping_.load(std::memory_order_acquire)) {
-    if (const std::uint64_t polls = consumer_polls_.load(std::memory_order_relaxed); polls != polls_seen) {
+    if (const std::uint64_t polls = consumer_polls_.load(std::memory_order_relaxed);
+        polls != polls_seen && !consumer_left_.load(std::memory_order_acquire)) {
       // A consumer polls: look again in a while whether it still does.
       polls_seen = polls;
       pollfd w{wake_fd_, POLLIN, 0};
-      (void)::poll(&w, 1, kConsumerCheckMs);
+      const timespec check{0, kConsumerCheckNs};
+      (void)::ppoll(&w, 1, &check, nullptr);
       last_traffic = 0;
       drain_wakeups();
       if (consumer_polls_.load(std::memory_order_relaxed) == polls_seen) flush_deferred();  // it stopped
@@ -592,6 +597,12 @@ void UdpLink::receive_loop() {
     drain_wakeups();
     last_traffic = now_ns();
   }
+}
+
+void UdpLink::consumer_leaves() {
+  consumer_left_.store(true, std::memory_order_release);
+  const std::uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);  // the receive thread stands aside no longer
 }
 
 void UdpLink::drain_wakeups() {
