@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
+#include "post_list.h"
 #include "srdma/net.h"
 
 using namespace srdma;
@@ -23,8 +24,6 @@ static_assert(sizeof(ibv_sge) == sizeof(Sge) && offsetof(ibv_sge, addr) == offse
 
 namespace srdma::verbs {
 namespace {
-
-constexpr std::size_t kPostBatch = 16;  // WRs converted and posted to the core at a time
 
 Result<WrOpcode> wr_opcode(ibv_wr_opcode op) {
   switch (op) {
@@ -225,38 +224,9 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   if (!qp || !bad_wr) return fail("ibv_post_recv", EINVAL, "NULL QP or bad_wr");
-  QueuePair& core = *to_qp(qp)->core;
-  std::array<RecvWr, kPostBatch> batch;
-  std::array<ibv_recv_wr*, kPostBatch> from;
-  while (wr) {
-    std::size_t n = 0;
-    int refused = 0;
-    for (; wr && n < kPostBatch; wr = wr->next, ++n) {
-      if (wr->num_sge < 0) {
-        refused = fail("ibv_post_recv", EINVAL, "negative num_sge");
-        break;
-      }
-      RecvWr& w = batch[n];
-      w = RecvWr{};
-      w.wr_id = wr->wr_id;
-      w.sg_list = reinterpret_cast<const Sge*>(wr->sg_list);
-      w.num_sge = wr->num_sge;
-      if (n) batch[n - 1].next = &w;
-      from[n] = wr;
-    }
-    if (n) {
-      const RecvWr* bad = nullptr;
-      if (auto r = core.post_recv(batch[0], &bad); !r) {
-        *bad_wr = bad ? from[static_cast<std::size_t>(bad - batch.data())] : from[0];
-        return fail("ibv_post_recv", r.error());
-      }
-    }
-    if (refused) {
-      *bad_wr = wr;
-      return refused;
-    }
-  }
-  return 0;
+  return post_recv_list("ibv_post_recv", wr, bad_wr, [&](const RecvWr& first, const RecvWr** bad) {
+    return to_qp(qp)->core->post_recv(first, bad);
+  });
 }
 
 }  // namespace srdma::verbs
