@@ -47,12 +47,14 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   ch->ibv.context = context;
   ch->ibv.fd = ch->core->fd();
   ch->ibv.refcnt = 0;
+  to_ctx(context)->adopt(Kind::kChannel, ch);
   return &ch->ibv;
 }
 
 int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (!channel) return fail("ibv_destroy_comp_channel", EINVAL, "NULL channel");
   if (channel->refcnt > 0) return fail("ibv_destroy_comp_channel", EBUSY, "CQs still use the channel");
+  to_ctx(channel->context)->release(Kind::kChannel, channel);
   delete to_channel(channel);
   return 0;
 }
@@ -82,6 +84,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   pthread_mutex_init(&cq->ibv.mutex, nullptr);
   pthread_cond_init(&cq->ibv.cond, nullptr);
   if (channel) ++channel->refcnt;
+  to_ctx(context)->adopt(Kind::kCq, cq);
   return &cq->ibv;
 }
 
@@ -98,6 +101,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
   if (cq->channel) --cq->channel->refcnt;
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
+  to_ctx(cq->context)->release(Kind::kCq, cq);
   delete to_cq(cq);
   return 0;
 }

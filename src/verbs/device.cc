@@ -205,6 +205,24 @@ bool gid_args_ok(ibv_context* c, std::uint32_t port, std::uint32_t index) { retu
 
 }  // namespace
 
+void destroy_leftovers(Context& ctx) {
+  std::lock_guard lock(ctx.owned_mu);
+  for (std::size_t k = 0; k < kKinds; ++k) {
+    for (void* obj : ctx.owned[k]) {
+      switch (static_cast<Kind>(k)) {
+        case Kind::kAh: delete static_cast<Ah*>(obj); break;
+        case Kind::kQp: delete static_cast<Qp*>(obj); break;
+        case Kind::kSrq: delete static_cast<Srq*>(obj); break;
+        case Kind::kMr: delete static_cast<Mr*>(obj); break;
+        case Kind::kCq: delete static_cast<Cq*>(obj); break;
+        case Kind::kChannel: delete static_cast<CompChannelObj*>(obj); break;
+        case Kind::kPd: delete static_cast<Pd*>(obj); break;
+      }
+    }
+    ctx.owned[k].clear();
+  }
+}
+
 void push_async_event(Context& ctx, const ibv_async_event& ev) {
   std::lock_guard lock(ctx.async_mu);
   if (ctx.async_events.empty()) {
@@ -304,6 +322,7 @@ int ibv_close_device(ibv_context* context) {
   // Outside g_mu: the device's event thread may be dispatching into it.
   // The device closes with its last handle, ctx->dev below.
   delete last;
+  destroy_leftovers(*ctx);
   ::close(ctx->async_fd);
   pthread_mutex_destroy(&context->mutex);
   delete ctx;

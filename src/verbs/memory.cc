@@ -35,6 +35,7 @@ ibv_mr* reg_mr(const char* verb, ibv_pd* pd, void* addr, size_t length, std::uin
   mr->ibv.handle = mr->core.lkey();
   mr->ibv.lkey = mr->core.lkey();
   mr->ibv.rkey = mr->core.rkey();
+  to_ctx(pd->context)->adopt(Kind::kMr, mr);
   return &mr->ibv;
 }
 
@@ -51,12 +52,14 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
   pd->core = std::move(*core);
   pd->ibv.context = context;
   pd->ibv.handle = pd->core.pd_num();
+  to_ctx(context)->adopt(Kind::kPd, pd);
   return &pd->ibv;
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
   if (!pd) return fail("ibv_dealloc_pd", EINVAL, "NULL PD");
   if (auto r = to_pd(pd)->core.dealloc(); !r) return fail("ibv_dealloc_pd", r.error());
+  to_ctx(pd->context)->release(Kind::kPd, pd);
   delete to_pd(pd);
   return 0;
 }
@@ -80,6 +83,7 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, std::uint64_t, size_t, std::uint64_t, int, in
 int ibv_dereg_mr(ibv_mr* mr) {
   if (!mr) return fail("ibv_dereg_mr", EINVAL, "NULL MR");
   if (auto r = to_mr(mr)->core.dereg(); !r) return fail("ibv_dereg_mr", r.error());
+  to_ctx(mr->context)->release(Kind::kMr, mr);
   delete to_mr(mr);
   return 0;
 }

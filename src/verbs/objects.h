@@ -11,12 +11,14 @@
 
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <condition_variable>
+#include <unordered_set>
 
 #include "srdma/cq.h"
 #include "srdma/device.h"
@@ -27,6 +29,12 @@
 namespace srdma::verbs {
 
 struct Context;
+
+// What a context has handed out, in the order close_device destroys what
+// the application left behind (a QP before its SRQ and CQs, an MR before
+// its PD), as the kernel's uverbs cleanup does.
+enum class Kind { kAh, kQp, kSrq, kMr, kCq, kChannel, kPd };
+inline constexpr std::size_t kKinds = 7;
 
 // One ibv_context: the verbs_context (which ends with the ibv_context the
 // application sees), a handle on the process's device, and the async
@@ -42,7 +50,18 @@ struct Context {
   std::deque<ibv_async_event> async_events;
   int async_fd = -1;
 
+  std::mutex owned_mu;
+  std::array<std::unordered_set<void*>, kKinds> owned;
+
   ibv_context* ibv() { return &vctx.context; }
+  void adopt(Kind k, void* obj) {
+    std::lock_guard lock(owned_mu);
+    owned[static_cast<std::size_t>(k)].insert(obj);
+  }
+  void release(Kind k, void* obj) {
+    std::lock_guard lock(owned_mu);
+    owned[static_cast<std::size_t>(k)].erase(obj);
+  }
 };
 
 struct Pd {
@@ -72,6 +91,14 @@ struct Qp {
   int sq_sig_all = 0;
 };
 
+struct Srq {
+  ibv_srq ibv;
+};
+
+struct Ah {
+  ibv_ah ibv;
+};
+
 inline Context* to_ctx(ibv_context* c) {
   return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(Context, vctx) -
                                     offsetof(verbs_context, context));
@@ -81,6 +108,9 @@ inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannelObj* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannelObj*>(c); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+
+// Destroys what the application did not (ibv_close_device).
+void destroy_leftovers(Context& ctx);
 
 // Queues an async event on the context (the device's event thread calls it).
 void push_async_event(Context& ctx, const ibv_async_event& ev);

@@ -244,8 +244,10 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   QpInitAttr attr;
   attr.send_cq = to_cq(init->send_cq)->core.get();
   attr.recv_cq = to_cq(init->recv_cq)->core.get();
-  attr.cap.max_send_wr = init->cap.max_send_wr;
-  attr.cap.max_recv_wr = init->cap.max_recv_wr;
+  // verbs allows an empty queue (qperf's receiver has no sends); the core
+  // wants at least one entry, which costs nothing.
+  attr.cap.max_send_wr = std::max(init->cap.max_send_wr, 1u);
+  attr.cap.max_recv_wr = std::max(init->cap.max_recv_wr, 1u);
   attr.cap.max_send_sge = std::max(init->cap.max_send_sge, 1u);
   attr.cap.max_recv_sge = std::max(init->cap.max_recv_sge, 1u);
   attr.cap.max_inline_data = init->cap.max_inline_data;
@@ -274,6 +276,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
   qp->sq_sig_all = init->sq_sig_all;
+  to_ctx(pd->context)->adopt(Kind::kQp, qp);
   return &q;
 }
 
@@ -345,6 +348,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
   if (!qp) return fail("ibv_destroy_qp", EINVAL, "NULL QP");
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
+  to_ctx(qp->context)->release(Kind::kQp, qp);
   delete to_qp(qp);
   return 0;
 }
