@@ -9,6 +9,7 @@ std::string errno_name(int code) {
     case 0: return "OK";
     case EPERM: return "EPERM";
     case ENOENT: return "ENOENT";
+    case EINTR: return "EINTR";
     case EIO: return "EIO";
     case EAGAIN: return "EAGAIN";
     case ENOMEM: return "ENOMEM";

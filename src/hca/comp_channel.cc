@@ -61,8 +61,12 @@ Result<Cq*> CompChannel::get_event(bool block) {
       if (!block) return make_error(EAGAIN, "get_cq_event: no completion event waiting");
     }
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, -1) < 0 && errno != EINTR) {
+    if (::poll(&p, 1, -1) < 0) {
+      // A signal ends the wait, as it ends libibverbs' read(2) of the
+      // channel's fd: programs (qperf's SIGALRM at the end of a test) count
+      // on ibv_get_cq_event failing with EINTR to notice their flag.
       const int err = errno;
+      if (err == EINTR) return make_error(EINTR, "get_cq_event: interrupted by a signal");
       return make_error(err, std::string("get_cq_event: poll: ") + std::strerror(err));
     }
   }

@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
+#include "signals.h"
 
 using namespace srdma;
 using namespace srdma::verbs;
@@ -70,6 +71,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   init.comp_vector = static_cast<std::uint32_t>(comp_vector);
   init.context = cq;  // async events and get_cq_event find the wrapper through it
   init.channel = channel ? to_channel(channel)->core.get() : nullptr;
+  SignalsBlocked quiet;  // the first CQ starts the engine's threads
   auto core = to_ctx(context)->dev.create_cq(init);
   if (!core) {
     delete cq;

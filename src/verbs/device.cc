@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
+#include "signals.h"
 #include "srdma/net.h"
 
 #undef ibv_query_port
@@ -268,6 +269,7 @@ __be64 ibv_get_device_guid(ibv_device* device) {
 ibv_context* ibv_open_device(ibv_device* device) {
   if (device != &g_device) return fail_null<ibv_context>("ibv_open_device", ENODEV, "not a softrdma device");
   std::lock_guard lock(g_mu);
+  SignalsBlocked quiet;  // the device's threads start here
   Device dev;
   if (g_dev) {
     dev = g_dev->share();

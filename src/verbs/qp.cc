@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
+#include "signals.h"
 #include "post_list.h"
 #include "srdma/net.h"
 
@@ -253,6 +254,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   attr.cap.max_inline_data = init->cap.max_inline_data;
   attr.sq_sig_all = init->sq_sig_all != 0;
   attr.qp_context = qp;  // async events and completions find the wrapper through it
+  SignalsBlocked quiet;
   auto core = to_pd(pd)->core.create_qp(attr);
   if (!core) {
     delete qp;
