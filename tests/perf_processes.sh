@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2034  # PP_* are read by the tests that source this
-# Helpers for the tests that run `srdma perf` between processes (sourced by
-# two_hosts_test.sh and process_faults_test.sh; not a test of its own).
+# Helpers for the tests that run `srdma perf` or other programs between
+# processes (sourced by two_hosts_test.sh, process_faults_test.sh and
+# verbs_programs_test.sh; not a test of its own).
 #
 # Every process a test starts runs in the background with its stdout and
 # stderr in files under $PP_TMP, is remembered by its PID, and is killed (by
@@ -15,7 +16,7 @@
 # Microseconds since the epoch, without a fork.
 pp_now_us() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t)); }
 
-# pp_init SRDMA: sets PP_BIN, PP_TMP, the traps; PP_SLOW=1 for a sanitizer
+# pp_init SRDMA: sets PP_BIN, then as pp_setup; PP_SLOW=1 for a sanitizer
 # build (the tests then move less data).
 pp_init() {
   PP_BIN=$1
@@ -23,14 +24,20 @@ pp_init() {
     echo "FAIL: '$PP_BIN' is not an executable srdma" >&2
     exit 1
   fi
+  pp_setup
+  if grep -qaE '__(tsan|asan|msan)_init' "$PP_BIN"; then PP_SLOW=1; fi
+}
+
+# pp_setup: PP_TMP, the traps and the counters, for a test that runs
+# programs other than srdma (PP_SLOW=0).
+pp_setup() {
   PP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/srdma-processes.XXXXXX")
   PP_PIDS=()
   PP_ON_EXIT=()
   PP_FAILS=0
   PP_SLOW=0
-  if grep -qaE '__(tsan|asan|msan)_init' "$PP_BIN"; then PP_SLOW=1; fi
-  # How long a server may take to open its device and say it is waiting,
-  # and to exit once its client is done.
+  # How long a server may take to open its device and say it is waiting
+  # (or listen), and to exit once its client is done.
   PP_READY_S=${PP_READY_S:-30}
   PP_SERVER_EXIT_S=${PP_SERVER_EXIT_S:-20}
   trap pp_cleanup EXIT
@@ -152,6 +159,23 @@ pp_wait_output() {
   done
 } 2>/dev/null
 
+# pp_tcp_listening PORT: some socket (IPv4 or IPv6) listens on TCP PORT.
+pp_tcp_listening() {
+  [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
+}
+
+# pp_wait_listen PORT SECONDS PID: waits until TCP PORT is listened on.
+# Returns 0 when it is, 1 on timeout, 2 when PID exited first.
+pp_wait_listen() {
+  local port=$1 limit_us=$(($2 * 1000000)) pid=$3 start
+  start=$(pp_now_us)
+  until pp_tcp_listening "$port"; do
+    pp_alive "$pid" || return 2
+    (($(pp_now_us) - start < limit_us)) || return 1
+    sleep 0.02
+  done
+}
+
 # pp_show NAME: the tails of a process's output, for a failure's context.
 pp_show() {
   local f
@@ -189,22 +213,34 @@ pp_run() {
   fi
 }
 
-# pp_start_server NAME CMD...: starts a server and waits (PP_READY_S) for its
-# "waiting for a client" line. PP_SERVER_PID is its PID. Returns non-zero
-# (after a failure) if it exits or stays silent.
+# pp_start_server NAME [--listen PORT] CMD...: starts a server and waits
+# (PP_READY_S) for its "waiting for a client" line, or with --listen until
+# TCP PORT is listened on (a program that prints no such line; PORT must be
+# free before). PP_SERVER_PID is its PID. Returns non-zero (after a failure)
+# if it exits or stays silent.
 pp_start_server() {
-  local name=$1 r=0
+  local name=$1 r=0 port="" late before
   shift
+  if [[ ${1:-} == --listen ]]; then
+    port=$2
+    shift 2
+  fi
   pp_start "$name" "$@"
   PP_SERVER_PID=$PP_PID
-  pp_wait_output "$PP_TMP/$name.out" "waiting for a client" "$PP_READY_S" "$PP_SERVER_PID" || r=$?
+  if [[ -n $port ]]; then
+    late="not listening on TCP port $port" before="listening on TCP port $port"
+    pp_wait_listen "$port" "$PP_READY_S" "$PP_SERVER_PID" || r=$?
+  else
+    late="no 'waiting for a client' line" before="waiting for a client"
+    pp_wait_output "$PP_TMP/$name.out" "waiting for a client" "$PP_READY_S" "$PP_SERVER_PID" || r=$?
+  fi
   case $r in
     0) return 0 ;;
-    1) pp_fail "$name: no 'waiting for a client' line within ${PP_READY_S}s: $*" ;;
+    1) pp_fail "$name: $late within ${PP_READY_S}s: $*" ;;
     *)
       PP_RC=0
       wait "$PP_SERVER_PID" 2>/dev/null || PP_RC=$?
-      pp_fail "$name: exited with status $PP_RC before waiting for a client: $*"
+      pp_fail "$name: exited with status $PP_RC before $before: $*"
       ;;
   esac
   pp_show "$name"
@@ -212,15 +248,20 @@ pp_start_server() {
   return 1
 }
 
-# pp_pair NAME SECONDS SERVER-CMD... :: CLIENT-CMD...: a server, then its
-# client (at most SECONDS), then the server's exit (at most
-# PP_SERVER_EXIT_S). Sets PP_CLIENT_RC, PP_SERVER_RC (124: killed, hung) and
-# PP_CLIENT_MS. Returns 0 when both exited 0 without sanitizer reports;
-# otherwise reports the failure and returns 1.
+# pp_pair NAME SECONDS [--listen PORT] SERVER-CMD... :: CLIENT-CMD...: a
+# server (ready as pp_start_server says), then its client (at most SECONDS),
+# then the server's exit (at most PP_SERVER_EXIT_S). Sets PP_CLIENT_RC,
+# PP_SERVER_RC (124: killed, hung) and PP_CLIENT_MS. Returns 0 when both
+# exited 0 without sanitizer reports; otherwise reports the failure and
+# returns 1.
 pp_pair() {
   local name=$1 limit=$2
   shift 2
   local -a srv=()
+  if [[ ${1:-} == --listen ]]; then
+    srv=(--listen "$2")
+    shift 2
+  fi
   while (($#)) && [[ $1 != :: ]]; do
     srv+=("$1")
     shift
