@@ -7,7 +7,7 @@ golden=$2
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-for sub in "" "info" "demo" "perf" "cq-pool-bench" "sim" "sim bitmap" "sim buddy" "sim cq-pool"; do
+for sub in "" "info" "demo" "perf" "run" "cq-pool-bench" "sim" "sim bitmap" "sim buddy" "sim cq-pool"; do
   # shellcheck disable=SC2086
   "$srdma" $sub --help >/dev/null 2>&1 || fail "srdma $sub --help"
 done

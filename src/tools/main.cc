@@ -1,6 +1,7 @@
 // srdma: the softrdma command line.
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
 #include "tools/perf.h"
+#include "tools/run.h"
 #include "tools/sim.h"
 
 namespace {
@@ -162,7 +164,39 @@ int main(int argc, char** argv) {
                        "Host and target send through a link that loses, duplicates, reorders or corrupts packets: "
                        "loss=P,dup=P,reorder=P,corrupt=P,seed=N[,depth=K] (any subset; P in [0, 1))");
 
-  CLI11_PARSE(app, argc, argv);
+  // srdma run [--ip ADDR] -- PROGRAM ARGS...
+  auto* run = app.add_subcommand(
+      "run", "Run a verbs program on softrdma's libibverbs.so.1: srdma run [--ip ADDR] -- PROGRAM ARGS...");
+  std::string run_ip;
+  std::vector<std::string> run_argv;
+  run->add_option("--ip", run_ip, "The program's devices open on this IPv4 address (RoCEv2): sets SRDMA_ADDR");
+  run->footer("What follows -- is the program and its arguments, never srdma's options (without --, "
+              "what follows the first word srdma does not know).");
+  run->prefix_command();  // the first word srdma does not know starts the program
+  // CLI11 does not stop at "--" under prefix_command(): split it off here.
+  int cli_argc = argc;
+  bool run_dashdash = false;
+  if (argc > 1 && std::string_view(argv[1]) == "run")
+    for (int i = 2; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--") {
+        run_argv.assign(argv + i + 1, argv + argc);
+        cli_argc = i;
+        run_dashdash = true;
+        break;
+      }
+
+  CLI11_PARSE(app, cli_argc, argv);
+
+  if (*run) {
+    auto before = run->remaining();
+    if (run_dashdash && !before.empty())
+      return fail({EINVAL, "'" + before[0] + "' before --; usage: srdma run [--ip ADDR] -- PROGRAM ARGS..."});
+    if (!run_dashdash) run_argv = std::move(before);
+    auto f = srdma::tools::run_program(run_ip, run_argv);
+    if (!f.exec_failed) return fail(f.error);
+    std::cerr << "srdma run: " << run_argv[0] << ": " << f.error.reason << '\n';
+    return 127;
+  }
 
   if (*info) {
     srdma::Profile profile;

@@ -1,0 +1,10 @@
+# The packaging tests (included by the root CMakeLists.txt, after the install
+# rules): srdma run, and softrdma installed like a library.
+
+# srdma run: its errors, and the environment it gives the program (skipped,
+# 77, in builds without the libibverbs drop-in: the sanitized ones).
+foreach(mode errors env)
+  add_test(NAME cli_run_${mode} COMMAND ${PROJECT_SOURCE_DIR}/tests/run_test.sh $<TARGET_FILE:srdma>
+           $<TARGET_EXISTS:srdma_ibverbs> ${mode})
+  set_tests_properties(cli_run_${mode} PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+endforeach()
