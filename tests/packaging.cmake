@@ -8,3 +8,9 @@ foreach(mode errors env)
            $<TARGET_EXISTS:srdma_ibverbs> ${mode})
   set_tests_properties(cli_run_${mode} PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 endforeach()
+
+# cmake --install into a temporary prefix; examples/consumer built against it
+# with find_package(srdma) and with pkg-config, and run.
+add_test(NAME install COMMAND ${PROJECT_SOURCE_DIR}/tests/install_test.sh ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR}
+         ${CMAKE_INSTALL_LIBDIR} $<TARGET_EXISTS:srdma_ibverbs> ${CMAKE_CXX_COMPILER})
+set_tests_properties(install PROPERTIES TIMEOUT 90)
