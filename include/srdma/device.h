@@ -48,6 +48,9 @@ struct DeviceAttr {
   std::uint32_t max_qp_rd_atom = 0;       // max_dest_rd_atomic at most (responder resources)
   std::uint32_t max_qp_init_rd_atom = 0;  // max_rd_atomic at most
   std::uint32_t num_comp_vectors = 0;
+  std::uint32_t max_srq = 0;      // the SRQ table: as large as the QP table, SRQN 0 reserved
+  std::uint32_t max_srq_wr = 0;   // max_qp_wr
+  std::uint32_t max_srq_sge = 0;  // max_sge
 };
 
 // What query_port reports for the device's one port (ib_port_attr's

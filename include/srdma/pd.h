@@ -13,6 +13,7 @@
 #include "srdma/fmr.h"
 #include "srdma/mr.h"
 #include "srdma/qp.h"
+#include "srdma/srq.h"
 #include "srdma/status.h"
 
 namespace srdma {
@@ -59,13 +60,17 @@ class ProtectionDomain {
   // An RC queue pair in RESET. EINVAL names a cap beyond the device's
   // limits, or a missing CQ.
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& init);
+  // A shared receive queue (srq.h) in this PD: the lkeys of its WRs are
+  // of this PD. EINVAL names the field beyond the device's max_srq_wr or
+  // max_srq_sge (or srq_limit above max_wr); ENOMEM when max_srq exist.
+  Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqInitAttr& init);
 
-  // EBUSY while memory regions or QPs use it.
+  // EBUSY while memory regions, QPs or SRQs use it.
   Result<void> dealloc();
 
   bool valid() const { return state_ != nullptr; }
   std::uint32_t pd_num() const;
-  // Memory regions and QPs using this PD.
+  // Memory regions, QPs and SRQs using this PD.
   int usecnt() const;
 
  private:

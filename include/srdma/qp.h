@@ -18,6 +18,7 @@
 namespace srdma {
 
 class CompletionQueue;
+class SharedReceiveQueue;
 
 namespace detail {
 struct QpState;
@@ -43,6 +44,10 @@ struct QpInitAttr {
   std::uint32_t create_flags = 0;  // QpCreateFlags
   int affinity_hint = -1;          // with QP_CREATE_ASSIGN_CQS: a CPU number
   PollContext assign_poll_ctx = PollContext::kSoftirq;
+  // Receives come from this SRQ (of the same device) instead of the QP's
+  // own queue: cap.max_recv_wr and max_recv_sge are ignored and post_recv
+  // on the QP is EINVAL. Several QPs may share one.
+  SharedReceiveQueue* srq = nullptr;
 };
 
 // What QueuePair::connect needs to know about the other end, and the

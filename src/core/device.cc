@@ -76,6 +76,9 @@ DeviceAttr Device::query() const {
   a.max_map_per_fmr = u32((std::int64_t{1} << (32 - log_mpt)) - 1);
   a.num_comp_vectors = u32(p.num_comp_vectors);
   a.max_qp_rd_atom = a.max_qp_init_rd_atom = hca::kMaxRdAtomic;
+  a.max_srq = state_->hca->engine().max_srq();
+  a.max_srq_wr = state_->hca->engine().max_srq_wr();
+  a.max_srq_sge = state_->hca->engine().max_srq_sge();
   return a;
 }
 

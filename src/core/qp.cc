@@ -4,6 +4,7 @@
 
 #include "core/cq_state.h"
 #include "core/qp_state.h"
+#include "core/srq_state.h"
 #include "srdma/cq.h"
 #include "srdma/pd.h"
 
@@ -113,7 +114,12 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
     if (cq->state_->destroyed || cq->state_->owner != dev)
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
   hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq->state_->cq, init.cap, init.sq_sig_all,
-                 init.qp_context};
+                 init.qp_context, nullptr};
+  if (init.srq) {
+    if (detail::SrqState::destroyed_of(*init.srq) || detail::SrqState::device_of(*init.srq) != dev)
+      return make_error(EINVAL, "the SRQ is destroyed or belongs to another device");
+    hi.srq = detail::SrqState::of(*init.srq);
+  }
   auto qp = dev->hca->engine().create_qp(std::move(hi));
   if (!qp) return std::unexpected(qp.error());
   s->pd = state_;

@@ -11,6 +11,7 @@ std::string_view async_event_str(AsyncEventType t) {
     case AsyncEventType::kQpLastWqeReached: return "last WQE reached";
     case AsyncEventType::kPortActive: return "port active";
     case AsyncEventType::kDeviceFatal: return "device fatal error";
+    case AsyncEventType::kSrqLimitReached: return "SRQ limit reached";
   }
   return "unrecognized event";
 }

@@ -221,7 +221,7 @@ Qp::CompState Qp::comp_read_data(Packet& pkt) {
   // Translate and place in one translation window (see delivery_scope.h).
   const bool placed = [&] {
     TranslationWindow window(window_key(w.sges));
-    if (!translate_slice(w.sges, offset, expect, ACCESS_LOCAL_WRITE, comp_pieces_)) return false;
+    if (!translate_slice(w.sges, offset, expect, ACCESS_LOCAL_WRITE, init_.pdn, comp_pieces_)) return false;
     copy_pieces(comp_pieces_, pkt.payload);
     return true;
   }();

@@ -11,6 +11,7 @@
 #include "hca/cq.h"
 #include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
+#include "hca/srq.h"
 #include "hca/translation_tables.h"
 #include "srdma/access.h"
 
@@ -18,16 +19,18 @@ namespace srdma::hca {
 
 Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init)
     : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)), trains_(engine.link().carries_trains()),
-      udp_sport_(entropy_port(qpn)) {
+      udp_sport_(entropy_port(qpn)), recv_pdn_(init_.srq ? init_.srq->pdn() : init_.pdn) {
   sq_.resize(std::bit_ceil(sq_depth()));
   sq_mask_ = sq_.size() - 1;
   for (auto& w : sq_) {
     w.sges.reserve(init_.caps.max_send_sge);
     w.inline_data.reserve(init_.caps.max_inline_data);
   }
-  rq_.resize(std::bit_ceil(std::max<std::uint64_t>(init_.caps.max_recv_wr, 1)));
+  // With an SRQ the QP has no receive queue of its own.
+  rq_.resize(init_.srq ? 1 : std::bit_ceil(std::max<std::uint64_t>(init_.caps.max_recv_wr, 1)));
   rq_mask_ = rq_.size() - 1;
-  for (auto& r : rq_) r.sges.reserve(init_.caps.max_recv_sge);
+  if (!init_.srq)
+    for (auto& r : rq_) r.sges.reserve(init_.caps.max_recv_sge);
 }
 
 Qp::~Qp() = default;
@@ -131,6 +134,8 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     req_.offset = req_.rd_atomic_outstanding = 0;
     comp_.read_retry_pending = false;
     rq_head_ = rq_tail_ = 0;
+    srq_wqe_held_ = false;  // a WQE taken from the SRQ is lost with the QP's state (as on RESET of any QP)
+    last_wqe_reported_ = false;
     resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
     for (auto& r : resp_.resources) r.valid = false;
     req_.rnr_until = {};
@@ -267,6 +272,10 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
 }
 
 Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
+  if (init_.srq) {
+    if (bad_wr) *bad_wr = wr;
+    return make_error(EINVAL, "the QP takes its receives from an SRQ: post them there");
+  }
   std::lock_guard lock(rq_mu_);
   const QpState s = state();
   for (; wr; wr = wr->next) {
@@ -282,10 +291,7 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
     if (wr->num_sge > 0 && wr->sg_list == nullptr)
       return refuse(EINVAL, fmt::format("num_sge {} with a NULL sg_list", wr->num_sge));
     RecvWqe& r = rq_[rq_tail_ & rq_mask_];
-    r.wr_id = wr->wr_id;
-    r.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
-    r.length = 0;
-    for (const Sge& sg : r.sges) r.length += sg.length;
+    r.assign(*wr);
     if (s == QpState::kErr) {
       complete_recv(r, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
       continue;

@@ -37,6 +37,7 @@
 #include "hca/fast_mutex.h"
 #include "hca/packet.h"
 #include "hca/qp_counters.h"
+#include "hca/recv_wqe.h"
 #include "srdma/counters.h"
 #include "srdma/qp_attr.h"
 #include "srdma/status.h"
@@ -46,6 +47,7 @@ namespace srdma::hca {
 
 class Cq;
 class QueueEngine;
+class Srq;
 class TranslationTables;
 
 struct QpInit {
@@ -55,6 +57,9 @@ struct QpInit {
   QpCaps caps;
   bool sq_sig_all = false;
   void* qp_context = nullptr;
+  // Receives come from this SRQ (caps.max_recv_wr and max_recv_sge are
+  // then ignored, and post_recv on the QP is refused).
+  std::shared_ptr<Srq> srq = nullptr;
 };
 
 
@@ -100,6 +105,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void* context() const { return init_.qp_context; }
   const std::shared_ptr<Cq>& send_cq() const { return init_.send_cq; }
   const std::shared_ptr<Cq>& recv_cq() const { return init_.recv_cq; }
+  const std::shared_ptr<Srq>& srq() const { return init_.srq; }
   QpState state() const { return state_.load(std::memory_order_acquire); }
   QpAttr attr() const;
   // What the transport did on this QP so far (any thread; see qp_counters.h).
@@ -155,12 +161,6 @@ class Qp : public std::enable_shared_from_this<Qp> {
     // a resend from an earlier WQE passes it without executing it again.
     bool local_done = false;
   };
-  struct RecvWqe {
-    std::uint64_t wr_id = 0;
-    std::vector<Sge> sges;
-    std::uint64_t length = 0;
-  };
-
   // Requester (requester.cc): written only by it (and modify_qp, which
   // holds every lock); the path attributes are copied here at modify time
   // so the data path reads no shared attributes.
@@ -293,8 +293,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const;
   // The bytes [offset, offset + len) of an SGE list, translated piece by
   // piece (each piece's key, access and bounds checked).
+  // `pdn`: the PD the keys must be of (a receive from an SRQ: the SRQ's).
   bool translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
-                       PieceList& out) const;
+                       std::uint32_t pdn, PieceList& out) const;
   Clock::time_point transport_deadline() const;
   std::uint32_t packets_at_mtu(std::uint64_t bytes) const;  // packets_for() at the requester's path MTU, by shift
 
@@ -382,10 +383,27 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::vector<RecvWqe> rq_;  // a ring: [rq_head_, rq_tail_) are posted, oldest first
   std::uint64_t rq_mask_ = 0;  // rq_.size() - 1
   std::uint64_t rq_head_ = 0, rq_tail_ = 0;
-  bool rq_empty() const { return rq_head_ == rq_tail_; }
-  // The oldest posted receive, taken off the queue. Valid until the next
-  // post_recv (the caller holds rq_mu_). REQUIRES: !rq_empty().
-  RecvWqe& take_recv() { return rq_[rq_head_++ & rq_mask_]; }
+  // With an SRQ: the WQE taken from it for the message in progress (or
+  // taken for one that found it and then failed a check), kept until the
+  // message completes.
+  RecvWqe srq_wqe_;
+  bool srq_wqe_held_ = false;
+  bool last_wqe_reported_ = false;  // kQpLastWqeReached raised for this ERR
+  const std::uint32_t recv_pdn_;    // the PD receive WQEs' lkeys belong to
+  // The receive side's queue, whichever it is (REQUIRES rq_mu_): whether a
+  // WQE is there for a new message (with an SRQ, this takes one from it),
+  // the one a message in progress places into, and taking it off to
+  // complete it (valid until the next post_recv or recv_ready()).
+  bool recv_ready();
+  RecvWqe& recv_head() { return init_.srq ? srq_wqe_ : rq_[rq_head_ & rq_mask_]; }
+  RecvWqe& take_recv() {
+    if (init_.srq) {
+      srq_wqe_held_ = false;
+      return srq_wqe_;
+    }
+    return rq_[rq_head_++ & rq_mask_];
+  }
+  bool rq_empty() const { return init_.srq ? !srq_wqe_held_ : rq_head_ == rq_tail_; }
   ResponderState resp_;
   QpCounters::RecvSide recv_counters_;
 

@@ -42,6 +42,7 @@ QueueEngine::QueueEngine(const Profile& profile, TranslationTables& tables, allo
       tables_(tables),
       qp_alloc_(std::move(qp)),
       cq_alloc_(std::move(cq)),
+      srq_alloc_(alloc::IndexAllocator::create(static_cast<std::uint32_t>(profile.num_qp), (1u << 24) - 1, 1).value()),
       address_(address),
       link_(link),
       polled_link_(link.polled()),
@@ -168,6 +169,11 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
   };
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
   if (c.max_send_wr < 1 || c.max_send_wr > profile_.max_qp_wr) return beyond("max_send_wr", c.max_send_wr, profile_.max_qp_wr);
+  // With an SRQ the receive caps are ignored (IBA 11.2.5.2).
+  if (init.srq) {
+    init.caps.max_recv_wr = 0;
+    init.caps.max_recv_sge = 0;
+  }
   if (c.max_recv_wr > profile_.max_qp_wr) return beyond("max_recv_wr", c.max_recv_wr, profile_.max_qp_wr);
   if (c.max_send_sge > profile_.max_sge) return beyond("max_send_sge", c.max_send_sge, profile_.max_sge);
   if (c.max_recv_sge > profile_.max_sge) return beyond("max_recv_sge", c.max_recv_sge, profile_.max_sge);
@@ -184,6 +190,7 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
   }
   init.send_cq->usecnt.fetch_add(1);
   init.recv_cq->usecnt.fetch_add(1);
+  if (init.srq) init.srq->usecnt.fetch_add(1);
   auto qp = std::make_shared<Qp>(*this, tables_, qpn, std::move(init));
   // Published only once built: a message can find it from now on.
   std::unique_lock lock(queues_mu_);
@@ -207,8 +214,40 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
   }
   qp->send_cq()->usecnt.fetch_sub(1);
   qp->recv_cq()->usecnt.fetch_sub(1);
+  if (qp->srq()) qp->srq()->usecnt.fetch_sub(1);
   std::lock_guard lock(alloc_mu_);
   (void)qp_alloc_.free(qp->qpn());
+  return {};
+}
+
+std::uint32_t QueueEngine::max_srq() const { return srq_alloc_.num() - srq_alloc_.reserved(); }
+std::uint32_t QueueEngine::max_srq_wr() const { return static_cast<std::uint32_t>(profile_.max_qp_wr); }
+std::uint32_t QueueEngine::max_srq_sge() const { return static_cast<std::uint32_t>(profile_.max_sge); }
+
+Result<std::shared_ptr<Srq>> QueueEngine::create_srq(std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge,
+                                                     std::uint32_t srq_limit, void* context) {
+  if (max_wr < 1 || max_wr > max_srq_wr())
+    return make_error(EINVAL, fmt::format("max_wr {} outside 1..max_srq_wr {}", max_wr, max_srq_wr()));
+  if (max_sge < 1 || max_sge > max_srq_sge())
+    return make_error(EINVAL, fmt::format("max_sge {} outside 1..max_srq_sge {}", max_sge, max_srq_sge()));
+  if (srq_limit > max_wr) return make_error(EINVAL, fmt::format("srq_limit {} beyond max_wr {}", srq_limit, max_wr));
+  if (!tables_.pd_allocated(pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", pdn));
+  start_engine();
+  std::uint32_t srqn;
+  {
+    std::lock_guard lock(alloc_mu_);
+    auto n = srq_alloc_.alloc();
+    if (!n) return make_error(ENOMEM, "SRQ table exhausted: " + n.error().reason);
+    srqn = *n;
+  }
+  return std::make_shared<Srq>(srqn, pdn, max_wr, max_sge, srq_limit, context, *async_);
+}
+
+Result<void> QueueEngine::destroy_srq(const std::shared_ptr<Srq>& srq) {
+  if (int n = srq->usecnt.load(); n > 0)
+    return make_error(EBUSY, fmt::format("SRQ {:#x} is used by {} QP(s)", srq->srqn(), n));
+  std::lock_guard lock(alloc_mu_);
+  (void)srq_alloc_.free(srq->srqn());
   return {};
 }
 

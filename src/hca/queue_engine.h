@@ -27,6 +27,7 @@
 #include "hca/impaired_link.h"
 #include "hca/link.h"
 #include "hca/qp.h"
+#include "hca/srq.h"
 #include "srdma/counters.h"
 #include "srdma/impair.h"
 #include "srdma/profile.h"
@@ -57,6 +58,18 @@ class QueueEngine {
   // EINVAL naming the cap beyond the device's limits.
   Result<std::shared_ptr<Qp>> create_qp(QpInit init);
   Result<void> destroy_qp(const std::shared_ptr<Qp>& qp);
+  // An SRQ of `max_wr` WQEs of `max_sge` SGEs in PD `pdn` (EINVAL naming
+  // the field beyond the device's limits; srq_limit above max_wr);
+  // `context` is what its limit event carries.
+  Result<std::shared_ptr<Srq>> create_srq(std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge,
+                                          std::uint32_t srq_limit, void* context);
+  // EBUSY while QPs use it.
+  Result<void> destroy_srq(const std::shared_ptr<Srq>& srq);
+  // The device's SRQ limits: the SRQ table is as large as the QP table
+  // (SRQN 0 reserved), an SRQ as deep and as wide as a QP's receive queue.
+  std::uint32_t max_srq() const;
+  std::uint32_t max_srq_wr() const;
+  std::uint32_t max_srq_sge() const;
   EventQueue& event_queue(std::uint32_t vector);
   AsyncEventDispatcher& async_events();
 
@@ -103,9 +116,10 @@ class QueueEngine {
   const Profile& profile_;
   TranslationTables& tables_;
   std::weak_ptr<QueueEngine> self_;
-  mutable std::mutex alloc_mu_;  // guards qp_alloc_ and cq_alloc_
+  mutable std::mutex alloc_mu_;  // guards qp_alloc_, cq_alloc_ and srq_alloc_
   alloc::IndexAllocator qp_alloc_;
   alloc::IndexAllocator cq_alloc_;
+  alloc::IndexAllocator srq_alloc_;
   const std::uint64_t address_;
   Link& link_;  // the wire to other devices
   const bool polled_link_;

@@ -102,7 +102,7 @@ bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, Pie
 }
 
 bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
-                         PieceList& out) const {
+                         std::uint32_t pdn, PieceList& out) const {
   out.clear();
   for (const Sge& s : sges) {
     if (len == 0) break;
@@ -111,7 +111,7 @@ bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std
       continue;
     }
     const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, len);
-    auto t = tables_.translate(s.lkey, s.addr + offset, n, access, init_.pdn);
+    auto t = tables_.translate(s.lkey, s.addr + offset, n, access, pdn);
     if (!t) return false;
     t->for_each_piece([&](MemPiece p) { out.push_back(p); });
     offset = 0;
@@ -212,7 +212,7 @@ bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
   }
   if (w.is_inline) {
     if (len) p.payload.push_back(MemPiece{const_cast<std::byte*>(w.inline_data.data()) + req_.offset, std::uint64_t{len}});
-  } else if (!translate_slice(w.sges, req_.offset, len, 0, p.payload)) {
+  } else if (!translate_slice(w.sges, req_.offset, len, 0, init_.pdn, p.payload)) {
     return false;
   }
   p.payload_length = len;

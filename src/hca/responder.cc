@@ -15,6 +15,7 @@
 #include "hca/link.h"
 #include "hca/qp.h"
 #include "hca/queue_engine.h"
+#include "hca/srq.h"
 #include "hca/translation_tables.h"
 #include "srdma/access.h"
 
@@ -298,11 +299,11 @@ Qp::RespState Qp::resp_check_length(Packet& pkt) {
 // needs a responder resource: max_dest_rd_atomic 0 allows none (class C).
 Qp::RespState Qp::resp_check_resources(Packet& pkt) {
   if (is_send(pkt.op)) {
-    if (starts_message(pkt.op) && rq_empty()) return RespState::kNakRnr;
+    if (starts_message(pkt.op) && !recv_ready()) return RespState::kNakRnr;
     return RespState::kExecuteSend;
   }
   if (is_write(pkt.op)) {
-    if (has_imm(last_opcode(pkt)) && rq_empty()) return RespState::kNakRnr;
+    if (has_imm(last_opcode(pkt)) && !recv_ready()) return RespState::kNakRnr;
     return RespState::kExecuteWrite;
   }
   if (resp_.resources.empty()) return RespState::kNakInvalid;
@@ -313,7 +314,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
   using M = ResponderState::InMessage;
   // The receive stays at the head of the queue until the message's last
   // packet completes it (post_recv appends behind it).
-  const RecvWqe& r = rq_[rq_head_ & rq_mask_];
+  const RecvWqe& r = recv_head();
   const std::uint32_t offset = starts_message(pkt.op) ? 0 : resp_.offset;
   if (std::uint64_t{offset} + pkt.payload_length > r.length) {
     // The receive is too small: the receiver sees a local length error,
@@ -327,7 +328,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
   const bool placed = [&] {
     TranslationWindow window(window_key(r.sges));
     PieceList dst;
-    if (!translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, dst)) return false;
+    if (!translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, recv_pdn_, dst)) return false;
     copy_pieces(dst, pkt.payload);
     return true;
   }();
@@ -570,9 +571,22 @@ void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint
   push_cqe(*init_.recv_cq, wc, solicited);
 }
 
+bool Qp::recv_ready() {
+  if (!init_.srq) return rq_head_ != rq_tail_;
+  if (!srq_wqe_held_) srq_wqe_held_ = init_.srq->take(srq_wqe_);
+  return srq_wqe_held_;
+}
+
 void Qp::flush_recv_queue() {
+  // With an SRQ only the WQE this QP took flushes: the rest stay for the
+  // other QPs. The QP takes no more, which IBA 10.3.1 announces as the
+  // last WQE reached event (once per entry into ERR).
   while (!rq_empty()) {
     complete_recv(take_recv(), WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+  }
+  if (init_.srq && !last_wqe_reported_) {
+    last_wqe_reported_ = true;
+    engine_.async_events().raise(AsyncEvent{AsyncEventType::kQpLastWqeReached, 0, qpn_, init_.qp_context});
   }
 }
 

@@ -1,0 +1,79 @@
+// A shared receive queue (like ib_srq / ibv_srq, IBA 10.2.9): receive WRs
+// that every QP created with it (QpInitAttr::srq) consumes, in the order
+// posted; each completion goes to the consuming QP's receive CQ with that
+// QP's qp_num.
+//
+// A SharedReceiveQueue is a stable object owned through std::unique_ptr
+// (its address is the context of its limit event); it keeps its PD and
+// device alive. destroy() is refused (EBUSY) while QPs use it; the
+// destructor of an owner that never called destroy() lets the device keep
+// it for those QPs until they are gone, as for a CQ.
+// Thread safety: post_recv, modify and query from any thread, concurrently
+// with the QPs taking WRs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "srdma/status.h"
+#include "srdma/wr.h"
+
+namespace srdma {
+
+namespace detail {
+struct SrqState;
+}
+
+struct SrqInitAttr {
+  std::uint32_t max_wr = 0;     // 1..DeviceAttr::max_srq_wr
+  std::uint32_t max_sge = 1;    // 1..DeviceAttr::max_srq_sge
+  std::uint32_t srq_limit = 0;  // armed from creation when non-zero (at most max_wr)
+  void* srq_context = nullptr;
+};
+
+// Which SrqAttr fields modify() sets (like enum ibv_srq_attr_mask).
+enum SrqAttrMask : std::uint32_t {
+  SRQ_MAX_WR = 1u << 0,  // resize: at least the WRs posted now, at most max_srq_wr
+  SRQ_LIMIT = 1u << 1,   // arm the limit event (0 disarms), at most max_wr
+};
+inline constexpr std::uint32_t kSrqAttrMaskAll = SRQ_MAX_WR | SRQ_LIMIT;
+
+struct SrqAttr {
+  std::uint32_t max_wr = 0;
+  std::uint32_t max_sge = 0;
+  std::uint32_t srq_limit = 0;  // 0: not armed
+};
+
+class SharedReceiveQueue {
+ public:
+  ~SharedReceiveQueue();
+  SharedReceiveQueue(const SharedReceiveQueue&) = delete;
+  SharedReceiveQueue& operator=(const SharedReceiveQueue&) = delete;
+
+  // Posts a list linked by `next`; on error *bad_wr names the first WR not
+  // posted (all before it are posted, none after it). EINVAL for num_sge
+  // beyond max_sge or a NULL sg_list with num_sge > 0, ENOMEM when max_wr
+  // WRs are posted.
+  Result<void> post_recv(const RecvWr& wr, const RecvWr** bad_wr = nullptr);
+  // SRQ_MAX_WR resizes, SRQ_LIMIT arms the limit: when an armed SRQ's
+  // posted WRs drop below srq_limit, the device raises kSrqLimitReached
+  // once (async_event.h) and disarms. EINVAL for unknown mask bits and out
+  // of range values; nothing changes then.
+  Result<void> modify(const SrqAttr& attr, std::uint32_t attr_mask);
+  SrqAttr query() const;
+  // EBUSY while QPs use it; afterwards the object may only be destroyed.
+  Result<void> destroy();
+
+  std::uint32_t srq_num() const;
+  void* context() const;
+  // QPs attached to it.
+  int usecnt() const;
+
+ private:
+  friend class ProtectionDomain;
+  friend struct detail::SrqState;
+  explicit SharedReceiveQueue(std::unique_ptr<detail::SrqState> s);
+  std::unique_ptr<detail::SrqState> state_;
+};
+
+}  // namespace srdma

@@ -1,0 +1,74 @@
+#include "srdma/srq.h"
+
+#include <fmt/format.h>
+
+#include "core/srq_state.h"
+#include "srdma/pd.h"
+
+namespace srdma {
+
+SharedReceiveQueue::SharedReceiveQueue(std::unique_ptr<detail::SrqState> s) : state_(std::move(s)) {}
+
+SharedReceiveQueue::~SharedReceiveQueue() {
+  if (!state_ || state_->destroyed) return;
+  // Refused while QPs use it: they keep the device SRQ (and its number)
+  // until they are destroyed, and its limit event, whose context is this
+  // object, can no longer fire.
+  if (!destroy()) (void)state_->srq->arm_limit(0);
+}
+
+Result<void> SharedReceiveQueue::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
+  return state_->srq->post_recv(&wr, bad_wr);
+}
+
+Result<void> SharedReceiveQueue::modify(const SrqAttr& attr, std::uint32_t attr_mask) {
+  if (attr_mask & ~kSrqAttrMaskAll)
+    return make_error(EINVAL, fmt::format("unknown srq_attr_mask bits {:#x}", attr_mask & ~kSrqAttrMaskAll));
+  auto& engine = state_->pd->device->hca->engine();
+  if (attr_mask & SRQ_MAX_WR) {
+    // Checked first against the new size: a resize and a limit in one call
+    // either both happen or neither does.
+    if ((attr_mask & SRQ_LIMIT) && attr.srq_limit > attr.max_wr)
+      return make_error(EINVAL, fmt::format("srq_limit {} beyond max_wr {}", attr.srq_limit, attr.max_wr));
+    if (auto r = state_->srq->resize(attr.max_wr, engine.max_srq_wr()); !r) return r;
+  }
+  if (attr_mask & SRQ_LIMIT) return state_->srq->arm_limit(attr.srq_limit);
+  return {};
+}
+
+SrqAttr SharedReceiveQueue::query() const {
+  const hca::Srq::Attr a = state_->srq->attr();
+  return SrqAttr{a.max_wr, a.max_sge, a.limit};
+}
+
+Result<void> SharedReceiveQueue::destroy() {
+  if (state_->destroyed) return make_error(EINVAL, "the SRQ is already destroyed");
+  if (auto r = state_->pd->device->hca->engine().destroy_srq(state_->srq); !r) return r;
+  state_->destroyed = true;
+  state_->pd->usecnt.fetch_sub(1);
+  return {};
+}
+
+std::uint32_t SharedReceiveQueue::srq_num() const { return state_->srq->srqn(); }
+void* SharedReceiveQueue::context() const { return state_->context; }
+int SharedReceiveQueue::usecnt() const { return state_->srq->usecnt.load(); }
+
+Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(const SrqInitAttr& init) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  auto* dev = state_->device.get();
+  if (dev->removed) return make_error(ENODEV, "the device has been removed");
+  auto s = std::make_unique<detail::SrqState>();
+  s->pd = state_;
+  s->context = init.srq_context;
+  s->destroyed = true;  // until the device SRQ exists
+  auto q = std::unique_ptr<SharedReceiveQueue>(new SharedReceiveQueue(std::move(s)));
+  // The limit event's context is the public object (as a CQ's event's).
+  auto srq = dev->hca->engine().create_srq(state_->pdn, init.max_wr, init.max_sge, init.srq_limit, q.get());
+  if (!srq) return std::unexpected(srq.error());
+  q->state_->srq = std::move(*srq);
+  q->state_->destroyed = false;
+  state_->usecnt.fetch_add(1);
+  return q;
+}
+
+}  // namespace srdma

@@ -1,0 +1,24 @@
+// An SRQ's shared state: the device SRQ and the PD it keeps alive.
+// Internal to src/core.
+#pragma once
+
+#include <memory>
+
+#include "core/pd_state.h"
+#include "hca/srq.h"
+#include "srdma/srq.h"
+
+namespace srdma::detail {
+
+struct SrqState {
+  std::shared_ptr<PdState> pd;
+  std::shared_ptr<hca::Srq> srq;
+  void* context = nullptr;
+  bool destroyed = false;
+  // The device SRQ behind a public one (create_qp's srq).
+  static const std::shared_ptr<hca::Srq>& of(const SharedReceiveQueue& q) { return q.state_->srq; }
+  static DeviceState* device_of(const SharedReceiveQueue& q) { return q.state_->pd->device.get(); }
+  static bool destroyed_of(const SharedReceiveQueue& q) { return q.state_->destroyed; }
+};
+
+}  // namespace srdma::detail

@@ -1,0 +1,79 @@
+// A shared receive queue of the software device (IBA 10.2.9, like
+// ib_srq / ibv_srq): receive WQEs that any QP attached to it consumes, in
+// the order posted.
+//
+// A QP's responder takes a WQE (take()) when a message that needs one
+// arrives, under its own rq_mu_, and keeps it until the message completes;
+// several QPs take concurrently. Lock order: a QP's rq_mu_, then mu_ (a
+// leaf: nothing else is taken under it).
+//
+// The limit (IBA 10.2.9.3, ibv_modify_srq's srq_limit): when armed
+// (non-zero) and a take() leaves fewer WQEs than the limit, the SRQ raises
+// SRQ_LIMIT_REACHED once and disarms; the consumer re-arms with modify().
+// The check runs when a WQE is taken, the only thing that lowers the count.
+//
+// Thread safety: every member from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "hca/fast_mutex.h"
+#include "hca/recv_wqe.h"
+#include "srdma/status.h"
+#include "srdma/wr.h"
+
+namespace srdma::hca {
+
+class AsyncEventDispatcher;
+
+class Srq {
+ public:
+  // `context` is what the limit event carries (the core's public object).
+  Srq(std::uint32_t srqn, std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+      void* context, AsyncEventDispatcher& events);
+
+  std::uint32_t srqn() const { return srqn_; }
+  std::uint32_t pdn() const { return pdn_; }
+  void* context() const { return context_; }
+
+  // As QueuePair::post_recv: on error *bad_wr names the first WR not
+  // posted. EINVAL for num_sge beyond max_sge or a NULL sg_list with
+  // num_sge > 0, ENOMEM when max_wr WQEs are posted.
+  Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr);
+  // The oldest posted WQE, swapped into `out` (no allocation); false if
+  // none is posted. May raise the limit event.
+  bool take(RecvWqe& out);
+
+  struct Attr {
+    std::uint32_t max_wr = 0;
+    std::uint32_t max_sge = 0;
+    std::uint32_t limit = 0;  // 0: not armed
+  };
+  Attr attr() const;
+  // A new capacity (EINVAL below the WQEs posted now); `device_max_wr`
+  // bounds it.
+  Result<void> resize(std::uint32_t max_wr, std::uint32_t device_max_wr);
+  // Arms the limit (0 disarms); EINVAL above max_wr.
+  Result<void> arm_limit(std::uint32_t limit);
+  // WQEs posted and not yet taken.
+  std::uint32_t posted() const;
+
+  std::atomic<int> usecnt{0};  // QPs attached
+
+ private:
+  const std::uint32_t srqn_;
+  const std::uint32_t pdn_;
+  const std::uint32_t max_sge_;
+  void* const context_;
+  AsyncEventDispatcher& events_;
+
+  mutable FastMutex mu_;  // guards everything below
+  std::vector<RecvWqe> ring_;  // a power of two long: [head_, tail_) are posted, oldest first
+  std::uint64_t head_ = 0, tail_ = 0;
+  std::uint32_t max_wr_;
+  std::uint32_t limit_;
+};
+
+}  // namespace srdma::hca

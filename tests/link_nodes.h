@@ -1,0 +1,86 @@
+// Devices of the public API on either link, for the SRQ, UC and UD tests:
+// a LinkNode is a device (in-process, or RoCEv2 on this process's k-th
+// loopback address), a PD, a registered buffer and a send and a receive
+// CQ. Tests take the link as their parameter so that every path runs over
+// both wires.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loopback.h"
+#include "srdma/access.h"
+#include "srdma/device.h"
+#include "test_profile.h"
+#include "wait.h"
+
+namespace srdma::test {
+
+enum class LinkKind { kInproc, kUdp };
+inline std::string link_name(const ::testing::TestParamInfo<LinkKind>& i) {
+  return i.param == LinkKind::kInproc ? "Inproc" : "Udp";
+}
+
+inline Device open_device(LinkKind link, unsigned k) {
+  if (link == LinkKind::kInproc) return Device::open(small_profile()).value();
+  auto d = Device::open(small_profile(), "srdma" + std::to_string(k), loopback_net(k));
+  EXPECT_TRUE(d) << d.error().reason;
+  return std::move(*d);
+}
+
+struct LinkNode {
+  Device dev;
+  ProtectionDomain pd;
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 18);
+  MemoryRegion mr;
+  std::unique_ptr<CompletionQueue> scq, rcq;
+
+  LinkNode(LinkKind link, unsigned k) : dev(open_device(link, k)) {
+    pd = dev.alloc_pd().value();
+    mr = pd.reg_mr(buf.data(), buf.size(), kAccessAll).value();
+    scq = dev.create_cq(CqInit{.cqe = 1024}).value();
+    rcq = dev.create_cq(CqInit{.cqe = 1024, .comp_vector = 1}).value();
+  }
+  std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
+  Sge sge(std::size_t off, std::uint32_t len) const { return Sge{addr(off), len, mr.lkey()}; }
+  // An RC QP on this node's CQs (or on `rcq`), its receives from `srq`.
+  std::unique_ptr<QueuePair> rc_qp(SharedReceiveQueue* srq = nullptr, CompletionQueue* rcq_override = nullptr) {
+    QpInitAttr a{scq.get(), rcq_override ? rcq_override : rcq.get(), QpCaps{64, 64, 2, 2, 64}, false, nullptr};
+    a.srq = srq;
+    return pd.create_qp(a).value();
+  }
+};
+
+// Connects two RC QPs of nodes a and b.
+inline void connect_rc(QueuePair& qa, const LinkNode& a, QueuePair& qb, const LinkNode& b, std::uint32_t mtu = 1024) {
+  ASSERT_TRUE(qa.connect(RcConnection{.peer_addr = b.dev.address(), .peer_qpn = qb.qp_num(), .access = kAccessAll,
+                                      .path_mtu = mtu}));
+  ASSERT_TRUE(qb.connect(RcConnection{.peer_addr = a.dev.address(), .peer_qpn = qa.qp_num(), .access = kAccessAll,
+                                      .path_mtu = mtu}));
+}
+
+inline RecvWr recv_wr(std::uint64_t wr_id, const Sge& sge) {
+  RecvWr w;
+  w.wr_id = wr_id;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  return w;
+}
+
+inline SendWr send_wr(std::uint64_t wr_id, const Sge& sge, WrOpcode op = WrOpcode::kSend,
+                      std::uint32_t flags = SEND_SIGNALED) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = op;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.send_flags = flags;
+  return w;
+}
+
+}  // namespace srdma::test
