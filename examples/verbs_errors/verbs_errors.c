@@ -167,6 +167,28 @@ int main(void) {
   check(a && b, "ibv_create_qp: two RC QPs");
   if (!a || !b) return 1;
   check_ret(ibv_destroy_cq(cq), EBUSY, "ibv_destroy_cq(QPs use it)");
+
+  /* A shared receive queue: its limits, and a QP that takes its receives. */
+  struct ibv_srq_init_attr sinit = {.attr = {.max_wr = dev.max_srq_wr + 1, .max_sge = 1}};
+  check_null(ibv_create_srq(pd, &sinit), EINVAL, "ibv_create_srq(max_wr above max_srq_wr)");
+  sinit.attr.max_wr = 16;
+  struct ibv_srq *srq = ibv_create_srq(pd, &sinit);
+  check(srq != NULL && dev.max_srq > 0, "ibv_create_srq");
+  if (!srq) return 1;
+  struct ibv_qp_init_attr with_srq = init;
+  with_srq.srq = srq;
+  struct ibv_qp *s = ibv_create_qp(pd, &with_srq);
+  check(s != NULL, "ibv_create_qp(with an SRQ)");
+  if (!s) return 1;
+  struct ibv_sge rsge = {.addr = (uintptr_t)buf, .length = 8, .lkey = 0};
+  struct ibv_recv_wr rwr = {.wr_id = 3, .sg_list = &rsge, .num_sge = 1};
+  struct ibv_recv_wr *rbad = NULL;
+  check(ibv_post_recv(s, &rwr, &rbad) == EINVAL && rbad == &rwr, "ibv_post_recv(a QP with an SRQ) -> EINVAL, bad_wr");
+  struct ibv_srq_attr sattr = {.srq_limit = 17};
+  check_ret(ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT), EINVAL, "ibv_modify_srq(srq_limit above max_wr)");
+  check_ret(ibv_modify_srq(srq, &sattr, 1 << 5), EINVAL, "ibv_modify_srq(unknown mask bit)");
+  check_ret(ibv_destroy_srq(srq), EBUSY, "ibv_destroy_srq(a QP uses it)");
+  check(ibv_destroy_qp(s) == 0 && ibv_destroy_srq(srq) == 0, "ibv_destroy_srq once its QP is gone");
   check_ret(ibv_dealloc_pd(pd), EBUSY, "ibv_dealloc_pd(MRs and QPs use it)");
 
   /* modify_qp: bad states, masks, transitions and attributes change nothing. */

@@ -79,6 +79,16 @@ ibv_async_event to_ibv_event(const AsyncEvent& ev, Context** owner) {
       }
       break;
     }
+    case AsyncEventType::kSrqLimitReached: {
+      auto* srq = static_cast<SharedReceiveQueue*>(ev.context);
+      auto* w = srq ? static_cast<Srq*>(srq->context()) : nullptr;
+      out.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+      if (w) {
+        out.element.srq = &w->ibv;
+        *owner = to_ctx(w->ibv.context);
+      }
+      break;
+    }
     case AsyncEventType::kPortActive:
     case AsyncEventType::kDeviceFatal:
       out.event_type = ev.type == AsyncEventType::kPortActive ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_DEVICE_FATAL;
@@ -145,7 +155,7 @@ void fill_device_attr(Context& ctx, ibv_device_attr& a) {
   a.max_qp = static_cast<int>(d.max_qp);
   a.max_qp_wr = static_cast<int>(d.max_qp_wr);
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SHUTDOWN_PORT |
-                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_MGT_EXTENSIONS;
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_SRQ_RESIZE;
   a.max_sge = static_cast<int>(d.max_sge);
   a.max_sge_rd = static_cast<int>(d.max_sge);
   a.max_cq = static_cast<int>(d.max_cq);
@@ -158,6 +168,9 @@ void fill_device_attr(Context& ctx, ibv_device_attr& a) {
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_ah = static_cast<int>(d.max_qp);
   a.max_map_per_fmr = static_cast<int>(d.max_map_per_fmr);
+  a.max_srq = static_cast<int>(d.max_srq);
+  a.max_srq_wr = static_cast<int>(d.max_srq_wr);
+  a.max_srq_sge = static_cast<int>(d.max_srq_sge);
   a.max_pkeys = 1;
   a.local_ca_ack_delay = 15;
   a.phys_port_cnt = 1;

@@ -25,6 +25,7 @@
 #include "srdma/mr.h"
 #include "srdma/pd.h"
 #include "srdma/qp.h"
+#include "srdma/srq.h"
 
 namespace srdma::verbs {
 
@@ -93,6 +94,7 @@ struct Qp {
 
 struct Srq {
   ibv_srq ibv;
+  std::unique_ptr<SharedReceiveQueue> core;
 };
 
 struct Ah {
@@ -108,6 +110,7 @@ inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannelObj* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannelObj*>(c); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 
 // Destroys what the application did not (ibv_close_device).
 void destroy_leftovers(Context& ctx);

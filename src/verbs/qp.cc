@@ -238,7 +238,6 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   if (!pd || !init) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "NULL PD or init_attr");
   if (init->qp_type != IBV_QPT_RC)
     return fail_null<ibv_qp>("ibv_create_qp", EOPNOTSUPP, "only RC queue pairs are supported");
-  if (init->srq) return fail_null<ibv_qp>("ibv_create_qp", EOPNOTSUPP, "SRQs are not supported");
   if (!init->send_cq || !init->recv_cq) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "a QP needs both CQs");
   auto* qp = new (std::nothrow) Qp{};
   if (!qp) return fail_null<ibv_qp>("ibv_create_qp", ENOMEM, "out of memory");
@@ -253,6 +252,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   attr.cap.max_recv_sge = std::max(init->cap.max_recv_sge, 1u);
   attr.cap.max_inline_data = init->cap.max_inline_data;
   attr.sq_sig_all = init->sq_sig_all != 0;
+  attr.srq = init->srq ? to_srq(init->srq)->core.get() : nullptr;
   attr.qp_context = qp;  // async events and completions find the wrapper through it
   SignalsBlocked quiet;
   auto core = to_pd(pd)->core.create_qp(attr);

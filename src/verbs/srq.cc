@@ -1,26 +1,90 @@
 // Shared receive queues.
+#include <array>
+#include <new>
+
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
+#include "post_list.h"
+#include "signals.h"
+#include "post_list.h"
 
+using namespace srdma;
 using namespace srdma::verbs;
 
 namespace srdma::verbs {
 
-int post_srq_recv(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  if (bad_wr) *bad_wr = wr;
-  return fail("ibv_post_srq_recv", EOPNOTSUPP, "SRQs are not supported yet");
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (!srq || !bad_wr) return fail("ibv_post_srq_recv", EINVAL, "NULL SRQ or bad_wr");
+  return post_recv_list("ibv_post_srq_recv", wr, bad_wr, [&](const RecvWr& first, const RecvWr** bad) {
+    return to_srq(srq)->core->post_recv(first, bad);
+  });
 }
 
 }  // namespace srdma::verbs
 
 extern "C" {
 
-ibv_srq* ibv_create_srq(ibv_pd*, ibv_srq_init_attr*) {
-  return fail_null<ibv_srq>("ibv_create_srq", EOPNOTSUPP, "SRQs are not supported yet");
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+  if (!pd || !init) return fail_null<ibv_srq>("ibv_create_srq", EINVAL, "NULL PD or init_attr");
+  auto* srq = new (std::nothrow) Srq{};
+  if (!srq) return fail_null<ibv_srq>("ibv_create_srq", ENOMEM, "out of memory");
+  SrqInitAttr attr;
+  attr.max_wr = init->attr.max_wr;
+  attr.max_sge = std::max(init->attr.max_sge, 1u);
+  attr.srq_limit = init->attr.srq_limit;
+  attr.srq_context = srq;  // the limit event finds the wrapper through it
+  SignalsBlocked quiet;
+  auto core = to_pd(pd)->core.create_srq(attr);
+  if (!core) {
+    delete srq;
+    return fail_null<ibv_srq>("ibv_create_srq", core.error());
+  }
+  srq->core = std::move(*core);
+  const SrqAttr got = srq->core->query();
+  init->attr.max_wr = got.max_wr;
+  init->attr.max_sge = got.max_sge;
+  srq->ibv.context = pd->context;
+  srq->ibv.srq_context = init->srq_context;
+  srq->ibv.pd = pd;
+  srq->ibv.handle = srq->core->srq_num();
+  pthread_mutex_init(&srq->ibv.mutex, nullptr);
+  pthread_cond_init(&srq->ibv.cond, nullptr);
+  to_ctx(pd->context)->adopt(Kind::kSrq, srq);
+  return &srq->ibv;
 }
-int ibv_modify_srq(ibv_srq*, ibv_srq_attr*, int) { return fail("ibv_modify_srq", EOPNOTSUPP, "no SRQs"); }
-int ibv_query_srq(ibv_srq*, ibv_srq_attr*) { return fail("ibv_query_srq", EOPNOTSUPP, "no SRQs"); }
-int ibv_destroy_srq(ibv_srq*) { return fail("ibv_destroy_srq", EOPNOTSUPP, "no SRQs"); }
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (!srq || !attr) return fail("ibv_modify_srq", EINVAL, "NULL SRQ or attr");
+  if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return fail("ibv_modify_srq", EINVAL, "unknown srq_attr_mask bits");
+  SrqAttr a;
+  a.max_wr = attr->max_wr;
+  a.max_sge = attr->max_sge;
+  a.srq_limit = attr->srq_limit;
+  std::uint32_t m = 0;
+  if (mask & IBV_SRQ_MAX_WR) m |= SRQ_MAX_WR;
+  if (mask & IBV_SRQ_LIMIT) m |= SRQ_LIMIT;
+  if (auto r = to_srq(srq)->core->modify(a, m); !r) return fail("ibv_modify_srq", r.error());
+  return 0;
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  if (!srq || !attr) return fail("ibv_query_srq", EINVAL, "NULL SRQ or attr");
+  const SrqAttr a = to_srq(srq)->core->query();
+  attr->max_wr = a.max_wr;
+  attr->max_sge = a.max_sge;
+  attr->srq_limit = a.srq_limit;
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  if (!srq) return fail("ibv_destroy_srq", EINVAL, "NULL SRQ");
+  if (auto r = to_srq(srq)->core->destroy(); !r) return fail("ibv_destroy_srq", r.error());
+  pthread_mutex_destroy(&srq->mutex);
+  pthread_cond_destroy(&srq->cond);
+  to_ctx(srq->context)->release(Kind::kSrq, srq);
+  delete to_srq(srq);
+  return 0;
+}
 
 }  // extern "C"
