@@ -54,7 +54,27 @@ struct LinkNode {
     a.srq = srq;
     return pd.create_qp(a).value();
   }
+  std::unique_ptr<QueuePair> ud_qp(std::uint32_t qkey, SharedReceiveQueue* srq = nullptr);
 };
+
+// A UD QP brought to RTS with `qkey` (its receives from `srq`).
+inline constexpr std::uint32_t kGrh = 40;
+inline std::unique_ptr<QueuePair> make_ud_qp(LinkNode& n, std::uint32_t qkey, SharedReceiveQueue* srq) {
+  QpInitAttr init{n.scq.get(), n.rcq.get(), QpCaps{64, 64, 2, 2, 64}, false, nullptr};
+  init.srq = srq;
+  init.qp_type = QpType::kUd;
+  auto qp = n.pd.create_qp(init).value();
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.qkey = qkey;
+  EXPECT_TRUE(qp->modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_QKEY));
+  a.qp_state = QpState::kRtr;
+  EXPECT_TRUE(qp->modify(a, QP_STATE));
+  a.qp_state = QpState::kRts;
+  a.sq_psn = 0x123;
+  EXPECT_TRUE(qp->modify(a, QP_STATE | QP_SQ_PSN));
+  return qp;
+}
 
 // Connects two RC QPs of nodes a and b.
 inline void connect_rc(QueuePair& qa, const LinkNode& a, QueuePair& qb, const LinkNode& b, std::uint32_t mtu = 1024) {
@@ -62,6 +82,10 @@ inline void connect_rc(QueuePair& qa, const LinkNode& a, QueuePair& qb, const Li
                                       .path_mtu = mtu}));
   ASSERT_TRUE(qb.connect(RcConnection{.peer_addr = a.dev.address(), .peer_qpn = qa.qp_num(), .access = kAccessAll,
                                       .path_mtu = mtu}));
+}
+
+inline std::unique_ptr<QueuePair> LinkNode::ud_qp(std::uint32_t qkey, SharedReceiveQueue* srq) {
+  return make_ud_qp(*this, qkey, srq);
 }
 
 inline RecvWr recv_wr(std::uint64_t wr_id, const Sge& sge) {

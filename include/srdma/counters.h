@@ -18,11 +18,12 @@ enum class DropReason : std::uint8_t {
                // duplicate), a request behind a gap already NAKed
   kUnknownQp,  // no QP with the destination QPN on the device (IBA 9.6.1.5)
   kBadOpcode,  // an opcode the QP's transport does not take (counted by the wire's parser)
-  kBadLength,  // a packet whose length does not fit its opcode
-  kBadKey,     // a packet the wire's key checks refuse (P_Key, Q_Key)
+  kBadLength,  // a packet whose length does not fit its opcode (or a UD receive WQE)
+  kBadKey,     // a packet the key checks refuse (P_Key, a UD Q_Key, a UC WRITE's R_Key)
   kBadIcrc,    // corrupted on the way: its ICRC does not match
+  kNoReceive,  // UD and UC: no receive WQE posted (they have no RNR)
 };
-inline constexpr std::size_t kNumDropReasons = 8;
+inline constexpr std::size_t kNumDropReasons = 9;
 std::string_view drop_reason_str(DropReason r);
 
 struct TransportCounters {

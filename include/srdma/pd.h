@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "srdma/ah.h"
 #include "srdma/fmr.h"
 #include "srdma/mr.h"
 #include "srdma/qp.h"
@@ -57,20 +58,25 @@ class ProtectionDomain {
   // or (FMR) MTT table. The FMR counts in usecnt() until deallocated.
   Result<Fmr> alloc_fmr(std::uint32_t access, const FmrAttr& attr);
 
-  // An RC queue pair in RESET. EINVAL names a cap beyond the device's
-  // limits, or a missing CQ.
+  // A queue pair (RC, UC or UD: init.qp_type) in RESET. EINVAL names a cap
+  // beyond the device's limits, or a missing CQ.
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& init);
   // A shared receive queue (srq.h) in this PD: the lkeys of its WRs are
   // of this PD. EINVAL names the field beyond the device's max_srq_wr or
   // max_srq_sge (or srq_limit above max_wr); ENOMEM when max_srq exist.
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqInitAttr& init);
 
-  // EBUSY while memory regions, QPs or SRQs use it.
+  // An address handle for UD sends (ah.h). EINVAL for a dest_addr the
+  // device's link cannot reach (on the RoCEv2 link: not a roce_address, or
+  // a DGID that is not its IPv4-mapped GID) and for fields out of range.
+  Result<std::unique_ptr<AddressHandle>> create_ah(const AhAttr& attr);
+
+  // EBUSY while memory regions, QPs, SRQs or AHs use it.
   Result<void> dealloc();
 
   bool valid() const { return state_ != nullptr; }
   std::uint32_t pd_num() const;
-  // Memory regions, QPs and SRQs using this PD.
+  // Memory regions, QPs, SRQs and AHs using this PD.
   int usecnt() const;
 
  private:

@@ -1,4 +1,6 @@
-// An RC queue pair (like ib_qp / ibv_qp).
+// A queue pair (like ib_qp / ibv_qp) of one of three transports (QpType):
+// RC, UC (no acknowledgements, a message with a lost packet is dropped) or
+// UD (datagrams of one packet to any QP an address handle names, ah.h).
 //
 // A QueuePair is a stable object owned through std::unique_ptr; it keeps
 // its PD, its CQs and its device alive. Posting and polling may happen on
@@ -48,6 +50,7 @@ struct QpInitAttr {
   // own queue: cap.max_recv_wr and max_recv_sge are ignored and post_recv
   // on the QP is EINVAL. Several QPs may share one.
   SharedReceiveQueue* srq = nullptr;
+  QpType qp_type = QpType::kRc;
 };
 
 // What QueuePair::connect needs to know about the other end, and the
@@ -87,6 +90,9 @@ class QueuePair {
   // posted: all before it are posted, none after it. ENOMEM when the queue
   // is full; EINVAL for a WR beyond the QP's caps or in a state that does
   // not accept sends (RESET, INIT, RTR). In ERR, WRs complete with flush.
+  // UD: SEND and SEND_WITH_IMM only, with wr.ud naming an AH of this PD,
+  // at most the port's active MTU (else EINVAL); a UD or UC send completes
+  // once handed to the link (nothing answers it).
   Result<void> post_send(const SendWr& wr, const SendWr** bad_wr = nullptr);
   Result<void> post_recv(const RecvWr& wr, const RecvWr** bad_wr = nullptr);
 

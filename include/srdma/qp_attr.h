@@ -6,6 +6,12 @@
 
 namespace srdma {
 
+// The transport service of a QP (IBA 9.8): reliable connected, unreliable
+// connected, unreliable datagram.
+enum class QpType : std::uint8_t { kRc, kUc, kUd };
+constexpr bool is_valid(QpType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(QpType::kUd); }
+std::string_view qp_type_str(QpType t);
+
 // IBA 10.3.1 QP states.
 enum class QpState : std::uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 // False for a value outside the enum (a caller's bad cast): such a state is
@@ -32,8 +38,9 @@ enum QpAttrMask : std::uint32_t {
   QP_MAX_DEST_RD_ATOMIC = 1u << 14,
   QP_DEST_QPN = 1u << 15,
   QP_EN_SQD_ASYNC_NOTIFY = 1u << 16,
+  QP_QKEY = 1u << 17,  // UD
 };
-inline constexpr std::uint32_t kQpAttrMaskAll = (1u << 17) - 1;
+inline constexpr std::uint32_t kQpAttrMaskAll = (1u << 18) - 1;
 
 struct QpAttr {
   QpState qp_state = QpState::kReset;
@@ -52,6 +59,9 @@ struct QpAttr {
   std::uint8_t max_dest_rd_atomic = 16;
   std::uint8_t min_rnr_timer = 1;  // IBA encoding: 1 = 0.01 ms ... 0 = 655.36 ms
   std::uint32_t dest_qp_num = 0;
+  // UD: the Q_Key a datagram must carry to be received, and the one sent
+  // when a WR's remote_qkey has its high bit set (IBA 10.2.4).
+  std::uint32_t qkey = 0;
 };
 
 // What a QP's queues can hold (ib_qp_cap); create_qp refuses caps beyond

@@ -48,6 +48,10 @@ enum class WcOpcode : std::uint8_t {
 enum WcFlags : std::uint32_t {
   WC_WITH_IMM = 1u << 0,
   WC_WITH_INVALIDATE = 1u << 1,
+  // UD: the receive buffer's first 40 bytes hold the GRH area (20 zero
+  // bytes and the datagram's IPv4 header, as rxe on RoCEv2), counted in
+  // byte_len.
+  WC_GRH = 1u << 2,
 };
 
 struct Wc {
@@ -63,8 +67,10 @@ struct Wc {
   std::uint32_t invalidated_rkey = 0;  // valid with WC_WITH_INVALIDATE
   std::uint32_t qp_num = 0;
   void* qp_context = nullptr;  // the QP's qp_context: how a pool CQ's user finds its queue
-  std::uint32_t src_qp = 0;
+  std::uint32_t src_qp = 0;  // UD: the sender's QPN (DETH)
   std::uint32_t wc_flags = 0;
+  std::uint16_t slid = 0;        // UD: the sender's LID (low 16 bits of its device address)
+  std::uint16_t pkey_index = 0;  // UD: the one P_Key's index
   bool is_send_cqe = false;  // on the send queue (wr_cqe/wr_id belong to a send WR)
 
   Wc() : wr_id(0) {}

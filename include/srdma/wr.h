@@ -8,6 +8,7 @@
 namespace srdma {
 
 class MemoryRegion;
+class AddressHandle;
 
 struct Sge {
   std::uint64_t addr = 0;
@@ -61,6 +62,13 @@ struct SendWr {
   MemoryRegion* mr = nullptr;
   std::uint32_t key = 0;     // the key to install (only its key byte may differ from the MR's)
   std::uint32_t access = 0;  // AccessFlags of the registration
+  // UD (like ib_ud_wr): where the datagram goes. A remote_qkey with the
+  // high bit set sends the QP's own qkey instead (IBA 10.2.4).
+  struct Ud {
+    AddressHandle* ah = nullptr;
+    std::uint32_t remote_qpn = 0;
+    std::uint32_t remote_qkey = 0;
+  } ud;
 };
 
 struct RecvWr {

@@ -12,6 +12,7 @@ std::string_view drop_reason_str(DropReason r) {
     case DropReason::kBadLength: return "bad_length";
     case DropReason::kBadKey: return "bad_key";
     case DropReason::kBadIcrc: return "bad_icrc";
+    case DropReason::kNoReceive: return "no_receive";
   }
   return "?";
 }

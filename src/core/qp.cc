@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/cq_state.h"
+#include "core/ah_state.h"
 #include "core/qp_state.h"
 #include "core/srq_state.h"
 #include "srdma/cq.h"
@@ -62,10 +63,19 @@ bool resolve_fast_reg(const MemoryRegion* mr, hca::FastRegView& out) {
   out.pages = mr->page_list();
   return true;
 }
+// UD: the AH's address now, for the device.
+bool resolve_ah(const AddressHandle* ah, hca::UdAddress& out) {
+  const detail::AhState& s = detail::AhAccess::state(*ah);
+  out.pdn = s.pd->pdn;
+  out.dest_addr = s.attr.dest_addr;
+  out.hop_limit = s.attr.hop_limit;
+  out.traffic_class = s.attr.traffic_class;
+  return true;
+}
 }  // namespace
 
 Result<void> QueuePair::post_send(const SendWr& wr, const SendWr** bad_wr) {
-  return state_->qp->post_send(&wr, bad_wr, &resolve_fast_reg);
+  return state_->qp->post_send(&wr, bad_wr, &resolve_fast_reg, &resolve_ah);
 }
 
 Result<void> QueuePair::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
@@ -114,7 +124,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
     if (cq->state_->destroyed || cq->state_->owner != dev)
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
   hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq->state_->cq, init.cap, init.sq_sig_all,
-                 init.qp_context, nullptr};
+                 init.qp_context, nullptr, init.qp_type};
   if (init.srq) {
     if (detail::SrqState::destroyed_of(*init.srq) || detail::SrqState::device_of(*init.srq) != dev)
       return make_error(EINVAL, "the SRQ is destroyed or belongs to another device");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hca/piece_list.h"
+#include "srdma/qp_attr.h"
 
 namespace srdma::hca {
 
@@ -131,7 +132,13 @@ constexpr std::uint16_t entropy_port(std::uint32_t qpn) {
   return static_cast<std::uint16_t>(0xC000 | (((qpn * 0x61C88647u) >> 18) & 0x3fff));
 }
 
+// A UD receive buffer starts with this many bytes of GRH area (wc.h WC_GRH).
+constexpr std::uint32_t kGrhBytes = 40;
+
 struct Packet {
+  // The transport (the BTH opcode's top three bits: RC 000, UC 001, UD
+  // 011) and the operation (`op`, its low five bits, with RC's values).
+  QpType transport = QpType::kRc;
   Opcode op = Opcode::kAck;
   std::uint64_t src_addr = 0;  // sending device
   std::uint64_t dst_addr = 0;  // receiving device
@@ -152,6 +159,11 @@ struct Packet {
   std::uint64_t compare_add = 0;  // AtomicETH
   std::uint64_t swap = 0;
   std::uint64_t atomic_orig = 0;  // AtomicAckETH
+  std::uint32_t qkey = 0;         // DETH (UD; src_qpn is its source QP)
+  // UD: the GRH's (on RoCEv2 the IPv4 header's) hop limit and traffic
+  // class: the sender's AH on the in-process link, what arrived on UDP.
+  std::uint8_t hop_limit = 64;
+  std::uint8_t traffic_class = 0;
   Syndrome syndrome = Syndrome::kAck;  // AETH
   std::uint8_t rnr_timer = 0;          // AETH of an RNR NAK
   std::uint32_t msn = 0;               // AETH: messages completed by the responder (24 bits)
@@ -194,6 +206,7 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
   for (std::uint32_t i = 0; i < train.count; ++i) {
     const bool first = i == 0, last = i + 1 == train.count;
     Packet p;
+    p.transport = train.transport;
     p.owned = train.owned;
     p.src_addr = train.src_addr;
     p.dst_addr = train.dst_addr;

@@ -59,7 +59,7 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
   if ((mask & QP_CUR_STATE) && in.cur_qp_state != cur)
     return make_error(EINVAL, fmt::format("cur_qp_state {} but the QP is in {}", qp_state_str(in.cur_qp_state),
                                           qp_state_str(cur)));
-  if (auto ok = check_qp_transition(cur, next, mask); !ok) return ok;
+  if (auto ok = check_qp_transition(init_.type, cur, next, mask); !ok) return ok;
   if ((mask & QP_ACCESS_FLAGS) && (in.qp_access_flags & ~kAccessAll))
     return make_error(EINVAL, "unknown bits in qp_access_flags");
   if ((mask & QP_MIN_RNR_TIMER) && in.min_rnr_timer > 31)
@@ -99,6 +99,7 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     if (mask & QP_MAX_DEST_RD_ATOMIC) attr_.max_dest_rd_atomic = in.max_dest_rd_atomic;
     if (mask & QP_MIN_RNR_TIMER) attr_.min_rnr_timer = in.min_rnr_timer;
     if (mask & QP_DEST_QPN) attr_.dest_qp_num = in.dest_qp_num;
+    if (mask & QP_QKEY) attr_.qkey = in.qkey;
   }
   {
     std::lock_guard lock(attr_mu_);
@@ -107,10 +108,14 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     req_.timeout = attr_.timeout;
     req_.retry_cnt = attr_.retry_cnt;
     req_.rnr_retry = attr_.rnr_retry;
-    req_.mtu = attr_.path_mtu;
-    req_.mtu_shift = static_cast<std::uint8_t>(std::countr_zero(attr_.path_mtu));
+    // A UD datagram is one packet of at most the port's MTU (no path MTU).
+    const std::uint32_t mtu = init_.type == QpType::kUd ? engine_.active_mtu() : attr_.path_mtu;
+    req_.mtu = mtu;
+    req_.mtu_shift = static_cast<std::uint8_t>(std::countr_zero(mtu));
+    req_.qkey = attr_.qkey;
+    resp_.qkey.store(attr_.qkey, std::memory_order_relaxed);
     req_.max_rd_atomic = attr_.max_rd_atomic;
-    resp_.mtu.store(attr_.path_mtu, std::memory_order_relaxed);
+    resp_.mtu.store(mtu, std::memory_order_relaxed);
     if (resp_.resources.size() != attr_.max_dest_rd_atomic) {
       resp_.resources.assign(attr_.max_dest_rd_atomic, RdAtomicResource{});
       resp_.next_resource = 0;
@@ -157,7 +162,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   return r;
 }
 
-Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve) {
+Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve, AhResolver resolve_ah) {
   std::unique_lock lock(sq_mu_);
   const QpState s = state();
   Result<void> result;
@@ -189,6 +194,31 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
     if (wr->send_flags & ~kSendFlagsAll) {
       refuse(EINVAL, fmt::format("unknown send_flags bits {:#x}", wr->send_flags & ~kSendFlagsAll));
       break;
+    }
+    // UD sends datagrams (IBA 9.8.4: SEND, SEND with immediate); UC has
+    // no responder that answers (no READ, no atomics) and no invalidation.
+    if (init_.type == QpType::kUd && wr->opcode != WrOpcode::kSend && wr->opcode != WrOpcode::kSendWithImm) {
+      refuse(EINVAL, "a UD QP sends SEND and SEND_WITH_IMM only");
+      break;
+    }
+    if (init_.type == QpType::kUc && (is_rd_atomic(wr->opcode) || wr->opcode == WrOpcode::kSendWithInv)) {
+      refuse(EINVAL, "a UC QP sends SEND, SEND_WITH_IMM, RDMA WRITE and RDMA WRITE_WITH_IMM only");
+      break;
+    }
+    UdAddress ud;
+    if (init_.type == QpType::kUd) {
+      if (!wr->ud.ah || !resolve_ah || !resolve_ah(wr->ud.ah, ud)) {
+        refuse(EINVAL, "a UD send needs a live address handle (wr.ud.ah)");
+        break;
+      }
+      if (ud.pdn != init_.pdn) {
+        refuse(EINVAL, "the address handle is of another PD than the QP");
+        break;
+      }
+      if (wr->ud.remote_qpn > kPsnMask) {
+        refuse(EINVAL, "remote_qpn is 24 bits");
+        break;
+      }
     }
     if (wr->opcode == WrOpcode::kRegMr && (wr->access & ~kAccessAll)) {
       refuse(EINVAL, fmt::format("unknown access bits {:#x} in REG_MR", wr->access & ~kAccessAll));
@@ -223,6 +253,10 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
       refuse(EINVAL, "a message is at most 2^31 bytes (IBA 9.4.4)");
       break;
     }
+    if (init_.type == QpType::kUd && length > req_.mtu) {
+      refuse(EINVAL, fmt::format("a UD message of {} bytes is beyond the port's MTU {}", length, req_.mtu));
+      break;
+    }
     SendWqe& w = wqe(sq_prod_);
     w.wr_id = wr->wr_id;
     w.opcode = wr->opcode;
@@ -231,6 +265,14 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
     w.remote_addr = wr->remote_addr;
     w.rkey = wr->rkey;
     w.local_done = false;
+    if (init_.type == QpType::kUd) {
+      w.ud_dest_addr = ud.dest_addr;
+      w.ud_qpn = wr->ud.remote_qpn;
+      w.ud_qkey = wr->ud.remote_qkey;
+      w.ud_own_qkey = (wr->ud.remote_qkey & 0x80000000u) != 0;
+      w.ud_hop_limit = ud.hop_limit;
+      w.ud_traffic_class = ud.traffic_class;
+    }
     if (local_op) {
       w.rkey = wr->opcode == WrOpcode::kRegMr ? wr->key : wr->invalidate_rkey;
       w.length = 0;

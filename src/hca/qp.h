@@ -1,5 +1,7 @@
-// An RC queue pair of the software device: its queues, its state machine,
-// and the per-role state of the transport engine.
+// A queue pair of the software device: its queues, its state machine,
+// and the per-role state of the transport engine. RC runs all three roles;
+// UC and UD send without a completer (a WQE completes once handed to the
+// link) and receive in uc_responder.cc and ud_responder.cc.
 //
 // Roles (one file each): the requester (requester.cc) turns send WQEs into
 // request packets; the responder (responder.cc) executes request packets
@@ -60,6 +62,7 @@ struct QpInit {
   // Receives come from this SRQ (caps.max_recv_wr and max_recv_sge are
   // then ignored, and post_recv on the QP is refused).
   std::shared_ptr<Srq> srq = nullptr;
+  QpType type = QpType::kRc;
 };
 
 
@@ -76,6 +79,17 @@ struct FastRegView {
 // Fills `out` for a live fast-registration MR (alloc_mr(kMemReg)); false
 // for anything else.
 using FastRegResolver = bool (*)(const MemoryRegion* mr, FastRegView& out);
+
+// A UD WR's address handle as the device sees it, resolved by the core at
+// post time like a REG_MR's mapping.
+struct UdAddress {
+  std::uint32_t pdn = 0;  // the AH's PD: it must be the QP's
+  std::uint64_t dest_addr = 0;
+  std::uint8_t hop_limit = 64;
+  std::uint8_t traffic_class = 0;
+};
+// Fills `out` for a live AH; false for anything else.
+using AhResolver = bool (*)(const AddressHandle* ah, UdAddress& out);
 
 // The transport's fixed limits. A requester keeps at most kMaxUnackedPsns
 // PSNs unacknowledged (its window; one READ larger than that goes alone)
@@ -101,6 +115,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // The QP it is connected to (QP_DEST_QPN); 0 before RTR.
   std::uint32_t peer_qpn() const { return resp_.peer_qpn.load(std::memory_order_relaxed); }
   std::uint32_t pdn() const { return init_.pdn; }
+  QpType type() const { return init_.type; }
   const QpCaps& caps() const { return init_.caps; }
   void* context() const { return init_.qp_context; }
   const std::shared_ptr<Cq>& send_cq() const { return init_.send_cq; }
@@ -115,8 +130,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // Posts a list; on error *bad_wr names the first WR not posted (everything
   // before it is posted, nothing after it).
   // `resolve` turns a REG_MR WR's MR into its mapping; without one, REG_MR
-  // is refused (EINVAL).
-  Result<void> post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve = nullptr);
+  // is refused (EINVAL). `resolve_ah` does the same for a UD WR's AH.
+  Result<void> post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve = nullptr,
+                         AhResolver resolve_ah = nullptr);
   Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr);
 
   // From the link: a request for the responder, a response for the completer.
@@ -160,6 +176,13 @@ class Qp : public std::enable_shared_from_this<Qp> {
     // PSN and no response; the completer retires it when it reaches it, and
     // a resend from an earlier WQE passes it without executing it again.
     bool local_done = false;
+    // UD: the datagram's destination, from the WR and its AH at post time.
+    std::uint64_t ud_dest_addr = 0;
+    std::uint32_t ud_qpn = 0;
+    std::uint32_t ud_qkey = 0;
+    bool ud_own_qkey = false;  // remote_qkey had the high bit: send the QP's
+    std::uint8_t ud_hop_limit = 64;
+    std::uint8_t ud_traffic_class = 0;
   };
   // Requester (requester.cc): written only by it (and modify_qp, which
   // holds every lock); the path attributes are copied here at modify time
@@ -183,6 +206,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
     Clock::time_point rnr_until{};          // no sends before this
     std::uint8_t rnr_retries_left = 7;
     std::uint8_t retries_left = 7;
+    std::uint32_t qkey = 0;                 // UD: the QP's, sent for a WR that asks for it
   };
   // Completer (completer.cc): written only by it.
   struct CompleterState {
@@ -239,6 +263,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
     // only from its destination address and QPN), set at modify time.
     std::atomic<std::uint64_t> peer_addr{0};
     std::atomic<std::uint32_t> peer_qpn{0};
+    std::atomic<std::uint32_t> qkey{0};  // UD: what a datagram must carry
   };
 
   enum class ReqStep { kIdle, kSend, kWaitRnr, kFlush };  // requester.cc state machine
@@ -269,6 +294,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // resumed in its middle: false if its memory does not translate.
   [[gnu::noinline]] bool segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last);
   void requester_execute_local(SendWqe& w);
+  // UD: the WQE as one datagram (ud_responder.cc's counterpart).
+  void requester_send_datagram(SendWqe& w);
+  // UC and UD: the oldest WQE completes, its last packet handed to the link.
+  void retire_sent_wqe();
   void retire_local_wqes();
   void completer_handle(Packet& pkt);
   CompState comp_check_psn(Packet& pkt);
@@ -314,6 +343,13 @@ class Qp : public std::enable_shared_from_this<Qp> {
   static std::uint32_t window_key(const std::vector<Sge>& sges) {
     return sges.size() == 1 ? sges[0].lkey : hca::detail::kAnyKey;
   }
+  // UD (ud_responder.cc) and UC (uc_responder.cc): what arrives for a QP of
+  // those transports; they take rq_mu_.
+  void receive_datagram(const Packet& pkt);
+  void receive_uc(Packet& pkt);
+  // REQUIRES rq_mu_: one UC packet; a message given up, counted under `why`.
+  void uc_execute(Packet& pkt);
+  void uc_abandon_message(Counter& why);
   // Receive side, REQUIRES rq_mu_.
   void responder_execute(Packet& pkt);
   RespState resp_check_psn(Packet& pkt);

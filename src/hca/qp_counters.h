@@ -37,6 +37,8 @@ struct QpCounters {
   struct RecvSide {
     Counter requests_received, responses_sent, rnr_naks_sent, seq_naks_sent, duplicate_requests;
     Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn;
+    // UD and UC: what RC would answer with a NAK or an RNR NAK.
+    Counter dropped_bad_key, dropped_no_receive, dropped_bad_length, dropped_bad_opcode;
   };
 
   static TransportCounters snapshot(const SendSide& send, const RecvSide& recv);
@@ -59,7 +61,10 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.dropped_for(DropReason::kBadSource) = send.dropped_bad_source.get() + recv.dropped_bad_source.get();
   c.dropped_for(DropReason::kBadState) = send.dropped_bad_state.get() + recv.dropped_bad_state.get();
   c.dropped_for(DropReason::kBadPsn) = send.dropped_bad_psn.get() + recv.dropped_bad_psn.get();
-  c.dropped_for(DropReason::kBadLength) = send.dropped_bad_length.get();
+  c.dropped_for(DropReason::kBadLength) = send.dropped_bad_length.get() + recv.dropped_bad_length.get();
+  c.dropped_for(DropReason::kBadKey) = recv.dropped_bad_key.get();
+  c.dropped_for(DropReason::kNoReceive) = recv.dropped_no_receive.get();
+  c.dropped_for(DropReason::kBadOpcode) = recv.dropped_bad_opcode.get();
   return c;
 }
 

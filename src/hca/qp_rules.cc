@@ -18,9 +18,11 @@ struct Rule {
 constexpr int kStates = 7;
 constexpr int idx(QpState s) { return static_cast<int>(s); }
 
-constexpr auto make_rules() {
+using Rules = std::array<std::array<Rule, kStates>, kStates>;
+
+constexpr Rules make_rc_rules() {
   using S = QpState;
-  std::array<std::array<Rule, kStates>, kStates> r{};
+  Rules r{};
   // Every state may go to RESET and ERR with no attributes.
   for (int s = 0; s < kStates; ++s) {
     r[s][idx(S::kReset)] = {true, 0, 0};
@@ -45,9 +47,32 @@ constexpr auto make_rules() {
   return r;
 }
 
-constexpr auto kRules = make_rules();
-static_assert(!kRules[idx(QpState::kReset)][idx(QpState::kRtr)].valid);
-static_assert(kRules[idx(QpState::kRts)][idx(QpState::kSqd)].valid);
+// UD: no path, no PSN to receive, no acknowledgement timers; the Q_Key.
+constexpr Rules make_ud_rules() {
+  using S = QpState;
+  Rules r{};
+  for (int s = 0; s < kStates; ++s) {
+    r[s][idx(S::kReset)] = {true, 0, 0};
+    r[s][idx(S::kErr)] = {true, 0, 0};
+  }
+  r[idx(S::kReset)][idx(S::kInit)] = {true, QP_PKEY_INDEX | QP_PORT | QP_QKEY, 0};
+  r[idx(S::kInit)][idx(S::kInit)] = {true, 0, QP_PKEY_INDEX | QP_PORT | QP_QKEY};
+  r[idx(S::kInit)][idx(S::kRtr)] = {true, 0, QP_PKEY_INDEX | QP_QKEY};
+  r[idx(S::kRtr)][idx(S::kRts)] = {true, QP_SQ_PSN, QP_CUR_STATE | QP_QKEY};
+  r[idx(S::kRts)][idx(S::kRts)] = {true, 0, QP_CUR_STATE | QP_QKEY};
+  r[idx(S::kRts)][idx(S::kSqd)] = {true, 0, QP_EN_SQD_ASYNC_NOTIFY};
+  r[idx(S::kSqd)][idx(S::kRts)] = {true, 0, QP_CUR_STATE | QP_QKEY};
+  r[idx(S::kSqd)][idx(S::kSqd)] = {true, 0, QP_PKEY_INDEX | QP_QKEY};
+  r[idx(S::kSqe)][idx(S::kRts)] = {true, 0, QP_CUR_STATE | QP_QKEY};
+  return r;
+}
+
+constexpr Rules kRcRules = make_rc_rules();
+constexpr Rules kUdRules = make_ud_rules();
+static_assert(!kRcRules[idx(QpState::kReset)][idx(QpState::kRtr)].valid);
+static_assert(kRcRules[idx(QpState::kRts)][idx(QpState::kSqd)].valid);
+
+const Rules& rules_of(QpType t) { return t == QpType::kUd ? kUdRules : kRcRules; }
 
 const char* attr_name(std::uint32_t bit) {
   switch (bit) {
@@ -68,16 +93,18 @@ const char* attr_name(std::uint32_t bit) {
     case QP_MAX_DEST_RD_ATOMIC: return "MAX_DEST_RD_ATOMIC";
     case QP_DEST_QPN: return "DEST_QPN";
     case QP_EN_SQD_ASYNC_NOTIFY: return "EN_SQD_ASYNC_NOTIFY";
+    case QP_QKEY: return "QKEY";
     default: return "UNKNOWN";
   }
 }
 
 }  // namespace
 
-Result<void> check_qp_transition(QpState cur, QpState next, std::uint32_t mask) {
-  const Rule& rule = kRules[idx(cur)][idx(next)];
+Result<void> check_qp_transition(QpType type, QpState cur, QpState next, std::uint32_t mask) {
+  const Rule& rule = rules_of(type)[idx(cur)][idx(next)];
   if (!rule.valid)
-    return make_error(EINVAL, fmt::format("RC QP cannot go from {} to {}", qp_state_str(cur), qp_state_str(next)));
+    return make_error(EINVAL, fmt::format("{} QP cannot go from {} to {}", qp_type_str(type), qp_state_str(cur),
+                                          qp_state_str(next)));
   std::uint32_t given = mask & ~QP_STATE;
   if (std::uint32_t missing = rule.required & ~given) {
     std::uint32_t bit = missing & -missing;
@@ -95,6 +122,15 @@ Result<void> check_qp_transition(QpState cur, QpState next, std::uint32_t mask) 
 }  // namespace srdma::hca
 
 namespace srdma {
+
+std::string_view qp_type_str(QpType t) {
+  switch (t) {
+    case QpType::kRc: return "RC";
+    case QpType::kUc: return "UC";
+    case QpType::kUd: return "UD";
+  }
+  return "?";
+}
 
 std::string_view qp_state_str(QpState s) {
   switch (s) {

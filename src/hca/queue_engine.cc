@@ -168,6 +168,9 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
     return make_error(EINVAL, fmt::format("{} {} beyond the device's {}", cap, v, max));
   };
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
+  if (!is_valid(init.type))
+    return make_error(EINVAL, fmt::format("qp_type {} is not a QP type", static_cast<unsigned>(init.type)));
+  if (init.type == QpType::kUc) return make_error(EOPNOTSUPP, "UC QPs are not implemented yet");
   if (c.max_send_wr < 1 || c.max_send_wr > profile_.max_qp_wr) return beyond("max_send_wr", c.max_send_wr, profile_.max_qp_wr);
   // With an SRQ the receive caps are ignored (IBA 11.2.5.2).
   if (init.srq) {
@@ -280,6 +283,11 @@ void QueueEngine::receive(Packet&& msg) {
     route = QpRoute{generation, address_, msg.dst_qpn, held.get()};
     qp = held.get();
   }
+  // IBA 9.6.1.5: a packet of another transport than the QP's is dropped.
+  if (msg.transport != qp->type()) [[unlikely]] {
+    dropped_wrong_transport_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   // From a wire whose RC packets do not name their source QP: the QP's
   // peer is the only one it would hear anyway.
   if (msg.src_qpn == kSrcQpnFromPath) msg.src_qpn = qp->peer_qpn();
@@ -319,6 +327,7 @@ TransportCounters QueueEngine::counters() const {
   }
   sum.dropped_for(DropReason::kUnknownQp) += dropped_unknown_qp_.load(std::memory_order_relaxed);
   sum.dropped_for(DropReason::kBadIcrc) += dropped_bad_icrc_.load(std::memory_order_relaxed);
+  sum.dropped_for(DropReason::kBadOpcode) += dropped_wrong_transport_.load(std::memory_order_relaxed);
   link_.add_drops(sum);
   return sum;
 }

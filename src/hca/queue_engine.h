@@ -135,6 +135,7 @@ class QueueEngine {
   EngineClock clock_;
   std::atomic<std::uint64_t> dropped_unknown_qp_{0};
   std::atomic<std::uint64_t> dropped_bad_icrc_{0};
+  std::atomic<std::uint64_t> dropped_wrong_transport_{0};
   mutable std::mutex retired_mu_;  // guards retired_counters_
   TransportCounters retired_counters_;  // of destroyed QPs
 };

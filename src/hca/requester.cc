@@ -230,6 +230,7 @@ void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
   if (is_local_op(w.opcode)) [[unlikely]]
     return requester_execute_local(w);
+  if (init_.type == QpType::kUd) return requester_send_datagram(w);
   // A WQE takes its PSNs when its first packet goes out. A resend from an
   // earlier WQE reaches it with the same PSN again (every WQE takes the
   // same number of PSNs each time); a resume in its middle (rewind_to)
@@ -339,6 +340,49 @@ void Qp::requester_send_one() {
   if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
       !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
     start_transport_timer();
+}
+
+void Qp::requester_send_datagram(SendWqe& w) {
+  Packet p;
+  p.transport = QpType::kUd;
+  p.op = w.opcode == WrOpcode::kSendWithImm ? Opcode::kSendOnlyImm : Opcode::kSendOnly;
+  p.src_addr = engine_.address();
+  p.dst_addr = w.ud_dest_addr;
+  p.src_qpn = qpn_;
+  p.dst_qpn = w.ud_qpn;
+  p.qkey = w.ud_own_qkey ? req_.qkey : w.ud_qkey;  // IBA 10.2.4: the high bit asks for the QP's
+  p.udp_sport = udp_sport_;
+  p.psn = req_.next_psn;
+  p.imm = w.imm;
+  p.solicited = w.flags & SEND_SOLICITED;
+  p.hop_limit = w.ud_hop_limit;
+  p.traffic_class = w.ud_traffic_class;
+  if (w.is_inline) {
+    if (w.length) p.payload.push_back(MemPiece{w.inline_data.data(), std::uint64_t{w.length}});
+  } else if (!translate_local(w.sges, 0, p.payload)) {
+    return fail_wqe(req_.next, WcStatus::kLocProtErr);
+  }
+  p.payload_length = w.length;
+  w.psn = req_.next_psn;
+  w.npsn = 1;
+  send_counters_.requests_sent.bump();
+  req_.next_psn = req_.sent_end_psn = psn_add(req_.next_psn, 1);
+  ++req_.next;
+  // A destination no device answers for loses the datagram, as a wire
+  // would; nothing tells the sender.
+  (void)engine_.link().send(std::move(p));
+  retire_sent_wqe();
+}
+
+void Qp::retire_sent_wqe() {
+  // The link reads a batched packet's payload when the batch ends: hand it
+  // to the wire now, before the completion lets the consumer reuse it.
+  engine_.link().end_batch();
+  SendWqe& w = wqe(comp_.consumer);
+  comp_.psn = psn_add(w.psn, w.npsn);  // nothing acknowledges it: the window stays open
+  complete_send(w, WcStatus::kSuccess, false, w.length);
+  ++comp_.consumer;
+  retire_local_wqes();
 }
 
 void Qp::fail_wqe(std::uint64_t index, WcStatus status) {

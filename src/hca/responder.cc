@@ -14,6 +14,7 @@
 #include "hca/delivery_scope.h"
 #include "hca/link.h"
 #include "hca/qp.h"
+#include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
 #include "hca/srq.h"
 #include "hca/translation_tables.h"
@@ -26,12 +27,6 @@ namespace {
 std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(p));
 }
-
-// IBA 10.3.1: only a QP in RTR, RTS or SQD executes requests; every other
-// state (and any value that is no state at all) drops what arrives, and the
-// requester's transport timer turns that into a retry error. A whitelist:
-// a state nobody thought of is closed, not open.
-bool accepts_requests(QpState s) { return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd; }
 
 }  // namespace
 
@@ -64,6 +59,8 @@ bool Qp::from_peer(const Packet& pkt) const {
 }
 
 void Qp::receive_request(Packet&& pkt) {
+  if (init_.type == QpType::kUd) [[unlikely]]
+    return receive_datagram(pkt);
   // A whole RDMA WRITE (one packet or a train of all of them) may take the
   // unlocked path; everything else is checked and executed per packet.
   if ((pkt.op == Opcode::kWriteOnly || (pkt.op == Opcode::kWriteFirst && pkt.count > 1)) && responder_unlocked(pkt))

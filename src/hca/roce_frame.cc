@@ -209,6 +209,7 @@ std::uint32_t load_le32(const std::byte* at) {
 }  // namespace
 
 FrameHeaders build_headers(const Packet& p, std::uint16_t pkey) {
+  if (p.transport == QpType::kUd) return build_ud_send_headers(p, p.qkey, p.op == Opcode::kSendOnlyImm, pkey);
   FrameHeaders h;
   h.pad = pad_of(p.payload_length);
   FieldWriter w(h.bytes.data());
@@ -324,6 +325,7 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
     out.qkey = r.u32();
     r.skip(1);  // Resv8
     out.deth_src_qpn = r.u24();
+    p.transport = QpType::kUd;
   }
   if (has_reth(op)) {
     p.va = r.u64();
@@ -357,7 +359,7 @@ std::string_view frame_error_str(FrameError e) {
     case FrameError::kTooShort: return "frame shorter than its headers and ICRC";
     case FrameError::kBadVersion: return "BTH TVer is not 0";
     case FrameError::kBadOpcode: return "opcode not RC, or reserved AETH syndrome";
-    case FrameError::kUdSend: return "UD SEND (no UD QPs)";
+    case FrameError::kUdSend: return "UD SEND";
     case FrameError::kBadPad: return "PadCnt larger than the bytes after the headers";
     case FrameError::kBadLength: return "payload length does not fit the opcode";
     case FrameError::kBadPkey: return "P_Key not of the default partition";

@@ -53,7 +53,7 @@ constexpr std::size_t header_bytes(Opcode op) {
          (has_imm(op) ? kImmDtBytes : 0) + (has_ieth(op) ? kIethBytes : 0);
 }
 
-// UD SEND (BTH + DETH): parsed and built, but no softrdma QP takes it yet.
+// UD SEND (BTH + DETH).
 constexpr std::uint8_t kUdSendOnly = 0x64;
 constexpr std::uint8_t kUdSendOnlyImm = 0x65;
 
@@ -78,9 +78,10 @@ struct FrameHeaders {
   std::uint8_t pad = 0;     // PadCnt: zero bytes after the payload (-payload_length & 3)
 };
 
-// The headers of `p` (an RC packet; `count` must be 1). Reads op, solicited,
-// ack_req, dst_qpn, psn and the fields of the extended headers `p.op` has;
-// `migrated` is BTH M (0 for us), TVer is 0.
+// The headers of `p` (`count` must be 1). Reads transport, op, solicited,
+// ack_req, dst_qpn, psn and the fields of the extended headers `p.op` has
+// (a UD packet: build_ud_send_headers with p.qkey); BTH M is 0 (no path
+// migration), TVer is 0.
 FrameHeaders build_headers(const Packet& p, std::uint16_t pkey = kDefaultPkey);
 // The headers of a UD SEND ONLY (with ImmDt when `with_imm`): BTH and DETH
 // (`qkey`, p.src_qpn). Reads solicited, dst_qpn, psn, imm and
@@ -105,7 +106,7 @@ enum class FrameError : std::uint8_t {
   kBadVersion,    // TVer other than 0
   kBadOpcode,     // not an RC opcode (a UD SEND is reported as kUdSend), or an AETH
                   // whose syndrome IBA reserves (NAK codes 5..31, class 010, bit 7)
-  kUdSend,        // a well-formed UD SEND: no UD QPs here
+  kUdSend,        // a well-formed UD SEND: accepted, with its DETH (not an error)
   kBadPad,        // PadCnt larger than the bytes between the headers and the ICRC
   kBadLength,     // payload larger than kMaxPayload, present where the opcode has none,
                   // or payload + pad not a multiple of 4 (IBA pads every packet to 4 bytes)
@@ -143,8 +144,8 @@ constexpr std::uint16_t kIcrcIdWindow = 64;
 // changed (but for BTH byte 4, which the ICRC does not cover). On kNone,
 // `out` is filled and its payload (one piece, none when empty) points into
 // `frame`: the receiver must treat those bytes as read-only (MemPiece holds
-// a std::byte*). On kUdSend, `out` is filled the same way, with op SEND ONLY
-// (with Imm) and qkey / deth_src_qpn from the DETH. After any other error
+// a std::byte*). On kUdSend, `out` is filled the same way, with transport
+// UD, op SEND ONLY (with Imm), and qkey / deth_src_qpn from the DETH. After any other error
 // `out` holds nothing meaningful. Never reads outside `frame`, whatever it
 // holds.
 FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, bool check_icrc,

@@ -151,6 +151,9 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
   tune_socket(fd, kSocketBuffer);
   const int on = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);  // the kernel's drop count
+  // A UD receive's GRH area shows the datagram's TTL and TOS.
+  (void)::setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof on);
+  (void)::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     const int e = errno;
@@ -462,8 +465,9 @@ struct UdpLink::RxState {
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
   std::array<sockaddr_in, kRecvBatch> from{};
-  // SO_RXQ_OVFL's drop count.
-  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t));
+  // SO_RXQ_OVFL's drop count, the TTL and the TOS.
+  static constexpr std::size_t kCtl =
+      CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(std::uint8_t)) + 16;
   alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
   // The receive buffers: a response that a QP keeps for later (its inbox)
   // keeps the whole batch's buffer alive through Packet::owned, and the
@@ -521,7 +525,11 @@ int UdpLink::receive_once() {
     // window should not wait for the rest of the batch.
     SendBatch batch(*this);
     msghdr& h = r.msgs[i].msg_hdr;
+    int ttl = 64, tos = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
+      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
+        tos = std::to_integer<int>(*reinterpret_cast<const std::byte*>(CMSG_DATA(c)));
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
         std::uint32_t v;  // the kernel's running count of drops on this socket
         std::memcpy(&v, CMSG_DATA(c), sizeof v);
@@ -542,7 +550,7 @@ int UdpLink::receive_once() {
     const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
     ParsedFrame f;
     const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
-    if (e != FrameError::kNone) {
+    if (e != FrameError::kNone && e != FrameError::kUdSend) {
       dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -550,6 +558,12 @@ int UdpLink::receive_once() {
     p.src_addr = roce_address(src_ip);
     p.dst_addr = roce_address(ip_);
     p.src_qpn = kSrcQpnFromPath;
+    if (e == FrameError::kUdSend) {  // a UD packet names its source QP and Q_Key (DETH)
+      p.src_qpn = f.deth_src_qpn;
+      p.qkey = f.qkey;
+    }
+    p.hop_limit = static_cast<std::uint8_t>(ttl);
+    p.traffic_class = static_cast<std::uint8_t>(tos);
     if (p.payload_length != 0 && is_response(p.op)) p.owned = r.buf;
     frames_received_.fetch_add(1, std::memory_order_relaxed);
     engine_->receive(std::move(p));
