@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 
 #include "srdma/access.h"
+#include "srdma/net.h"
+#include <cstring>
 
 namespace srdma::verbs {
 
@@ -36,6 +38,19 @@ Result<std::uint32_t> access_flags(unsigned int a) {
 Result<QpState> qp_state(int s) {
   if (s < IBV_QPS_RESET || s > IBV_QPS_ERR) return make_error(EINVAL, "qp_state out of range");
   return static_cast<QpState>(s);
+}
+
+Result<std::uint64_t> peer_address(std::uint32_t own_ipv4, const ibv_ah_attr& ah) {
+  if (ah.port_num > 1) return make_error(EINVAL, "ah_attr.port_num: the device has one port");
+  if (ah.is_global) {
+    Gid gid;
+    std::memcpy(gid.data(), ah.grh.dgid.raw, gid.size());
+    auto ip = ipv4_of_gid(gid);
+    if (!ip) return make_error(EINVAL, "ah_attr.grh.dgid is not an IPv4-mapped RoCE v2 GID");
+    return roce_address(*ip);
+  }
+  if (ah.dlid == 0) return make_error(EINVAL, "ah_attr: neither a GRH nor a LID names the peer");
+  return roce_address((own_ipv4 & 0xFFFF0000u) | ah.dlid);
 }
 
 namespace {
@@ -90,10 +105,11 @@ void to_ibv_wc(const Wc& in, ibv_wc& out) {
     out.invalidated_rkey = in.invalidated_rkey;
     out.wc_flags |= IBV_WC_WITH_INV;
   }
+  if (in.wc_flags & WC_GRH) out.wc_flags |= IBV_WC_GRH;
   out.qp_num = in.qp_num;
   out.src_qp = in.src_qp;
-  out.pkey_index = 0;
-  out.slid = 0;
+  out.pkey_index = in.pkey_index;
+  out.slid = in.slid;
   out.sl = 0;
   out.dlid_path_bits = 0;
 }

@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <unordered_set>
 
+#include "srdma/ah.h"
 #include "srdma/cq.h"
 #include "srdma/device.h"
 #include "srdma/mr.h"
@@ -99,6 +100,7 @@ struct Srq {
 
 struct Ah {
   ibv_ah ibv;
+  std::unique_ptr<AddressHandle> core;
 };
 
 inline Context* to_ctx(ibv_context* c) {
@@ -111,6 +113,7 @@ inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannelObj* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannelObj*>(c); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 
 // Destroys what the application did not (ibv_close_device).
 void destroy_leftovers(Context& ctx);

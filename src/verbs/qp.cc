@@ -46,7 +46,7 @@ Result<WrOpcode> wr_opcode(ibv_wr_opcode op) {
   return make_error(EINVAL, "unknown opcode");
 }
 
-Result<SendWr> to_send_wr(const ibv_send_wr& in) {
+Result<SendWr> to_send_wr(const ibv_send_wr& in, bool ud) {
   SendWr out;
   auto op = wr_opcode(in.opcode);
   if (!op) return std::unexpected(op.error());
@@ -88,31 +88,21 @@ Result<SendWr> to_send_wr(const ibv_send_wr& in) {
     case WrOpcode::kRegMr:
       break;
   }
-  return out;
-}
-
-// The peer's RoCEv2 address from an address vector: the IPv4-mapped GID
-// with a GRH; without one the LID, which carries the low 16 bits of the
-// peer's address, in our own /16 (how LID-only programs such as qperf
-// address a peer).
-Result<std::uint64_t> peer_address(const Context& ctx, const ibv_ah_attr& ah) {
-  if (ah.port_num > 1) return make_error(EINVAL, "ah_attr.port_num: the device has one port");
-  if (ah.is_global) {
-    Gid gid;
-    std::memcpy(gid.data(), ah.grh.dgid.raw, gid.size());
-    auto ip = ipv4_of_gid(gid);
-    if (!ip) return make_error(EINVAL, "ah_attr.grh.dgid is not an IPv4-mapped RoCE v2 GID");
-    return roce_address(*ip);
+  if (ud) {
+    if (!in.wr.ud.ah) return make_error(EINVAL, "a UD send without an address handle");
+    out.ud.ah = to_ah(in.wr.ud.ah)->core.get();
+    out.ud.remote_qpn = in.wr.ud.remote_qpn;
+    out.ud.remote_qkey = in.wr.ud.remote_qkey;
   }
-  if (ah.dlid == 0) return make_error(EINVAL, "ah_attr: neither a GRH nor a LID names the peer");
-  return roce_address((ctx.ipv4 & 0xFFFF0000u) | ah.dlid);
+  return out;
 }
 
 struct MaskBit {
   int ibv;
   std::uint32_t core;
 };
-constexpr std::array<MaskBit, 17> kMaskBits{{
+constexpr std::array<MaskBit, 18> kMaskBits{{
+    {IBV_QP_QKEY, QP_QKEY},
     {IBV_QP_STATE, QP_STATE},
     {IBV_QP_CUR_STATE, QP_CUR_STATE},
     {IBV_QP_EN_SQD_ASYNC_NOTIFY, QP_EN_SQD_ASYNC_NOTIFY},
@@ -168,7 +158,7 @@ Result<QpAttr> to_core_attr(const Context& ctx, const ibv_qp_attr& a, int mask) 
   out.pkey_index = a.pkey_index;
   out.port_num = a.port_num;
   if (mask & IBV_QP_AV) {
-    auto peer = peer_address(ctx, a.ah_attr);
+    auto peer = peer_address(ctx.ipv4, a.ah_attr);
     if (!peer) return std::unexpected(peer.error());
     out.dest_addr = *peer;
   }
@@ -185,6 +175,7 @@ Result<QpAttr> to_core_attr(const Context& ctx, const ibv_qp_attr& a, int mask) 
   out.max_dest_rd_atomic = a.max_dest_rd_atomic;
   out.min_rnr_timer = a.min_rnr_timer;
   out.dest_qp_num = a.dest_qp_num;
+  out.qkey = a.qkey;
   return out;
 }
 
@@ -193,13 +184,14 @@ Result<QpAttr> to_core_attr(const Context& ctx, const ibv_qp_attr& a, int mask) 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (!qp || !bad_wr) return fail("ibv_post_send", EINVAL, "NULL QP or bad_wr");
   QueuePair& core = *to_qp(qp)->core;
+  const bool ud = qp->qp_type == IBV_QPT_UD;
   std::array<SendWr, kPostBatch> batch;
   std::array<ibv_send_wr*, kPostBatch> from;
   while (wr) {
     std::size_t n = 0;
     int refused = 0;
     for (; wr && n < kPostBatch; wr = wr->next, ++n) {
-      auto w = to_send_wr(*wr);
+      auto w = to_send_wr(*wr, ud);
       if (!w) {
         refused = fail("ibv_post_send", w.error());
         break;
@@ -236,8 +228,17 @@ extern "C" {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   if (!pd || !init) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "NULL PD or init_attr");
-  if (init->qp_type != IBV_QPT_RC)
-    return fail_null<ibv_qp>("ibv_create_qp", EOPNOTSUPP, "only RC queue pairs are supported");
+  QpType type;
+  switch (init->qp_type) {
+    case IBV_QPT_RC: type = QpType::kRc; break;
+    case IBV_QPT_UC: type = QpType::kUc; break;
+    case IBV_QPT_UD: type = QpType::kUd; break;
+    case IBV_QPT_RAW_PACKET:
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV:
+    case IBV_QPT_DRIVER:
+    default: return fail_null<ibv_qp>("ibv_create_qp", EOPNOTSUPP, "RC, UC and UD queue pairs only (no XRC, raw packet)");
+  }
   if (!init->send_cq || !init->recv_cq) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "a QP needs both CQs");
   auto* qp = new (std::nothrow) Qp{};
   if (!qp) return fail_null<ibv_qp>("ibv_create_qp", ENOMEM, "out of memory");
@@ -252,6 +253,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   attr.cap.max_recv_sge = std::max(init->cap.max_recv_sge, 1u);
   attr.cap.max_inline_data = init->cap.max_inline_data;
   attr.sq_sig_all = init->sq_sig_all != 0;
+  attr.qp_type = type;
   attr.srq = init->srq ? to_srq(init->srq)->core.get() : nullptr;
   attr.qp_context = qp;  // async events and completions find the wrapper through it
   SignalsBlocked quiet;
@@ -305,6 +307,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
   attr->rq_psn = a.rq_psn;
   attr->sq_psn = a.sq_psn;
   attr->dest_qp_num = a.dest_qp_num;
+  attr->qkey = a.qkey;
   attr->qp_access_flags = static_cast<int>(a.qp_access_flags);  // IBTA's bits: the same values
   attr->cap.max_send_wr = w.caps.max_send_wr;
   attr->cap.max_recv_wr = w.caps.max_recv_wr;
