@@ -173,8 +173,10 @@ void check_verdict(std::span<const std::byte> frame, FrameError e) {
   const std::uint8_t opcode = u8(0), tver = u8(1) & 0x0f, pad = (u8(1) >> 4) & 3;
   const std::uint16_t pkey = static_cast<std::uint16_t>(u8(2) << 8 | u8(3));
   const bool ud = opcode == kUdSendOnly || opcode == kUdSendOnlyImm;
-  const bool known = ud || is_rc_opcode(opcode);
-  const Opcode op = !ud                     ? static_cast<Opcode>(opcode)
+  const bool uc = is_uc_opcode(opcode);
+  const bool known = ud || uc || is_rc_opcode(opcode);
+  const Opcode op = uc                      ? static_cast<Opcode>(opcode & 0x1f)
+                    : !ud                   ? static_cast<Opcode>(opcode)
                     : opcode == kUdSendOnly ? Opcode::kSendOnly
                                             : Opcode::kSendOnlyImm;
   const std::size_t hdr = !known ? 0 : ud ? kBthBytes + kDethBytes + (opcode == kUdSendOnlyImm ? kImmDtBytes : 0)

@@ -541,13 +541,14 @@ TEST(RoceFrame, RefusesAnyTransportVersionButZero) {
   }
 }
 
-TEST(RoceFrame, RefusesOpcodesThatAreNotRc) {
+TEST(RoceFrame, RefusesOpcodesThatAreNotRcUcOrUdSend) {
   for (int opcode = 0; opcode < 256; ++opcode) {
     Bytes f = assemble(Packet{}, test_ip());  // an ACK: BTH + AETH
     f[0] = static_cast<std::byte>(opcode);
     reseal(f, test_ip());
     const FrameError e = parse(f, false);
-    if (is_rc_opcode(static_cast<std::uint8_t>(opcode)) || opcode == kUdSendOnly || opcode == kUdSendOnlyImm) {
+    if (is_rc_opcode(static_cast<std::uint8_t>(opcode)) || is_uc_opcode(static_cast<std::uint8_t>(opcode)) ||
+        opcode == kUdSendOnly || opcode == kUdSendOnlyImm) {
       EXPECT_NE(e, FrameError::kBadOpcode) << opcode;
     } else {
       EXPECT_EQ(e, FrameError::kBadOpcode) << opcode;

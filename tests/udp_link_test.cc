@@ -271,11 +271,15 @@ TEST(UdpLink, FramesThatAreNotRightAreDroppedAndCountedByReason) {
   Packet u = w;
   u.dst_qpn = 0xabcdef;
   inj.send(u, b_ip);
-  // Not an RC opcode (UC SEND ONLY, 0x24), its ICRC right: the parser
-  // refuses the opcode.
+  // A UC SEND ONLY (0x24) to b's RC QP, its ICRC right: the parser takes
+  // it, the engine drops a packet of another transport than the QP's.
   std::vector<std::byte> uc(kBthBytes);
   uc[0] = std::byte{0x24};
   uc[2] = uc[3] = std::byte{0xff};  // the default P_Key
+  const std::uint32_t b_qpn = p.b.qp->qpn();
+  uc[5] = static_cast<std::byte>(b_qpn >> 16);
+  uc[6] = static_cast<std::byte>(b_qpn >> 8);
+  uc[7] = static_cast<std::byte>(b_qpn);
   inj.with_icrc(uc, b_ip);
 
   ASSERT_TRUE(eventually([&] {

@@ -67,12 +67,35 @@ constexpr Rules make_ud_rules() {
   return r;
 }
 
+// UC: RC's path without its acknowledgement timers, retries, RNR and
+// READ/atomic resources (the table of ib_modify_qp_is_ok for IB_QPT_UC).
+constexpr Rules make_uc_rules() {
+  using S = QpState;
+  Rules r{};
+  for (int s = 0; s < kStates; ++s) {
+    r[s][idx(S::kReset)] = {true, 0, 0};
+    r[s][idx(S::kErr)] = {true, 0, 0};
+  }
+  r[idx(S::kReset)][idx(S::kInit)] = {true, QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS, 0};
+  r[idx(S::kInit)][idx(S::kInit)] = {true, 0, QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS};
+  r[idx(S::kInit)][idx(S::kRtr)] = {true, QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN,
+                                    QP_ACCESS_FLAGS | QP_PKEY_INDEX};
+  r[idx(S::kRtr)][idx(S::kRts)] = {true, QP_SQ_PSN, QP_CUR_STATE | QP_ACCESS_FLAGS};
+  r[idx(S::kRts)][idx(S::kRts)] = {true, 0, QP_CUR_STATE | QP_ACCESS_FLAGS};
+  r[idx(S::kRts)][idx(S::kSqd)] = {true, 0, QP_EN_SQD_ASYNC_NOTIFY};
+  r[idx(S::kSqd)][idx(S::kRts)] = {true, 0, QP_CUR_STATE | QP_ACCESS_FLAGS};
+  r[idx(S::kSqd)][idx(S::kSqd)] = {true, 0, QP_ACCESS_FLAGS | QP_AV | QP_PKEY_INDEX | QP_PORT};
+  r[idx(S::kSqe)][idx(S::kRts)] = {true, 0, QP_CUR_STATE | QP_ACCESS_FLAGS};
+  return r;
+}
+
 constexpr Rules kRcRules = make_rc_rules();
+constexpr Rules kUcRules = make_uc_rules();
 constexpr Rules kUdRules = make_ud_rules();
 static_assert(!kRcRules[idx(QpState::kReset)][idx(QpState::kRtr)].valid);
 static_assert(kRcRules[idx(QpState::kRts)][idx(QpState::kSqd)].valid);
 
-const Rules& rules_of(QpType t) { return t == QpType::kUd ? kUdRules : kRcRules; }
+const Rules& rules_of(QpType t) { return t == QpType::kUd ? kUdRules : t == QpType::kUc ? kUcRules : kRcRules; }
 
 const char* attr_name(std::uint32_t bit) {
   switch (bit) {

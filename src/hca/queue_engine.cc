@@ -170,7 +170,6 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
   if (!is_valid(init.type))
     return make_error(EINVAL, fmt::format("qp_type {} is not a QP type", static_cast<unsigned>(init.type)));
-  if (init.type == QpType::kUc) return make_error(EOPNOTSUPP, "UC QPs are not implemented yet");
   if (c.max_send_wr < 1 || c.max_send_wr > profile_.max_qp_wr) return beyond("max_send_wr", c.max_send_wr, profile_.max_qp_wr);
   // With an SRQ the receive caps are ignored (IBA 11.2.5.2).
   if (init.srq) {

@@ -240,6 +240,7 @@ void Qp::requester_send_one() {
     w.npsn = is_rd_atomic(w.opcode) && w.opcode != WrOpcode::kRdmaRead ? 1 : packets_at_mtu(w.length);
   }
   Packet p;
+  p.transport = init_.type;
   p.src_addr = engine_.address();
   p.dst_addr = req_.dest_addr;
   p.src_qpn = qpn_;
@@ -307,7 +308,9 @@ void Qp::requester_send_one() {
   // reopens), when half the send queue waits for completions, and when a
   // local operation or a fenced WR right behind waits for this one. The
   // responder coalesces the rest: an ACK acknowledges every PSN before it.
-  if (is_rd_atomic(w.opcode)) {
+  if (init_.type == QpType::kUc) {
+    p.ack_req = false;  // nothing answers UC
+  } else if (is_rd_atomic(w.opcode)) {
     p.ack_req = true;
   } else {
     // (A train's packets before its last ask by the PSN rule: unroll().)
@@ -335,6 +338,10 @@ void Qp::requester_send_one() {
   }
   // An unknown destination loses the request; the transport timer retries.
   (void)engine_.link().send(std::move(p));
+  if (init_.type == QpType::kUc) {  // no answer, no timer: done once sent
+    if (last) retire_sent_wqe();
+    return;
+  }
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
   if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&

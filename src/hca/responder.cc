@@ -59,8 +59,8 @@ bool Qp::from_peer(const Packet& pkt) const {
 }
 
 void Qp::receive_request(Packet&& pkt) {
-  if (init_.type == QpType::kUd) [[unlikely]]
-    return receive_datagram(pkt);
+  if (init_.type != QpType::kRc) [[unlikely]]
+    return init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
   // A whole RDMA WRITE (one packet or a train of all of them) may take the
   // unlocked path; everything else is checked and executed per packet.
   if ((pkt.op == Opcode::kWriteOnly || (pkt.op == Opcode::kWriteFirst && pkt.count > 1)) && responder_unlocked(pkt))

@@ -213,7 +213,9 @@ FrameHeaders build_headers(const Packet& p, std::uint16_t pkey) {
   FrameHeaders h;
   h.pad = pad_of(p.payload_length);
   FieldWriter w(h.bytes.data());
-  put_bth(w, static_cast<std::uint8_t>(p.op), p.solicited, h.pad, pkey, p.dst_qpn, p.ack_req, p.psn);
+  const std::uint8_t prefix = p.transport == QpType::kUc ? kUcOpcodePrefix : 0;
+  put_bth(w, static_cast<std::uint8_t>(prefix | static_cast<std::uint8_t>(p.op)), p.solicited, h.pad, pkey, p.dst_qpn,
+          p.ack_req, p.psn);
   // IBA order: RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
   if (has_reth(p.op)) {
     w.put(p.va, 8);
@@ -300,9 +302,11 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
   const std::uint32_t psn = r.u24();
   if ((flags & kBthTverMask) != 0) return FrameError::kBadVersion;
   const bool ud = opcode == kUdSendOnly || opcode == kUdSendOnlyImm;
-  if (!ud && !is_rc_opcode(opcode)) return FrameError::kBadOpcode;
+  const bool uc = is_uc_opcode(opcode);
+  if (!ud && !uc && !is_rc_opcode(opcode)) return FrameError::kBadOpcode;
   if (pkey != kDefaultPkey && pkey != kLimitedDefaultPkey) return FrameError::kBadPkey;
-  const Opcode op = !ud                     ? static_cast<Opcode>(opcode)
+  const Opcode op = uc                      ? static_cast<Opcode>(opcode & 0x1f)
+                    : !ud                   ? static_cast<Opcode>(opcode)
                     : opcode == kUdSendOnly ? Opcode::kSendOnly
                                             : Opcode::kSendOnlyImm;
   const std::size_t headers = ud ? kBthBytes + kDethBytes + (has_imm(op) ? kImmDtBytes : 0) : header_bytes(op);
@@ -316,6 +320,7 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
 
   Packet& p = out.pkt;
   p.op = op;
+  if (uc) p.transport = QpType::kUc;
   p.solicited = (flags & kBthSolicited) != 0;
   p.ack_req = ack_req;
   p.dst_qpn = dst_qpn;
@@ -358,7 +363,7 @@ std::string_view frame_error_str(FrameError e) {
     case FrameError::kNone: return "ok";
     case FrameError::kTooShort: return "frame shorter than its headers and ICRC";
     case FrameError::kBadVersion: return "BTH TVer is not 0";
-    case FrameError::kBadOpcode: return "opcode not RC, or reserved AETH syndrome";
+    case FrameError::kBadOpcode: return "opcode not RC, UC or UD SEND, or reserved AETH syndrome";
     case FrameError::kUdSend: return "UD SEND";
     case FrameError::kBadPad: return "PadCnt larger than the bytes after the headers";
     case FrameError::kBadLength: return "payload length does not fit the opcode";

@@ -53,7 +53,10 @@ constexpr std::size_t header_bytes(Opcode op) {
          (has_imm(op) ? kImmDtBytes : 0) + (has_ieth(op) ? kIethBytes : 0);
 }
 
-// UD SEND (BTH + DETH).
+// UC's opcodes are RC's SEND and RDMA WRITE ones (0x00..0x0b) with the
+// transport bits 001; UD SEND (BTH + DETH) is 0x64, with Imm 0x65.
+constexpr std::uint8_t kUcOpcodePrefix = 0x20;
+constexpr bool is_uc_opcode(std::uint8_t v) { return v >= kUcOpcodePrefix && v <= kUcOpcodePrefix + 0x0b; }
 constexpr std::uint8_t kUdSendOnly = 0x64;
 constexpr std::uint8_t kUdSendOnlyImm = 0x65;
 
@@ -104,7 +107,7 @@ enum class FrameError : std::uint8_t {
   kNone,
   kTooShort,      // shorter than BTH + its extended headers + ICRC
   kBadVersion,    // TVer other than 0
-  kBadOpcode,     // not an RC opcode (a UD SEND is reported as kUdSend), or an AETH
+  kBadOpcode,     // not an RC or UC opcode (a UD SEND is reported as kUdSend), or an AETH
                   // whose syndrome IBA reserves (NAK codes 5..31, class 010, bit 7)
   kUdSend,        // a well-formed UD SEND: accepted, with its DETH (not an error)
   kBadPad,        // PadCnt larger than the bytes between the headers and the ICRC

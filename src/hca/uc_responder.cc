@@ -1,0 +1,73 @@
+// The UC responder: RC's placement (responder.cc) without its promises.
+// Nothing is acknowledged, NAKed or executed twice; a packet that cannot be
+// used is dropped and counted, and so is the message it belonged to:
+//
+// - A PSN other than the expected one means packets were lost (UC never
+//   resends): the message in progress is abandoned (kBadPsn) and the PSN
+//   resyncs to the packet's.
+// - A MIDDLE or LAST outside a message (its FIRST was lost or dropped) is
+//   dropped (kBadOpcode); a FIRST or ONLY inside one abandons it
+//   (kBadOpcode) and starts anew: the responder resyncs at the next FIRST or
+//   ONLY (IBA 9.8.3.2).
+// - A length that does not fit, no receive WQE for a SEND or WRITE with
+//   immediate (kNoReceive: UC has no RNR), an R_Key that does not grant the
+//   WRITE (kBadKey): the message is dropped.
+// An abandoned SEND's receive WQE stays posted (the next message
+// overwrites what was placed); a SEND too long for its WQE completes it
+// with a local length error, as on RC, and the QP stays up.
+#include <mutex>
+
+#include "hca/qp.h"
+#include "hca/qp_rules.h"
+#include "hca/queue_engine.h"
+#include "srdma/access.h"
+
+namespace srdma::hca {
+
+void Qp::receive_uc(Packet& pkt) {
+  std::lock_guard lock(rq_mu_);
+  if (!accepts_requests(state())) return recv_counters_.dropped_bad_state.bump();
+  if (!from_peer(pkt)) return recv_counters_.dropped_bad_source.bump();  // UC is connected
+  recv_counters_.requests_received.bump(pkt.count);
+  // A whole message's train in one go when it will land; one that will not
+  // (no receive for its SEND) is unrolled, so it is dropped and counted
+  // packet by packet as on the wire.
+  if (pkt.count == 1 ||
+      (starts_message(pkt.op) && ends_message(pkt.last_op) &&
+       pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
+       resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone &&
+       (!is_send(pkt.op) || recv_ready())))
+    return uc_execute(pkt);
+  unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) { uc_execute(p); });
+}
+
+void Qp::uc_abandon_message(Counter& reason) {
+  resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
+  reason.bump();
+}
+
+void Qp::uc_execute(Packet& pkt) {
+  using M = ResponderState::InMessage;
+  const bool in_message = resp_.in_message.load(std::memory_order_relaxed) != M::kNone;
+  if (pkt.psn != resp_.expected_psn.load(std::memory_order_relaxed) && in_message)
+    uc_abandon_message(recv_counters_.dropped_bad_psn);
+  // The next packet is expected after this one, whatever becomes of it.
+  resp_.expected_psn.store(psn_add(last_psn_of(pkt), 1), std::memory_order_relaxed);
+  const M cur = resp_.in_message.load(std::memory_order_relaxed);
+  if (cur != M::kNone &&
+      (starts_message(pkt.op) || (cur == M::kSend ? !is_send(pkt.op) : !is_write(pkt.op))))
+    uc_abandon_message(recv_counters_.dropped_bad_opcode);
+  if (resp_.in_message.load(std::memory_order_relaxed) == M::kNone && !starts_message(pkt.op))
+    return recv_counters_.dropped_bad_opcode.bump(pkt.count);
+  if (resp_check_length(pkt) != RespState::kCheckResources) return uc_abandon_message(recv_counters_.dropped_bad_length);
+  if (is_send(pkt.op)) {
+    if (starts_message(pkt.op) && !recv_ready()) return recv_counters_.dropped_no_receive.bump(pkt.count);
+    // A refusal has completed the WQE in error (too short, a bad lkey).
+    if (resp_execute_send(pkt) != RespState::kAcknowledge) resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    return;
+  }
+  if (has_imm(last_opcode(pkt)) && !recv_ready()) return uc_abandon_message(recv_counters_.dropped_no_receive);
+  if (resp_execute_write(pkt) != RespState::kAcknowledge) uc_abandon_message(recv_counters_.dropped_bad_key);
+}
+
+}  // namespace srdma::hca
