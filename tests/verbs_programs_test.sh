@@ -51,7 +51,7 @@ pp_setup
 PP_READY_S=15
 PP_SERVER_EXIT_S=10
 start_us=$(pp_now_us)
-budget_s=180 # no run starts after this, so that ctest's TIMEOUT (240) never cuts the logs
+budget_s=360 # no run starts after this, so that ctest's TIMEOUT (420) never cuts the logs
 limit=60     # any one client run, seconds (an -a latency run: 12 s idle, 45 s on a loaded 2-core box)
 
 # Addresses and ports of this run's own, so that parallel runs do not meet:
