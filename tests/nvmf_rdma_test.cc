@@ -368,6 +368,19 @@ TEST_F(NvmfRdmaTest, TargetDisconnectInTheMiddleOfIoCompletesEveryIo) {
   EXPECT_EQ(c->submit(late.io, 0).error().code, ENOTCONN);
 }
 
+// The host leaving closes its queues, and the reaper frees them while
+// disconnect_all() may still hold their pointers: it must not free one
+// under it. (The target's teardown does the same after every test.)
+TEST_F(NvmfRdmaTest, DisconnectAllRacesQueuesThatCloseOnTheirOwn) {
+  for (int i = 0; i < 30; ++i) {
+    auto c = connect();
+    ASSERT_TRUE(c);
+    c.reset();  // the host disconnects every queue
+    target_->disconnect_all();
+  }
+  EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
+}
+
 TEST_F(NvmfRdmaTest, HostTimeoutFailsTheControllerAndEveryIo) {
   auto held = std::make_shared<HeldNamespace>(kBlock, kBlocks);
   target_.reset();

@@ -58,12 +58,20 @@ Result<void> RdmaTarget::listen(std::uint16_t port) {
 }
 
 void RdmaTarget::disconnect_all() {
+  // The reaper may be tearing down a queue that closed on its own: pinning
+  // keeps it from freeing any queue until these close() calls are done.
   std::vector<TargetQueue*> qs;
   {
     std::lock_guard lock(mu_);
+    ++pinned_;
     for (auto& [q, owned] : queues_) qs.push_back(q);
   }
   for (TargetQueue* q : qs) q->close();
+  {
+    std::lock_guard lock(mu_);
+    --pinned_;
+  }
+  cv_.notify_all();
 }
 
 TargetStats RdmaTarget::stats() const {
@@ -164,6 +172,7 @@ void RdmaTarget::reaper_loop() {
     for (TargetQueue* q : expired) q->close();  // comes back through closing_
     for (TargetQueue* q : closing) q->drain_and_destroy();
     lock.lock();
+    cv_.wait(lock, [&] { return pinned_ == 0; });
     for (TargetQueue* q : closing) queues_.erase(q);
     cv_.notify_all();
   }

@@ -101,6 +101,7 @@ class RdmaTarget final : public CmListener {
   std::uint16_t next_cntlid_ = 1;
   std::map<TargetQueue*, std::unique_ptr<TargetQueue>> queues_;
   std::vector<TargetQueue*> closing_;
+  int pinned_ = 0;  // disconnect_all() calls holding queue pointers
   bool stop_ = false;
   std::uint64_t clock_wake_ = 0;  // opts_.clock's subscription
   std::thread reaper_;
