@@ -32,6 +32,9 @@ constexpr std::size_t kSlotBytes = 8192;
 static_assert(kSlotBytes > kMaxFrameBytes);
 constexpr std::size_t kSendBatch = 64;
 constexpr std::size_t kMaxIov = 16;  // header, payload pieces, pad+ICRC
+// The TTL a packet leaves with unless its AH asks for another (Linux's
+// ip_default_ttl, which the sockets keep): then it goes as a control message.
+constexpr std::uint8_t kDefaultTtl = 64;
 // A GSO send: at most this many segments (the kernel's UDP_MAX_SEGMENTS is
 // 64 or more) and this many bytes (one IPv4 datagram).
 constexpr std::size_t kMaxGsoSegments = 64;
@@ -107,6 +110,8 @@ struct PendingSends {
     std::uint32_t dst_qpn = 0;
     std::uint32_t psn = 0;
     bool request = false;
+    std::uint8_t ttl = kDefaultTtl;  // IPv4 TTL and TOS (a UD AH's hop limit and traffic class)
+    std::uint8_t tos = 0;
     std::uint16_t sport = 0;
     int fd = -1;
     bool corrupted = false;
@@ -122,8 +127,10 @@ struct PendingSends {
   std::array<mmsghdr, kSendBatch> msgs{};
   std::array<sockaddr_in, kSendBatch> dsts{};
   std::array<iovec, kSendBatch * kMaxIov> iovs{};
-  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint16_t));
+  // UDP_SEGMENT, IP_TTL, IP_TOS.
+  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint16_t)) + 2 * CMSG_SPACE(sizeof(int));
   alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kSendBatch> ctl{};
+  std::array<bool, kSendBatch> gso{};  // the message is a GSO send
   std::array<std::size_t, kSendBatch> first{};  // the first datagram of each message
 };
 
@@ -277,6 +284,9 @@ void UdpLink::enqueue(Packet&& in) {
     g.dst_qpn = p.dst_qpn;
     g.psn = p.psn;
     g.request = is_request(p.op);
+    // Hop limit 0 means unset (a zeroed GRH); the kernel refuses TTL 0.
+    g.ttl = p.hop_limit != 0 ? p.hop_limit : kDefaultTtl;
+    g.tos = p.traffic_class;
     g.corrupted = p.corrupted;
     g.headers = build_headers(p);
     const FrameHeaders& h = g.headers;
@@ -376,7 +386,8 @@ void UdpLink::flush_pending() {
       // stack instead of two, about 1.3 us of a half round trip on lo.
       // A capture before segmentation (lo) shows such a run as one packet.
       while (j < q.n && j - i < kMaxGsoSegments && q.d[j].fd == a.fd && q.d[j].dst_ip == a.dst_ip &&
-             q.d[j].dst_qpn == a.dst_qpn && q.d[j].bytes <= a.bytes && q.d[j - 1].bytes == a.bytes &&
+             q.d[j].dst_qpn == a.dst_qpn && q.d[j].ttl == a.ttl && q.d[j].tos == a.tos &&
+             q.d[j].bytes <= a.bytes && q.d[j - 1].bytes == a.bytes &&
              bytes + q.d[j].bytes <= kMaxGsoBytes) {
         const bool train = q.d[j].request == a.request && q.d[j].psn == psn_add(q.d[j - 1].psn, 1);
         const bool answer = a.request && !q.d[j].request && q.d[j].bytes < a.bytes;
@@ -419,15 +430,31 @@ void UdpLink::flush_pending() {
       for (std::size_t v = 0; v < g.iovs; ++v) q.iovs[iov_used++] = g.iov[v];
       m.msg_hdr.msg_iovlen += g.iovs;
     }
-    if (j - i > 1) {
-      m.msg_hdr.msg_control = q.ctl[msgs].data();
-      m.msg_hdr.msg_controllen = PendingSends::kCtl;
-      cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
-      c->cmsg_level = SOL_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
-      const auto seg = static_cast<std::uint16_t>(a.bytes);
-      std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    q.gso[msgs] = j - i > 1;
+    const bool ip_fields = a.ttl != kDefaultTtl || a.tos != 0;
+    if (q.gso[msgs] || ip_fields) {
+      // Control messages only where needed: the common send has none.
+      std::byte* ctl = q.ctl[msgs].data();
+      std::size_t used = 0;
+      auto add = [&](int level, int type, const void* v, std::size_t n) {
+        auto* c = reinterpret_cast<cmsghdr*>(ctl + used);
+        c->cmsg_level = level;
+        c->cmsg_type = type;
+        c->cmsg_len = CMSG_LEN(n);
+        std::memcpy(CMSG_DATA(c), v, n);
+        used += CMSG_SPACE(n);
+      };
+      if (q.gso[msgs]) {
+        const auto seg = static_cast<std::uint16_t>(a.bytes);
+        add(SOL_UDP, UDP_SEGMENT, &seg, sizeof seg);
+      }
+      if (ip_fields) {
+        const int ttl = a.ttl, tos = a.tos;
+        add(IPPROTO_IP, IP_TTL, &ttl, sizeof ttl);
+        add(IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+      }
+      m.msg_hdr.msg_control = ctl;
+      m.msg_hdr.msg_controllen = used;
     }
     ++msgs;
     i = j;
@@ -449,7 +476,7 @@ void UdpLink::flush_pending() {
     // send refused as such (a route without checksum offload or with
     // IPsec: EIO; a segment above the route's MTU: EINVAL) turns GSO off
     // for the link, so that the resend goes frame by frame.
-    if (rc < 0 && (errno == EIO || errno == EINVAL) && q.msgs[done].msg_hdr.msg_controllen != 0)
+    if (rc < 0 && (errno == EIO || errno == EINVAL) && q.gso[done])
       link->gso_.store(false, std::memory_order_relaxed);
     link->send_errors_.fetch_add(1, std::memory_order_relaxed);
     ++done;
