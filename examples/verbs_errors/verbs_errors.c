@@ -189,6 +189,53 @@ int main(void) {
   check_ret(ibv_modify_srq(srq, &sattr, 1 << 5), EINVAL, "ibv_modify_srq(unknown mask bit)");
   check_ret(ibv_destroy_srq(srq), EBUSY, "ibv_destroy_srq(a QP uses it)");
   check(ibv_destroy_qp(s) == 0 && ibv_destroy_srq(srq) == 0, "ibv_destroy_srq once its QP is gone");
+
+  /* Address handles: the peer must be named by an IPv4-mapped GID (index 0)
+   * or a LID; the way back from a datagram needs its GRH area's IPv4 header. */
+  check_null(ibv_create_ah(pd, NULL), EINVAL, "ibv_create_ah(NULL attr)");
+  struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
+  aa.grh.dgid = (union ibv_gid){.raw = {0xfe, 0x80, [15] = 1}};
+  check_null(ibv_create_ah(pd, &aa), EINVAL, "ibv_create_ah(a GID that is not IPv4-mapped)");
+  aa.grh.dgid = gid;
+  aa.grh.sgid_index = 1;
+  check_null(ibv_create_ah(pd, &aa), EINVAL, "ibv_create_ah(sgid_index 1)");
+  aa.grh.sgid_index = 0;
+  aa.port_num = 2;
+  check_null(ibv_create_ah(pd, &aa), EINVAL, "ibv_create_ah(port 2)");
+  struct ibv_ah_attr no_peer = {.port_num = 1};
+  check_null(ibv_create_ah(pd, &no_peer), EINVAL, "ibv_create_ah(neither a GRH nor a LID)");
+  aa.port_num = 1;
+  struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+  check(ah != NULL, "ibv_create_ah(GID 0 of this device)");
+  struct ibv_wc uwc = {.wc_flags = IBV_WC_GRH, .slid = port.lid};
+  struct ibv_ah_attr back;
+  errno = 0;
+  check(ibv_init_ah_from_wc(ctx, 2, &uwc, NULL, &back) == -1 && errno == EINVAL,
+        "ibv_init_ah_from_wc(port 2) -> -1, EINVAL");
+  errno = 0;
+  check(ibv_init_ah_from_wc(ctx, 1, &uwc, NULL, &back) == -1 && errno == EINVAL,
+        "ibv_init_ah_from_wc(IBV_WC_GRH, NULL GRH) -> -1, EINVAL");
+  struct ibv_grh grh;
+  memset(&grh, 0, sizeof grh);
+  errno = 0;
+  check(ibv_init_ah_from_wc(ctx, 1, &uwc, &grh, &back) == -1 && errno == EINVAL,
+        "ibv_init_ah_from_wc(a GRH area with no IPv4 header) -> -1, EINVAL");
+  errno = 0;
+  check_null(ibv_create_ah_from_wc(pd, &uwc, &grh, 1), EINVAL, "ibv_create_ah_from_wc(no IPv4 header)");
+  /* rxe's layout: 20 zero bytes, then the IPv4 header (version 4, IHL 5). */
+  uint8_t *ip = (uint8_t *)&grh + 20;
+  ip[0] = 0x45;
+  ip[1] = 0x20;
+  memcpy(ip + 12, &gid.raw[12], 4); /* the source: this device */
+  check(ibv_init_ah_from_wc(ctx, 1, &uwc, &grh, &back) == 0 && back.is_global &&
+            memcmp(back.grh.dgid.raw, gid.raw, 16) == 0 && back.grh.traffic_class == 0x20,
+        "ibv_init_ah_from_wc: the sender's GID and traffic class from the IPv4 header");
+  struct ibv_ah *ah2 = ibv_create_ah_from_wc(pd, &uwc, &grh, 1);
+  check(ah2 != NULL, "ibv_create_ah_from_wc");
+  uwc.wc_flags = 0;
+  check(ibv_init_ah_from_wc(ctx, 1, &uwc, NULL, &back) == 0 && !back.is_global && back.dlid == port.lid,
+        "ibv_init_ah_from_wc(no GRH): the sender's LID");
+  check(ah && ibv_destroy_ah(ah) == 0 && ah2 && ibv_destroy_ah(ah2) == 0, "ibv_destroy_ah");
   check_ret(ibv_dealloc_pd(pd), EBUSY, "ibv_dealloc_pd(MRs and QPs use it)");
 
   /* modify_qp: bad states, masks, transitions and attributes change nothing. */

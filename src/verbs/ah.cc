@@ -17,6 +17,12 @@ namespace {
 // rxe's GRH area on RoCEv2 IPv4: 20 zero bytes, then the IPv4 header.
 constexpr std::size_t kIpv4HeaderAt = 20;
 
+// ibv_init_ah_from_wc's failure: -1 with errno, as its man page says.
+int init_ah_fails(std::string_view reason) {
+  fail("ibv_init_ah_from_wc", EINVAL, reason);
+  return -1;
+}
+
 }  // namespace
 
 extern "C" {
@@ -57,16 +63,16 @@ int ibv_destroy_ah(ibv_ah* ah) {
 }
 
 int ibv_init_ah_from_wc(ibv_context* context, std::uint8_t port_num, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* ah_attr) {
-  if (!context || !wc || !ah_attr) return fail("ibv_init_ah_from_wc", EINVAL, "NULL argument");
-  if (port_num != 1) return fail("ibv_init_ah_from_wc", EINVAL, "the device has one port, port 1");
+  if (!context || !wc || !ah_attr) return init_ah_fails("NULL argument");
+  if (port_num != 1) return init_ah_fails("the device has one port, port 1");
   std::memset(ah_attr, 0, sizeof *ah_attr);
   ah_attr->dlid = wc->slid;
   ah_attr->sl = wc->sl;
   ah_attr->port_num = port_num;
   if (!(wc->wc_flags & IBV_WC_GRH)) return 0;
-  if (!grh) return fail("ibv_init_ah_from_wc", EINVAL, "a completion with a GRH but no GRH buffer");
+  if (!grh) return init_ah_fails("a completion with a GRH but no GRH buffer");
   const auto* ip = reinterpret_cast<const std::uint8_t*>(grh) + kIpv4HeaderAt;
-  if ((ip[0] >> 4) != 4) return fail("ibv_init_ah_from_wc", EINVAL, "the GRH area holds no IPv4 header");
+  if ((ip[0] >> 4) != 4) return init_ah_fails("the GRH area holds no IPv4 header");
   std::uint32_t saddr;
   std::memcpy(&saddr, ip + 12, sizeof saddr);
   const Gid g = gid_of_ipv4(ntohl(saddr));

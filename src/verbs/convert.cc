@@ -43,6 +43,7 @@ Result<QpState> qp_state(int s) {
 Result<std::uint64_t> peer_address(std::uint32_t own_ipv4, const ibv_ah_attr& ah) {
   if (ah.port_num > 1) return make_error(EINVAL, "ah_attr.port_num: the device has one port");
   if (ah.is_global) {
+    if (ah.grh.sgid_index != 0) return make_error(EINVAL, "ah_attr.grh.sgid_index: the GID table has one entry, 0");
     Gid gid;
     std::memcpy(gid.data(), ah.grh.dgid.raw, gid.size());
     auto ip = ipv4_of_gid(gid);

@@ -185,34 +185,9 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (!qp || !bad_wr) return fail("ibv_post_send", EINVAL, "NULL QP or bad_wr");
   QueuePair& core = *to_qp(qp)->core;
   const bool ud = qp->qp_type == IBV_QPT_UD;
-  std::array<SendWr, kPostBatch> batch;
-  std::array<ibv_send_wr*, kPostBatch> from;
-  while (wr) {
-    std::size_t n = 0;
-    int refused = 0;
-    for (; wr && n < kPostBatch; wr = wr->next, ++n) {
-      auto w = to_send_wr(*wr, ud);
-      if (!w) {
-        refused = fail("ibv_post_send", w.error());
-        break;
-      }
-      batch[n] = *w;
-      if (n) batch[n - 1].next = &batch[n];
-      from[n] = wr;
-    }
-    if (n) {
-      const SendWr* bad = nullptr;
-      if (auto r = core.post_send(batch[0], &bad); !r) {
-        *bad_wr = bad ? from[static_cast<std::size_t>(bad - batch.data())] : from[0];
-        return fail("ibv_post_send", r.error());
-      }
-    }
-    if (refused) {
-      *bad_wr = wr;
-      return refused;
-    }
-  }
-  return 0;
+  return post_list<SendWr>(
+      "ibv_post_send", wr, bad_wr, [ud](const ibv_send_wr& w) { return to_send_wr(w, ud); },
+      [&](const SendWr& first, const SendWr** bad) { return core.post_send(first, bad); });
 }
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
