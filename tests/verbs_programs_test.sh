@@ -280,6 +280,9 @@ perftest atomic_lat 8 lat ib_atomic_lat
 # samples the clock (get_cpu_mhz: at least 219 ms of spinning on
 # gettimeofday) for every size's report, once in a BW test and twice in a
 # latency test, on both sides.
+# No ib_atomic_bw/ib_atomic_lat -a: perftest refuses it while parsing its
+# options ("Message size cannot be changed for Atomic tests", exit 1, with
+# any libibverbs), before it opens a device.
 perftest write_bw-a "$all" bw ib_write_bw -a
 perftest read_bw-a "$all" bw ib_read_bw -a
 perftest send_bw-a "$all" bw ib_send_bw -a
