@@ -59,9 +59,11 @@ struct LinkNode {
 
 // A UD QP brought to RTS with `qkey` (its receives from `srq`).
 inline constexpr std::uint32_t kGrh = 40;
-inline std::unique_ptr<QueuePair> make_ud_qp(LinkNode& n, std::uint32_t qkey, SharedReceiveQueue* srq) {
+inline std::unique_ptr<QueuePair> make_ud_qp(LinkNode& n, std::uint32_t qkey, SharedReceiveQueue* srq,
+                                            std::uint32_t create_flags = 0) {
   QpInitAttr init{n.scq.get(), n.rcq.get(), QpCaps{64, 64, 2, 2, 64}, false, nullptr};
   init.srq = srq;
+  init.create_flags = create_flags;
   init.qp_type = QpType::kUd;
   auto qp = n.pd.create_qp(init).value();
   QpAttr a;

@@ -181,6 +181,44 @@ TEST_P(Ud, PostSendRefusesWhatADatagramCannotBe) {
   EXPECT_EQ(poll_one(*b.rcq).byte_len, kGrh + mtu);
 }
 
+// QP1 on each device: the CM's MADs go from one GSI QP to the other, with
+// the GSI's Q_Key, as 256-byte datagrams.
+TEST_P(Ud, TheGsiQpIsQp1) {
+  LinkNode a(GetParam(), 1), b(GetParam(), 2);
+  auto ga = make_ud_qp(a, kGsiQkey, nullptr, QP_CREATE_GSI);
+  auto gb = make_ud_qp(b, kGsiQkey, nullptr, QP_CREATE_GSI);
+  ASSERT_TRUE(ga && gb);
+  EXPECT_EQ(ga->qp_num(), kGsiQpn);
+  EXPECT_EQ(gb->qp_num(), kGsiQpn);
+  auto ordinary = a.ud_qp(kQkey);
+  EXPECT_GT(ordinary->qp_num(), kGsiQpn) << "the allocator never hands out QP0 or QP1";
+
+  QpInitAttr again{a.scq.get(), a.rcq.get(), QpCaps{8, 8, 1, 1, 0}, false, nullptr};
+  again.qp_type = QpType::kUd;
+  again.create_flags = QP_CREATE_GSI;
+  EXPECT_EQ(a.pd.create_qp(again).error().code, EBUSY) << "one GSI QP per device";
+  again.qp_type = QpType::kRc;
+  EXPECT_EQ(a.pd.create_qp(again).error().code, EINVAL) << "the GSI QP is UD";
+
+  auto ah = a.pd.create_ah(AhAttr{.dest_addr = b.dev.address()}).value();
+  const Sge r = b.sge(0, kGrh + 256);
+  ASSERT_TRUE(gb->post_recv(recv_wr(5, r)));
+  for (int i = 0; i < 256; ++i) a.buf[i] = static_cast<std::uint8_t>(i);
+  const Sge s = a.sge(0, 256);
+  ASSERT_TRUE(ga->post_send(ud_send(6, s, *ah, kGsiQpn, kGsiQkey)));
+  EXPECT_EQ(poll_one(*a.scq).status, WcStatus::kSuccess);
+  const Wc got = poll_one(*b.rcq);
+  EXPECT_EQ(got.status, WcStatus::kSuccess);
+  EXPECT_EQ(got.qp_num, kGsiQpn);
+  EXPECT_EQ(got.src_qp, kGsiQpn);
+  EXPECT_EQ(got.byte_len, kGrh + 256);
+  EXPECT_EQ(std::memcmp(b.buf.data() + kGrh, a.buf.data(), 256), 0);
+
+  // Destroyed, QP1 can be created again (and the allocator kept it out).
+  ga.reset();
+  EXPECT_EQ(make_ud_qp(a, kGsiQkey, nullptr, QP_CREATE_GSI)->qp_num(), kGsiQpn);
+}
+
 INSTANTIATE_TEST_SUITE_P(Links, Ud, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), link_name);
 
 TEST(UdApi, AnAddressHandleNeedsADestinationTheLinkReaches) {

@@ -35,7 +35,12 @@ enum QpCreateFlags : std::uint32_t {
   // entries the QP's caps can produce reserved (max_send_wr on the send CQ,
   // max_recv_wr on the receive CQ), and go back when the QP is destroyed.
   QP_CREATE_ASSIGN_CQS = 1u << 0,
+  // The device's GSI QP, QP1 (IBA 13.5.1, IB_QPT_GSI): a UD QP with the
+  // well-known QPN 1 that carries the CM's MADs (kGsiQkey). One per
+  // device: EBUSY while one exists.
+  QP_CREATE_GSI = 1u << 1,
 };
+
 
 struct QpInitAttr {
   CompletionQueue* send_cq = nullptr;

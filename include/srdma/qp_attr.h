@@ -12,6 +12,10 @@ enum class QpType : std::uint8_t { kRc, kUc, kUd };
 constexpr bool is_valid(QpType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(QpType::kUd); }
 std::string_view qp_type_str(QpType t);
 
+// The GSI QP (QP1) and the Q_Key its MADs carry (IBA 13.5.1).
+inline constexpr std::uint32_t kGsiQpn = 1;
+inline constexpr std::uint32_t kGsiQkey = 0x80010000;
+
 // IBA 10.3.1 QP states.
 enum class QpState : std::uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 // False for a value outside the enum (a caller's bad cast): such a state is

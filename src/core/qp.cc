@@ -99,7 +99,10 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
   auto* dev = state_->device.get();
   if (dev->removed) return make_error(ENODEV, "the device has been removed");
-  if (init.create_flags & ~std::uint32_t{QP_CREATE_ASSIGN_CQS}) return make_error(EINVAL, "unknown create_flags");
+  if (init.create_flags & ~std::uint32_t{QP_CREATE_ASSIGN_CQS | QP_CREATE_GSI})
+    return make_error(EINVAL, "unknown create_flags");
+  const bool gsi = init.create_flags & QP_CREATE_GSI;
+  if (gsi && init.qp_type != QpType::kUd) return make_error(EINVAL, "the GSI QP is a UD QP");
   auto s = std::make_unique<detail::QpState>();
   if (init.create_flags & QP_CREATE_ASSIGN_CQS) {
     if (init.send_cq || init.recv_cq) return make_error(EINVAL, "QP_CREATE_ASSIGN_CQS takes no CQs from the caller");
@@ -124,7 +127,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
     if (cq->state_->destroyed || cq->state_->owner != dev)
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
   hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq->state_->cq, init.cap, init.sq_sig_all,
-                 init.qp_context, nullptr, init.qp_type};
+                 init.qp_context, nullptr, init.qp_type, gsi};
   if (init.srq) {
     if (detail::SrqState::destroyed_of(*init.srq) || detail::SrqState::device_of(*init.srq) != dev)
       return make_error(EINVAL, "the SRQ is destroyed or belongs to another device");

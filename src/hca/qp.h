@@ -63,6 +63,7 @@ struct QpInit {
   // then ignored, and post_recv on the QP is refused).
   std::shared_ptr<Srq> srq = nullptr;
   QpType type = QpType::kRc;
+  bool gsi = false;  // QP1 (see QP_CREATE_GSI)
 };
 
 

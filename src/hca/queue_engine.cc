@@ -184,7 +184,16 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
   start_engine();
   std::uint32_t qpn;
   if (!tables_.pd_allocated(init.pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", init.pdn));
-  {
+  if (init.gsi) {
+    // QP1 is among the profile's reserved QPNs: never handed out by the
+    // allocator, taken by the one GSI QP.
+    if (init.type != QpType::kUd) return make_error(EINVAL, "the GSI QP is a UD QP");
+    std::lock_guard lock(alloc_mu_);
+    if (qp_alloc_.reserved() <= kGsiQpn) return make_error(EINVAL, "the profile's reserved_qps leave no QP1");
+    if (gsi_taken_) return make_error(EBUSY, "the device's GSI QP (QP1) exists");
+    gsi_taken_ = true;
+    qpn = kGsiQpn;
+  } else {
     std::lock_guard lock(alloc_mu_);
     auto n = qp_alloc_.alloc();
     if (!n) return make_error(ENOMEM, "QP table exhausted: " + n.error().reason);
@@ -218,7 +227,10 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
   qp->recv_cq()->usecnt.fetch_sub(1);
   if (qp->srq()) qp->srq()->usecnt.fetch_sub(1);
   std::lock_guard lock(alloc_mu_);
-  (void)qp_alloc_.free(qp->qpn());
+  if (qp->qpn() == kGsiQpn)
+    gsi_taken_ = false;
+  else
+    (void)qp_alloc_.free(qp->qpn());
   return {};
 }
 

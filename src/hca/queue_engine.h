@@ -118,6 +118,7 @@ class QueueEngine {
   std::weak_ptr<QueueEngine> self_;
   mutable std::mutex alloc_mu_;  // guards qp_alloc_, cq_alloc_ and srq_alloc_
   alloc::IndexAllocator qp_alloc_;
+  bool gsi_taken_ = false;  // QP1 exists (it is outside qp_alloc_'s range)
   alloc::IndexAllocator cq_alloc_;
   alloc::IndexAllocator srq_alloc_;
   const std::uint64_t address_;
