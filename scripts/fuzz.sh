@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The capsule parser and the RoCEv2 frame parser under libFuzzer (clang, with
-# ASan and UBSan).
-#   scripts/fuzz.sh [seconds [capsule|roce]]
-#                               build fuzz/capsule_fuzz.cc and fuzz/roce_frame_fuzz.cc
-#                               and run them for `seconds` in all (default 20, half
-#                               each; all of it when one is named), from the seed
-#                               corpora fuzz/corpus/ and fuzz/roce_corpus/
-#   scripts/fuzz.sh --corpus    regenerate both corpora from the builders
+# The capsule parser, the RoCEv2 frame parser and the CM MAD codec under
+# libFuzzer (clang, with ASan and UBSan).
+#   scripts/fuzz.sh [seconds [capsule|roce|cm]]
+#                               build fuzz/capsule_fuzz.cc, fuzz/roce_frame_fuzz.cc and
+#                               fuzz/cm_mad_fuzz.cc and run them for `seconds` in all
+#                               (default 20, a third each; all of it when one is named),
+#                               from the seed corpora fuzz/corpus/, fuzz/roce_corpus/
+#                               and fuzz/cm_corpus/
+#   scripts/fuzz.sh --corpus    regenerate the corpora from the builders
 # FUZZ_FLAGS adds libFuzzer flags to both runs (e.g. -use_value_profile=1
 # for a long run). A crash leaves its input in build/fuzz/capsule-*
 # or build/fuzz/roce-*.
@@ -29,22 +30,29 @@ if [[ ${1:-} == --corpus ]]; then
   rm -rf fuzz/roce_corpus && mkdir -p fuzz/roce_corpus
   "$out/make_roce_corpus" fuzz/roce_corpus
   ls -l fuzz/roce_corpus
+  g++ -std=c++2b -O1 -Isrc -Iinclude fuzz/make_cm_corpus.cc src/cm/cm_mad.cc src/cm/cma_header.cc \
+    -o "$out/make_cm_corpus"
+  rm -rf fuzz/cm_corpus && mkdir -p fuzz/cm_corpus
+  "$out/make_cm_corpus" fuzz/cm_corpus
+  ls -l fuzz/cm_corpus
   exit 0
 fi
 
 seconds=${1:-20}
 only=${2:-}
 case $only in
-  "") roce_seconds=$((seconds / 2)); ((roce_seconds >= 1)) || roce_seconds=1
-      capsule_seconds=$((seconds - roce_seconds)); ((capsule_seconds >= 1)) || capsule_seconds=1 ;;
-  capsule) capsule_seconds=$seconds roce_seconds=0 ;;
-  roce) capsule_seconds=0 roce_seconds=$seconds ;;
-  *) echo "usage: $0 [seconds [capsule|roce]] | --corpus" >&2; exit 2 ;;
+  "") roce_seconds=$((seconds / 3)); ((roce_seconds >= 1)) || roce_seconds=1
+      cm_seconds=$roce_seconds
+      capsule_seconds=$((seconds - 2 * roce_seconds)); ((capsule_seconds >= 1)) || capsule_seconds=1 ;;
+  capsule) capsule_seconds=$seconds roce_seconds=0 cm_seconds=0 ;;
+  roce) capsule_seconds=0 roce_seconds=$seconds cm_seconds=0 ;;
+  cm) capsule_seconds=0 roce_seconds=0 cm_seconds=$seconds ;;
+  *) echo "usage: $0 [seconds [capsule|roce|cm]] | --corpus" >&2; exit 2 ;;
 esac
 
 cxx=(clang++ -std=c++2b -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
      -Wall -Wextra -Isrc -Iinclude)
-# Both built at once (each a few seconds of clang), before either runs.
+# All built at once (each a few seconds of clang), before any runs.
 builds=()
 if ((capsule_seconds > 0)); then
   "${cxx[@]}" fuzz/capsule_fuzz.cc src/nvmf/capsule_parser.cc src/nvmf/status.cc -o "$out/capsule_fuzz" &
@@ -53,6 +61,11 @@ fi
 if ((roce_seconds > 0)); then
   # roce_frame.cc needs only zlib (crc32); packet.h's helpers are inline.
   "${cxx[@]}" fuzz/roce_frame_fuzz.cc src/hca/roce_frame.cc -lz -lisal -o "$out/roce_frame_fuzz" &
+  builds+=($!)
+fi
+if ((cm_seconds > 0)); then
+  # The codec needs only the standard library.
+  "${cxx[@]}" fuzz/cm_mad_fuzz.cc src/cm/cm_mad.cc src/cm/cma_header.cc -o "$out/cm_mad_fuzz" &
   builds+=($!)
 fi
 for pid in "${builds[@]}"; do wait "$pid"; done
@@ -75,4 +88,12 @@ if ((roce_seconds > 0)); then
   "$out/roce_frame_fuzz" -max_total_time="$roce_seconds" -print_final_stats=1 -max_len=4200 \
     -artifact_prefix="$out/roce-" ${FUZZ_FLAGS:-} "$work/roce"
   echo "roce frame fuzz: ${roce_seconds}s clean"
+fi
+
+if ((cm_seconds > 0)); then
+  mkdir "$work/cm" && cp fuzz/cm_corpus/* "$work/cm"/
+  # A MAD is 256 bytes; longer inputs reach the wrong-size refusal.
+  "$out/cm_mad_fuzz" -max_total_time="$cm_seconds" -print_final_stats=1 -max_len=300 \
+    -artifact_prefix="$out/cm-" ${FUZZ_FLAGS:-} "$work/cm"
+  echo "cm mad fuzz: ${cm_seconds}s clean"
 fi

@@ -1,0 +1,117 @@
+// A device's CM agent: its GSI QP (QP1) carrying the CM's MADs to and from
+// other devices, and the CM state machine (cm_engine.h) behind it, like
+// Linux's ib_cm on a port's MAD agent.
+//
+// One thread per agent receives MADs (a receive ring on QP1), runs the
+// engine's timers and hands the engine's events to the consumers'
+// handlers, one at a time and with no agent lock held: a handler may call
+// back into the agent (accept() from its kReqReceived, ready() from its
+// kRepReceived). The verbs (connect, accept, ...) may be called from any
+// thread.
+//
+// A MAD goes to the peer's QP1 with the GSI Q_Key; each peer gets one
+// address handle. The sender of a MAD is the source address of its
+// datagram (the GRH area's IPv4 header), which the engine checks against
+// the connection's peer. Every MAD is decoded and checked before use; the
+// engine counts what it drops.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cm/cm_engine.h"
+#include "srdma/ah.h"
+#include "srdma/cq.h"
+#include "srdma/device.h"
+#include "srdma/mr.h"
+#include "srdma/pd.h"
+#include "srdma/qp.h"
+
+namespace srdma::cm {
+
+class CmAgent final : private CmEngine::Port {
+ public:
+  using Handler = std::function<void(const CmEvent&)>;
+
+  // Creates the device's GSI QP (EBUSY when the device has one: one agent
+  // per device) and starts the agent's thread. `dev` outlives the agent.
+  static Result<std::unique_ptr<CmAgent>> create(Device& dev);
+  ~CmAgent() override;
+  CmAgent(const CmAgent&) = delete;
+  CmAgent& operator=(const CmAgent&) = delete;
+
+  // kReqReceived events for `service_id` go to `h` (which accepts or
+  // rejects the ID it names). EADDRINUSE when the service has a listener.
+  Result<void> listen(std::uint64_t service_id, Handler h);
+  // Afterwards no handler of this listener runs or will run.
+  void stop_listening(std::uint64_t service_id);
+
+  // The engine's verbs; `h` gets the connection's later events.
+  Result<std::uint32_t> connect(const ConnectParams& p, Handler h);
+  Result<void> accept(std::uint32_t id, const Rep& rep, Handler h);
+  Result<void> ready(std::uint32_t id, std::span<const std::byte> private_data = {});
+  Result<void> reject(std::uint32_t id, std::span<const std::byte> private_data = {});
+  Result<void> disconnect(std::uint32_t id, std::span<const std::byte> private_data = {});
+  // Forgets the ID: no handler of it runs after this returns (unless this
+  // is called from that handler itself).
+  void destroy(std::uint32_t id);
+
+  std::optional<CmState> state(std::uint32_t id) const;
+  CmCounters counters() const;
+  // MADs the agent could not send (no send slot free, no address handle):
+  // the engine's retries cover them.
+  std::uint64_t send_failures() const;
+  std::uint64_t local_ca_guid() const { return guid_; }
+
+ private:
+  static constexpr std::uint32_t kRecvSlots = 64;
+  static constexpr std::uint32_t kSendSlots = 64;
+  static constexpr std::uint32_t kGrhBytes = 40;
+  static constexpr std::uint32_t kRecvSlotBytes = kGrhBytes + kMadBytes;
+
+  CmAgent(Device& dev, std::uint64_t guid, std::uint32_t first_comm_id);
+  Result<void> init();
+  void run();
+  void wake();
+  // REQUIRES mu_.
+  void drain_cq();
+  void post_recv(std::uint32_t slot);
+  std::uint64_t sender_of(const std::byte* grh) const;
+  void dispatch();
+
+  // CmEngine::Port (called with mu_ held).
+  void send_mad(std::uint64_t peer, const Mad& mad) override;
+  void on_event(const CmEvent& e) override;
+
+  Device& dev_;
+  const std::uint64_t guid_;
+  ProtectionDomain pd_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<QueuePair> qp_;
+  std::vector<std::byte> buf_;  // the receive slots, then the send slots
+  MemoryRegion mr_;
+  int wake_fd_ = -1;
+
+  mutable std::mutex mu_;
+  CmEngine engine_;
+  std::map<std::uint64_t, std::unique_ptr<AddressHandle>> ahs_;
+  std::vector<std::uint32_t> free_sends_;
+  std::map<std::uint32_t, Handler> handlers_;        // by local comm ID
+  std::map<std::uint64_t, std::unique_ptr<Handler>> listeners_;  // by service ID; the engine's context
+  std::vector<CmEvent> pending_;                     // events for dispatch()
+  std::uint64_t send_failures_ = 0;
+  // The handler running on the agent's thread (0: none), so that destroy()
+  // and stop_listening() can wait for it.
+  std::uint32_t running_id_ = 0;
+  const Handler* running_listener_ = nullptr;
+  std::condition_variable idle_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace srdma::cm

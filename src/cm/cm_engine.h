@@ -1,0 +1,210 @@
+// The InfiniBand CM's connection state machine (IBA vol. 1 12.9), one per
+// device, as Linux's ib_cm keeps it: connections by local communication ID,
+// the REQ/REP/RTU handshake with retries and timeouts, REJ, DREQ/DREP and
+// time wait, and the answers the spec gives stale and duplicate MADs.
+//
+// No I/O and no clock of its own: MADs come in through receive() with the
+// sender's address and the time, timers through tick(), and what the
+// engine sends or reports goes out through CmEngine::Port. The agent that
+// owns the GSI QP (cm_agent.h) drives it from one thread; tests drive it
+// with a fake port and a made-up time, so every timeout is deterministic.
+//
+// Consumers see IB CM's events and answer them, as ib_cm's users do:
+//   active:  connect() -> kRepReceived -> ready() (its QP is RTR/RTS now;
+//            the RTU goes out) or reject();  kRejected / kTimedOut instead;
+//   passive: listen(service) -> kReqReceived -> accept() or reject();
+//            -> kEstablished (the RTU came) or kTimedOut;
+//   either:  disconnect() -> kDisconnected once the DREP came (or the
+//            DREQ timed out); the peer's DREQ -> kDisconnected.
+// After kRejected, kTimedOut or kDisconnected the ID is done; destroy()
+// frees it (a connection in time wait stays known until that ends, so
+// that a late duplicate is answered, not taken for a new one).
+//
+// Hostile input: every MAD is decoded and checked before use; one that is
+// malformed, for a comm ID we do not have, from another address than the
+// connection's peer, or unexpected in the connection's state is dropped
+// and counted by reason (or answered as IBA says: a REP for an unknown
+// connection gets REJ invalid comm ID, a DREQ for one gets a DREP).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "cm/cm_mad.h"
+#include "srdma/status.h"
+
+namespace srdma::cm {
+
+using CmClock = std::chrono::steady_clock;
+using CmTime = CmClock::time_point;
+
+// IBA's CM timeout encoding: 4.096 us * 2^t (t at most 31).
+std::chrono::nanoseconds cm_timeout(std::uint8_t t);
+
+enum class CmState : std::uint8_t {
+  kIdle,
+  kReqSent,
+  kMraReqRcvd,  // the passive side asked for time: no more REQ resends
+  kRepRcvd,     // waiting for the consumer's ready() or reject()
+  kReqRcvd,     // waiting for the consumer's accept() or reject()
+  kRepSent,
+  kEstablished,
+  kDreqSent,
+  kTimewait,  // disconnected; duplicates are still answered
+};
+std::string_view cm_state_name(CmState s);
+
+enum class CmEventType : std::uint8_t {
+  kReqReceived,   // passive: a new connection request on a listened service
+  kRepReceived,   // active: the reply
+  kEstablished,   // passive: the RTU
+  kRejected,      // the peer refused (reason, private data)
+  kTimedOut,      // no answer after every retry
+  kDisconnected,  // the DREP came, the DREQ timed out, or the peer's DREQ
+};
+std::string_view cm_event_name(CmEventType t);
+
+struct CmEvent {
+  CmEventType type = CmEventType::kReqReceived;
+  std::uint32_t id = 0;  // the connection's local comm ID
+  std::uint64_t peer = 0;  // the peer device's address
+  void* listen_context = nullptr;  // kReqReceived: the listener's
+  // The message behind the event: Req for kReqReceived, Rep for
+  // kRepReceived, Rej for kRejected, Rtu for kEstablished, Dreq or Drep
+  // for kDisconnected (none when it timed out).
+  std::optional<Message> message;
+};
+
+// What a consumer sets in a REQ; the engine fills comm IDs, the CA GUID and
+// the timeouts it keeps.
+struct ConnectParams {
+  std::uint64_t peer = 0;
+  std::uint64_t service_id = 0;
+  Req req;  // local_qpn, starting_psn, path, private data, ...
+  // How long the peer may take to answer (REQ Remote CM Response Timeout)
+  // and how often a REQ or REP goes out before the connection times out.
+  std::uint8_t response_timeout = 16;  // 268 ms
+  std::uint8_t max_cm_retries = 8;
+};
+
+struct CmCounters {
+  std::uint64_t sent = 0;
+  std::uint64_t received = 0;
+  std::uint64_t resent = 0;
+  std::uint64_t dropped_malformed = 0;    // did not decode (cm_mad.h's checks)
+  std::uint64_t dropped_unknown_id = 0;   // no connection with that comm ID
+  std::uint64_t dropped_wrong_peer = 0;   // from another address than the connection's peer
+  std::uint64_t dropped_unexpected = 0;   // not expected in the connection's state
+  std::uint64_t duplicates = 0;           // a message seen before, answered again or ignored
+  std::uint64_t rejects_sent = 0;
+};
+
+class CmEngine {
+ public:
+  class Port {
+   public:
+    virtual ~Port() = default;
+    virtual void send_mad(std::uint64_t peer, const Mad& mad) = 0;
+    virtual void on_event(const CmEvent& e) = 0;
+  };
+
+  // `local_ca_guid` goes into REQs and REPs; `first_comm_id` seeds the comm
+  // ID sequence (random in the agent, fixed in tests).
+  CmEngine(Port& port, std::uint64_t local_ca_guid, std::uint32_t first_comm_id);
+
+  Result<void> listen(std::uint64_t service_id, void* context);
+  void stop_listening(std::uint64_t service_id);
+
+  // Sends the REQ; returns the connection's local comm ID.
+  Result<std::uint32_t> connect(const ConnectParams& p, CmTime now);
+  // Passive, in kReqRcvd: the REP (its local_qpn, starting_psn, private
+  // data...; the engine fills the comm IDs and the GUID).
+  Result<void> accept(std::uint32_t id, const Rep& rep, CmTime now);
+  // Active in kRepRcvd: the RTU. The connection is established.
+  Result<void> ready(std::uint32_t id, std::span<const std::byte> private_data = {});
+  // kReqRcvd or kRepRcvd: a REJ with reason kConsumerDefined.
+  Result<void> reject(std::uint32_t id, std::span<const std::byte> private_data = {});
+  // kEstablished (or a handshake in flight: then a REJ): the DREQ.
+  Result<void> disconnect(std::uint32_t id, CmTime now, std::span<const std::byte> private_data = {});
+  // Forgets the ID (a connection in flight is rejected or disconnected
+  // first, without an event; one in time wait stays until it ends).
+  void destroy(std::uint32_t id, CmTime now);
+
+  void receive(std::uint64_t from, std::span<const std::byte> mad, CmTime now);
+  void tick(CmTime now);
+  // When tick() next has something to do; nullopt when nothing waits.
+  std::optional<CmTime> next_deadline() const;
+
+  std::optional<CmState> state(std::uint32_t id) const;
+  std::size_t connections() const { return conns_.size(); }
+  const CmCounters& counters() const { return counters_; }
+
+ private:
+  struct Conn {
+    CmState state = CmState::kIdle;
+    bool active = false;
+    bool destroyed = false;  // destroy() called: freed when time wait ends
+    std::uint32_t local_id = 0;
+    std::uint32_t remote_id = 0;
+    std::uint64_t peer = 0;
+    std::uint64_t tid = 0;
+    std::uint32_t local_qpn = 0;  // a DREQ must name it
+    std::uint32_t remote_qpn = 0;
+    std::uint8_t response_timeout = 16;
+    std::uint8_t max_retries = 8;
+    // The MAD the timer resends (REQ, REP, DREQ) and the last answer a
+    // duplicate gets again (RTU, DREP, MRA).
+    Mad resend{};
+    int retries_left = 0;
+    std::optional<CmTime> deadline;
+    std::optional<Mad> last_answer;
+  };
+
+  Conn* find(std::uint32_t id);
+  void erase(std::uint32_t id);
+  const Conn* find(std::uint32_t id) const;
+  std::uint32_t new_comm_id();
+  void send(Conn& c, const Message& m, std::uint64_t tid, bool keep_for_resend);
+  void send_to(std::uint64_t peer, const Message& m, std::uint64_t tid);
+  void arm(Conn& c, CmTime now, std::uint8_t timeout);
+  void enter_timewait(Conn& c, CmTime now);
+  void finish(Conn& c);  // no longer anything to send or wait for
+  // Events are queued and handed to the port when the engine is done with
+  // the MAD or the tick (deliver()): a handler may call back into the engine.
+  void emit(CmEventType t, const Conn& c, std::optional<Message> m, void* listen_context = nullptr);
+  void deliver();
+  Rej make_rej(const Conn& c, MsgRejected what, RejectReason why, std::span<const std::byte> pd) const;
+
+  void on_req(std::uint64_t from, const MadHeader& h, const Req& m);
+  void on_mra(std::uint64_t from, const Mra& m, CmTime now);
+  void on_rej(std::uint64_t from, const Rej& m);
+  void on_rep(std::uint64_t from, const MadHeader& h, const Rep& m);
+  void on_rtu(std::uint64_t from, const Rtu& m);
+  void on_dreq(std::uint64_t from, const MadHeader& h, const Dreq& m, CmTime now);
+  void on_drep(std::uint64_t from, const Drep& m, CmTime now);
+  // The connection a reply names (its remote_comm_id is our local ID),
+  // checked against its sender; null (and counted) when it is not ours.
+  Conn* addressed(std::uint64_t from, std::uint32_t our_id);
+
+  Port& port_;
+  const std::uint64_t guid_;
+  std::uint32_t next_id_;
+  std::uint64_t next_tid_;
+  std::map<std::uint32_t, Conn> conns_;
+  // Passive connections by (peer, the peer's comm ID): a REQ seen again is
+  // a duplicate of one of these, not a new connection.
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::uint32_t> by_remote_;
+  std::map<std::uint64_t, void*> listeners_;
+  CmCounters counters_;
+  std::deque<CmEvent> events_;
+  bool delivering_ = false;
+};
+
+}  // namespace srdma::cm
