@@ -50,6 +50,34 @@ TEST(BlkBench, RefusesBadOptions) {
   BlkBenchOptions o = small();
   o.rw = "seqread";
   expect_einval(o);
+  // --connect: the host's --ip and the --nqn are needed, one controller,
+  // an address with a port in range; --ip and --nqn only with it.
+  auto remote = [&] {
+    BlkBenchOptions r = small();
+    r.controllers = 1;
+    r.connect = "127.0.0.1";
+    r.ip = "127.0.0.2";
+    r.nqn = "nqn.2026-12.io.softrdma:x";
+    return r;
+  };
+  o = remote();
+  o.ip.clear();
+  expect_einval(o);
+  o = remote();
+  o.nqn.clear();
+  expect_einval(o);
+  o = remote();
+  o.controllers = 2;
+  expect_einval(o);
+  o = remote();
+  o.connect = "127.0.0.1:70000";
+  expect_einval(o);
+  o = remote();
+  o.connect = "localhost";
+  expect_einval(o);
+  o = small();
+  o.nqn = "nqn.2026-12.io.softrdma:x";
+  expect_einval(o);
   o = small();
   o.bs = 1000;
   expect_einval(o);

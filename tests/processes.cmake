@@ -8,3 +8,7 @@ add_test(NAME two_hosts COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/two_hosts_test.sh $<
 set_tests_properties(two_hosts PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS 2)
 add_test(NAME process_faults COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/process_faults_test.sh $<TARGET_FILE:srdma>)
 set_tests_properties(process_faults PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS 2)
+# NVMe-oF between processes: `srdma nvmf target` and `srdma blk bench
+# --connect`, connected through the CM on the wire.
+add_test(NAME nvmf_processes COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/nvmf_processes_test.sh $<TARGET_FILE:srdma>)
+set_tests_properties(nvmf_processes PROPERTIES TIMEOUT 120 PROCESSORS 2)

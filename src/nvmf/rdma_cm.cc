@@ -54,6 +54,12 @@ void ConnectionManager::stop_listening(std::uint64_t addr, std::uint16_t port) {
   listeners_.erase(it);
 }
 
+bool ConnectionManager::listening(std::uint64_t addr, std::uint16_t port) {
+  std::lock_guard lock(mu_);
+  auto it = listeners_.find({addr, port});
+  return it != listeners_.end() && it->second.listener != nullptr;
+}
+
 Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> ConnectionManager::connect(std::uint64_t addr,
                                                                                      std::uint16_t port,
                                                                                      const CmRequest& req) {

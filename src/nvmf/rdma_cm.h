@@ -42,8 +42,12 @@ class CmConnection {
   // Idempotent: the first call from either side runs the other's handler.
   void disconnect(Side from);
   bool disconnected() const;
+  // What carries the connection (the wire CM's agent, wire_cm.h): kept
+  // alive as long as the connection is.
+  void hold(std::shared_ptr<void> transport) { transport_ = std::move(transport); }
 
  private:
+  std::shared_ptr<void> transport_;
   mutable std::mutex mu_;
   std::condition_variable idle_;
   Handler handlers_[2];
@@ -83,6 +87,8 @@ class ConnectionManager {
   // Afterwards no on_connect_request of this listener runs or will run.
   void stop_listening(std::uint64_t addr, std::uint16_t port);
 
+  // Whether a listener in this process is on (addr, port).
+  bool listening(std::uint64_t addr, std::uint16_t port);
   // ECONNREFUSED when nothing listens there; the listener's error otherwise.
   Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> connect(std::uint64_t addr, std::uint16_t port,
                                                                     const CmRequest& req);

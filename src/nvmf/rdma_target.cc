@@ -34,6 +34,7 @@ RdmaTarget::RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& op
 
 RdmaTarget::~RdmaTarget() {
   for (std::uint16_t port : ports_) ConnectionManager::instance().stop_listening(dev_.address(), port);
+  wire_listeners_.clear();  // no new request reaches the target; its connections keep the CM agent
   disconnect_all();
   {
     std::unique_lock lock(mu_);
@@ -52,8 +53,20 @@ Result<void> RdmaTarget::add_subsystem(std::shared_ptr<Subsystem> s) {
 
 Result<void> RdmaTarget::listen(std::uint16_t port) {
   if (auto r = ConnectionManager::instance().listen(dev_.address(), port, this); !r) return r;
+  // A device on the RoCEv2 link also listens on the wire: hosts in other
+  // processes and on other hosts connect through its CM agent.
+  std::unique_ptr<WireListener> wire;
+  if (is_roce_address(dev_.address())) {
+    auto w = wire_listen(dev_, port, this);
+    if (!w) {
+      ConnectionManager::instance().stop_listening(dev_.address(), port);
+      return std::unexpected(w.error());
+    }
+    wire = std::move(*w);
+  }
   std::lock_guard lock(mu_);
   ports_.push_back(port);
+  if (wire) wire_listeners_.push_back(std::move(wire));
   return {};
 }
 

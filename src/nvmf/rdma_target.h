@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "nvmf/controller.h"
+#include "nvmf/wire_cm.h"
 #include "nvmf/rdma_cm.h"
 #include "nvmf/subsystem.h"
 #include "srdma/device.h"
@@ -93,6 +94,7 @@ class RdmaTarget final : public CmListener {
   ProtectionDomain pd_;
   const TargetOptions opts_;
   std::vector<std::uint16_t> ports_;
+  std::vector<std::unique_ptr<WireListener>> wire_listeners_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

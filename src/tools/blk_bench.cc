@@ -20,7 +20,9 @@
 #include "nvmf/rdma_host.h"
 #include "nvmf/rdma_target.h"
 #include "nvmf/subsystem.h"
+#include "srdma/net.h"
 #include "tools/blk_plot.h"
+#include "tools/sim.h"
 #include "tools/latency_histogram.h"
 #include "tools/link_options.h"
 
@@ -127,7 +129,7 @@ void on_done(BlockIo& io) {
                                io.transport_error ? std::strerror(io.transport_error) : io.status.to_string());
     if (write) gen = kUnknownGen;
   } else if (write) {
-    ++gen;  // fill_block wrote gen + 1
+    gen = (gen == kUnknownGen ? 0 : gen) + 1;  // what submit() filled the block with
   } else if (run.opts->verify && gen != kUnknownGen) {
     for (std::uint32_t b = 0; b < run.blocks_per_io; ++b) {
       const std::uint64_t lba = s.unit * run.blocks_per_io + b;
@@ -223,37 +225,75 @@ Result<std::shared_ptr<nvmf::Namespace>> make_namespace(const BlkBenchOptions& o
   return make_error(EINVAL, fmt::format("unknown backend '{}' (ram or file:PATH)", o.backend));
 }
 
+// The subsystem controller `c` connects to: the bench's own, or --nqn's.
+std::string bench_nqn(const BlkBenchOptions& o, std::uint32_t c) {
+  return o.connect.empty() ? fmt::format("nqn.2026-11.io.softrdma:bench{}", c) : o.nqn;
+}
+
+// --connect ADDR[:PORT]: the target's IPv4 address and NVMe-oF port.
+Result<std::pair<std::uint32_t, std::uint16_t>> parse_connect(const std::string& s) {
+  const auto colon = s.find(':');
+  auto ip = parse_ipv4(s.substr(0, colon));
+  if (!ip) return make_error(EINVAL, fmt::format("--connect '{}': {}", s, ip.error().reason));
+  std::uint16_t port = kPort;
+  if (colon != std::string::npos) {
+    auto p = parse_u64(s.substr(colon + 1));
+    if (!p || *p == 0 || *p > 65535) return make_error(EINVAL, fmt::format("--connect '{}': the port is not 1..65535", s));
+    port = static_cast<std::uint16_t>(*p);
+  }
+  return std::pair{*ip, port};
+}
+
 Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impair, bool pool) {
   BlkModeResult res;
   res.mode = pool ? "pool" : "private";
   Profile prof;
-  auto host_dev = Device::open(prof, "srdma-host");
+  // --connect: only the host, on a RoCEv2 device of its own; the target is
+  // another process's.
+  const bool remote = !o.connect.empty();
+  NetConfig net;
+  net.ip = o.ip;
+  auto host_dev = remote ? Device::open(prof, "srdma-host", net) : Device::open(prof, "srdma-host");
   if (!host_dev) return std::unexpected(host_dev.error());
-  auto target_dev = Device::open(prof, "srdma-target");
-  if (!target_dev) return std::unexpected(target_dev.error());
-  host_dev->set_cq_dim(o.dim);
-  target_dev->set_cq_dim(o.dim);
-  for (Device* d : {&*host_dev, &*target_dev})  // before the first QP
+  std::vector<Device*> devs{&*host_dev};
+  Result<Device> target_dev = make_error(ENODEV, "no target device in this process");
+  if (!remote) {
+    target_dev = Device::open(prof, "srdma-target");
+    if (!target_dev) return std::unexpected(target_dev.error());
+    devs.push_back(&*target_dev);
+  }
+  for (Device* d : devs) {  // before the first QP
+    d->set_cq_dim(o.dim);
     if (auto r = d->impair(impair); !r) return std::unexpected(r.error());
+  }
 
   nvmf::TargetOptions topts;
   topts.pool_cqs = pool;
   topts.limits.max_queue_size = std::max<std::uint32_t>(128, o.qd);
   topts.limits.max_io_size = std::max<std::uint32_t>(128 * 1024, std::bit_ceil(o.bs));
-  auto target = nvmf::RdmaTarget::create(*target_dev, topts);
-  if (!target) return std::unexpected(target.error());
-  std::vector<std::shared_ptr<nvmf::Namespace>> namespaces;
-  for (std::uint32_t c = 0; c < o.controllers; ++c) {
-    auto ns = make_namespace(o, c);
-    if (!ns) return std::unexpected(ns.error());
-    auto sub = nvmf::Subsystem::create(fmt::format("nqn.2026-11.io.softrdma:bench{}", c), fmt::format("SRDMA{:04}", c),
-                                       "softrdma RAM namespace");
-    if (!sub) return std::unexpected(sub.error());
-    if (auto r = (*sub)->add_namespace(*ns); !r) return std::unexpected(r.error());
-    if (auto r = (*target)->add_subsystem(*sub); !r) return std::unexpected(r.error());
-    namespaces.push_back(*ns);
+  std::unique_ptr<nvmf::RdmaTarget> target;
+  std::uint64_t target_addr = 0;
+  std::uint16_t port = kPort;
+  if (remote) {
+    auto where = parse_connect(o.connect);
+    if (!where) return std::unexpected(where.error());
+    target_addr = roce_address(where->first);
+    port = where->second;
+  } else {
+    auto t = nvmf::RdmaTarget::create(*target_dev, topts);
+    if (!t) return std::unexpected(t.error());
+    target = std::move(*t);
+    for (std::uint32_t c = 0; c < o.controllers; ++c) {
+      auto ns = make_namespace(o, c);
+      if (!ns) return std::unexpected(ns.error());
+      auto sub = nvmf::Subsystem::create(bench_nqn(o, c), fmt::format("SRDMA{:04}", c), "softrdma RAM namespace");
+      if (!sub) return std::unexpected(sub.error());
+      if (auto r = (*sub)->add_namespace(*ns); !r) return std::unexpected(r.error());
+      if (auto r = target->add_subsystem(*sub); !r) return std::unexpected(r.error());
+    }
+    if (auto r = target->listen(kPort); !r) return std::unexpected(r.error());
+    target_addr = target_dev->address();
   }
-  if (auto r = (*target)->listen(kPort); !r) return std::unexpected(r.error());
 
   Run run;
   run.opts = &o;
@@ -268,7 +308,9 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
                                           o.size, run.units, o.bs, slots_per_ctrl));
 
   std::vector<std::unique_ptr<nvmf::HostController>> ctrls;
-  std::vector<std::vector<std::uint32_t>> gens(o.controllers, std::vector<std::uint32_t>(run.units, 0));
+  // A remote namespace holds what earlier runs wrote: unknown until written.
+  std::vector<std::vector<std::uint32_t>> gens(o.controllers,
+                                               std::vector<std::uint32_t>(run.units, remote ? kUnknownGen : 0));
   std::vector<std::unique_ptr<QueueRun>> qruns;
   const std::size_t buf_bytes = std::size_t{o.controllers} * slots_per_ctrl * o.bs;
   std::unique_ptr<std::byte, decltype(&std::free)> bufs(
@@ -276,15 +318,21 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
   std::memset(bufs.get(), 0, buf_bytes);
   for (std::uint32_t c = 0; c < o.controllers; ++c) {
     nvmf::HostOptions hopts;
-    hopts.subnqn = fmt::format("nqn.2026-11.io.softrdma:bench{}", c);
+    hopts.subnqn = bench_nqn(o, c);
     hopts.nr_io_queues = queues;
     hopts.queue_size = std::max<std::uint32_t>(o.qd, 2);
     hopts.pool_cqs = pool;
     hopts.reg = o.reg == "fmr" ? nvmf::RegMode::kFmr : nvmf::RegMode::kFrwr;
     hopts.max_io_size = topts.limits.max_io_size;
     hopts.path_mtu = o.mtu;
-    auto ctrl = nvmf::HostController::connect(*host_dev, target_dev->address(), kPort, hopts);
+    auto ctrl = nvmf::HostController::connect(*host_dev, target_addr, port, hopts);
     if (!ctrl) return std::unexpected(ctrl.error());
+    const nvmf::NamespaceInfo* nsi = (*ctrl)->find_namespace(1);
+    if (!nsi || nsi->block_size != kBlockSize)
+      return make_error(EINVAL, fmt::format("{} has no namespace 1 of {}-byte blocks", hopts.subnqn, kBlockSize));
+    if (nsi->num_blocks * kBlockSize < o.size)
+      return make_error(EINVAL, fmt::format("--size {} is beyond {}'s namespace 1 ({} bytes)", o.size, hopts.subnqn,
+                                            nsi->num_blocks * kBlockSize));
     for (std::uint32_t q = 0; q < queues; ++q) {
       auto qr = std::make_unique<QueueRun>();
       qr->run = &run;
@@ -309,7 +357,6 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     ctrls.push_back(std::move(*ctrl));
   }
 
-  std::vector<Device*> devs{&*host_dev, &*target_dev};
   const VectorTotals v0 = vector_totals(devs);
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
@@ -339,7 +386,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = cpu_seconds() - cpu0;
   const VectorTotals v1 = vector_totals(devs);
-  res.transport = {device_transport("host", *host_dev), device_transport("target", *target_dev)};
+  res.transport = {device_transport("host", *host_dev)};
+  if (!remote) res.transport.push_back(device_transport("target", *target_dev));
   if (o.progress) std::cerr << "\r" << std::string(50, ' ') << "\r";
 
   LatencyHistogram hist;
@@ -368,7 +416,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     for (auto& c : ctrls) res.cqs += static_cast<std::uint32_t>(c->cqs().size());
   }
   ctrls.clear();
-  target->reset();
+  target.reset();
   return res;
 }
 
@@ -458,6 +506,16 @@ Result<void> check_options(const BlkBenchOptions& o) {
     return make_error(EINVAL, fmt::format("--backend '{}': ram or file:PATH", o.backend));
   if (o.runtime <= 0 && o.ios == 0) return make_error(EINVAL, "--runtime must be positive (or give --ios)");
   if (o.size < kBlockSize || o.size % o.bs) return make_error(EINVAL, "--size must be a positive multiple of --bs");
+  if (!o.connect.empty()) {
+    if (o.ip.empty()) return make_error(EINVAL, "--connect needs --ip, the host's own device address");
+    if (auto a = parse_ipv4(o.ip); !a) return make_error(EINVAL, fmt::format("--ip: {}", a.error().reason));
+    if (o.nqn.empty()) return make_error(EINVAL, "--connect needs --nqn, the subsystem to connect to");
+    if (o.controllers != 1) return make_error(EINVAL, "--connect runs one controller (--controllers 1)");
+    if (o.backend != "ram") return make_error(EINVAL, "--backend is the target's with --connect");
+    if (auto r = parse_connect(o.connect); !r) return std::unexpected(r.error());
+  } else if (!o.ip.empty() || !o.nqn.empty()) {
+    return make_error(EINVAL, "--ip and --nqn go with --connect");
+  }
   return check_mtu_option(o.mtu);
 }
 

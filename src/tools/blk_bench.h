@@ -34,6 +34,11 @@ struct BlkBenchOptions {
   std::uint64_t inject_corruption_after = 0;  // tests: corrupt a block after N I/Os (0: never)
   std::uint32_t mtu = 4096;     // path MTU of every queue's QP (the host's CM request carries it)
   std::string impair;           // host and target send through an impairing link (srdma/impair.h); "" none
+  // Only the host, against a target elsewhere (srdma nvmf target), on a
+  // device of its own at `ip`, through the CM on the wire.
+  std::string connect;          // ADDR[:PORT]
+  std::string ip;
+  std::string nqn;
 };
 
 struct BlkModeResult {

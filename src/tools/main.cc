@@ -9,6 +9,7 @@
 #include "tools/blk_bench.h"
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
+#include "tools/nvmf_target.h"
 #include "tools/perf.h"
 #include "tools/run.h"
 #include "tools/sim.h"
@@ -163,6 +164,25 @@ int main(int argc, char** argv) {
   blkbench->add_option("--impair", bo.impair,
                        "Host and target send through a link that loses, duplicates, reorders or corrupts packets: "
                        "loss=P,dup=P,reorder=P,corrupt=P,seed=N[,depth=K] (any subset; P in [0, 1))");
+  blkbench->add_option("--connect", bo.connect,
+                       "Run only the host, against the target at ADDR[:PORT] (srdma nvmf target; port 4420 by "
+                       "default), through the CM on the wire");
+  blkbench->add_option("--ip", bo.ip, "With --connect: the host's device address (RoCEv2)");
+  blkbench->add_option("--nqn", bo.nqn, "With --connect: the subsystem to connect to");
+
+  // srdma nvmf target --ip ADDR [--port 4420] --nqn NQN [--backend ram|file:PATH] [--size BYTES]
+  auto* nvmf = app.add_subcommand("nvmf", "NVMe-oF over softrdma between processes");
+  nvmf->require_subcommand(1);
+  auto* nvmf_target = nvmf->add_subcommand(
+      "target", "Serve one subsystem to hosts in other processes and on other hosts until SIGINT or SIGTERM");
+  srdma::tools::NvmfTargetOptions to;
+  nvmf_target->add_option("--ip", to.ip, "The target device's address (RoCEv2, UDP 4791)")->required();
+  nvmf_target->add_option("--port", to.port, "The NVMe-oF port hosts connect to")->capture_default_str();
+  nvmf_target->add_option("--nqn", to.nqn, "The subsystem's NQN")->required();
+  nvmf_target->add_option("--backend", to.backend, "The namespace in ram or in file:PATH (io_uring)")
+      ->capture_default_str();
+  nvmf_target->add_option("--size", to.size, "Bytes of the namespace")->capture_default_str();
+  nvmf_target->add_flag("!--private-cqs", to.pool_cqs, "One CQ per queue instead of the shared CQ pool");
 
   // srdma run [--ip ADDR] -- PROGRAM ARGS...
   auto* run = app.add_subcommand(
@@ -207,7 +227,11 @@ int main(int argc, char** argv) {
       if (auto r = profile.set(s.substr(0, eq), *value); !r) return fail(r.error());
     }
     if (auto r = srdma::tools::info(profile, std::cout, info_ip); !r) return fail(r.error());
+  } else if (*nvmf_target) {
+    if (auto r = srdma::tools::nvmf_target(to, std::cout); !r) return fail(r.error());
   } else if (*blkbench) {
+    // Against a target elsewhere: one controller unless asked otherwise.
+    if (!bo.connect.empty() && blkbench->get_option("--controllers")->count() == 0) bo.controllers = 1;
     if (auto r = srdma::tools::blk_bench(bo, std::cout); !r) return fail(r.error());
   } else if (*poolbench) {
     if (auto r = srdma::tools::cq_pool_bench(pbo, std::cout); !r) return fail(r.error());

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# NVMe-oF between processes: `srdma nvmf target` serves a RAM namespace on
+# one loopback address, and `srdma blk bench --connect` on another reaches
+# it through the CM on the wire.
+#
+#   nvmf_processes_test.sh SRDMA
+#
+# Checks: a verified randrw run in both CQ modes against the target process
+# exits 0 with no I/O or verify error; a host asking for a subsystem the
+# target does not have, or a port nobody listens on, fails at once with a
+# clear error; SIGTERM stops the target cleanly (exit 0, its last line).
+# Every wait polls for its event with a limit; nothing sleeps to let
+# something happen. Logs are kept on failure.
+set -u
+
+BIN=${1:?usage: nvmf_processes_test.sh SRDMA}
+[[ -x $BIN ]] || { echo "FAIL: '$BIN' is not an executable srdma" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/srdma-nvmf.XXXXXX") || exit 1
+TARGET_PID=
+FAILS=0
+cleanup() {
+  local rc=$?
+  trap - EXIT HUP INT TERM
+  [[ -n $TARGET_PID ]] && kill -9 "$TARGET_PID" 2>/dev/null && wait "$TARGET_PID" 2>/dev/null
+  if ((rc != 0)); then echo "logs kept in $TMP" >&2; else rm -rf "$TMP"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+fail() {
+  echo "FAIL: $*"
+  FAILS=$((FAILS + 1))
+}
+now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
+wait_for() {  # LIMIT_MS CMD...: polls CMD every 20 ms
+  local limit=$1 t0
+  shift
+  t0=$(now_ms)
+  until "$@"; do
+    (($(now_ms) - t0 > limit)) && return 1
+    sleep 0.02
+  done
+}
+# This script's own loopback addresses (tests/loopback.h's scheme).
+pid_ip() { echo "127.$((($1 >> 14) & 255)).$((($1 >> 6) & 255)).$(((($1 & 63) << 2) | $2))"; }
+T_IP=$(pid_ip $$ 1)
+H_IP=$(pid_ip $$ 2)
+NQN=nqn.2026-12.io.softrdma:processes
+SIZE=$((16 << 20))
+
+"$BIN" nvmf target --ip "$T_IP" --nqn "$NQN" --size "$SIZE" >"$TMP/target.log" 2>&1 &
+TARGET_PID=$!
+listening() { grep -q "on $T_IP:4420" "$TMP/target.log"; }
+if ! wait_for 10000 listening; then
+  fail "the target never listened: $(tail -3 "$TMP/target.log")"
+  exit 1
+fi
+echo "ok   target listening: $(head -1 "$TMP/target.log")"
+
+bench=("$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --queues 2 --qd 8 --ios 4000
+  --rw randrw --verify --no-progress)
+if "${bench[@]}" >"$TMP/bench.log" 2>&1; then
+  if grep -qE '^verify errors +0 +0' "$TMP/bench.log" && grep -qE '^I/O errors +0 +0' "$TMP/bench.log"; then
+    echo "ok   blk bench --connect --verify, both CQ modes: $(grep -E '^IOPS' "$TMP/bench.log" | tr -s ' ')"
+  else
+    fail "blk bench reported errors:"
+    cat "$TMP/bench.log"
+  fi
+else
+  fail "blk bench --connect exited $?:"
+  tail -20 "$TMP/bench.log"
+fi
+
+# Refusals: an unknown subsystem, then a port nobody listens on.
+t0=$(now_ms)
+if "$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn nqn.2026-12.io.softrdma:nobody --ios 10 --no-progress \
+  >"$TMP/nqn.log" 2>&1; then
+  fail "a host asking for an unknown subsystem succeeded"
+elif ! grep -q "Connect Invalid Parameters" "$TMP/nqn.log"; then
+  fail "an unknown subsystem failed without a reason: $(tail -2 "$TMP/nqn.log")"
+else
+  echo "ok   unknown subsystem refused: $(grep srdma: "$TMP/nqn.log" | tail -1)"
+fi
+if "$BIN" blk bench --connect "$T_IP:4421" --ip "$H_IP" --nqn "$NQN" --ios 10 --no-progress >"$TMP/port.log" 2>&1; then
+  fail "a host connecting to a port nobody listens on succeeded"
+elif ! grep -q "ECONNREFUSED" "$TMP/port.log"; then
+  fail "a port nobody listens on is not ECONNREFUSED: $(tail -2 "$TMP/port.log")"
+else
+  echo "ok   no listener: $(grep srdma: "$TMP/port.log" | tail -1)"
+fi
+(($(now_ms) - t0 < 10000)) || fail "the refusals took $(($(now_ms) - t0)) ms"
+
+kill -TERM "$TARGET_PID"
+stopped() { ! kill -0 "$TARGET_PID" 2>/dev/null; }
+if wait_for 20000 stopped; then
+  wait "$TARGET_PID"
+  rc=$?
+  TARGET_PID=
+  if ((rc != 0)); then
+    fail "the target exited $rc on SIGTERM"
+  elif ! grep -q "stopped after" "$TMP/target.log"; then
+    fail "the target's last line is missing: $(tail -2 "$TMP/target.log")"
+  else
+    echo "ok   SIGTERM: $(tail -1 "$TMP/target.log")"
+  fi
+else
+  fail "the target did not stop within 20 s of SIGTERM"
+fi
+
+if ((FAILS)); then
+  echo "nvmf_processes: $FAILS failure(s)"
+  exit 1
+fi
+echo "nvmf_processes: a target process served a host process"

@@ -1,0 +1,111 @@
+// The NVMe-oF host and target connected through the CM on the wire (REQ
+// with the RDMA CM header and the NVMe-oF RDMA request, REP, RTU; DREQ/DREP
+// when either leaves), over RoCEv2 between two devices: what a host in
+// another process does.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <future>
+#include <vector>
+
+#include "link_nodes.h"
+#include "nvmf/namespace.h"
+#include "nvmf/rdma_host.h"
+#include "nvmf/rdma_target.h"
+#include "nvmf/subsystem.h"
+
+namespace srdma::nvmf {
+namespace {
+
+constexpr std::uint16_t kPort = 4420;
+constexpr std::uint32_t kBlock = 4096;
+constexpr std::uint64_t kBlocks = 64;
+const char* kNqn = "nqn.2026-12.io.softrdma:wire";
+
+struct Waiter {
+  BlockIo io;
+  std::promise<void> p;
+  std::future<void> f = p.get_future();
+  Waiter() {
+    io.context = this;
+    io.done = [](BlockIo& b) { static_cast<Waiter*>(b.context)->p.set_value(); };
+  }
+  bool wait() { return f.wait_for(test::kDeadline) == std::future_status::ready; }
+};
+
+class NvmfWireCm : public ::testing::Test {
+ protected:
+  Device host_dev_ = test::open_device(test::LinkKind::kUdp, 1);
+  Device target_dev_ = test::open_device(test::LinkKind::kUdp, 2);
+  std::unique_ptr<RdmaTarget> target_;
+
+  void SetUp() override {
+    TargetOptions to;
+    to.clock = Clock::steady();
+    target_ = *RdmaTarget::create(target_dev_, to);
+    auto sub = *Subsystem::create(kNqn, "SRDMAWIRE", "softrdma wire CM test");
+    ASSERT_TRUE(sub->add_namespace(*make_ram_namespace(kBlocks, kBlock)));
+    ASSERT_TRUE(target_->add_subsystem(sub));
+    ASSERT_TRUE(target_->listen(kPort));
+  }
+  HostOptions options() {
+    HostOptions o;
+    o.subnqn = kNqn;
+    o.nr_io_queues = 2;
+    o.queue_size = 16;
+    o.wire_cm = true;
+    return o;
+  }
+  bool io(HostController& c, BlockIo::Op op, std::uint64_t lba, void* buf) {
+    Waiter w;
+    w.io.op = op;
+    w.io.lba = lba;
+    w.io.nblocks = 1;
+    w.io.buf = buf;
+    if (!c.submit(w.io, 0)) return false;
+    return w.wait() && w.io.ok();
+  }
+};
+
+TEST_F(NvmfWireCm, AHostConnectsThroughTheCmAndMovesData) {
+  auto c = HostController::connect(host_dev_, target_dev_.address(), kPort, options());
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(target_->stats().queues, 3u) << "the admin queue and two I/O queues";
+  std::vector<std::byte> out(kBlock), in(kBlock);
+  for (std::size_t i = 0; i < kBlock; ++i) out[i] = static_cast<std::byte>(i * 13);
+  ASSERT_TRUE(io(**c, BlockIo::Op::kWrite, 7, out.data()));
+  ASSERT_TRUE(io(**c, BlockIo::Op::kRead, 7, in.data()));
+  EXPECT_EQ(in, out);
+  // The host leaves: its DREQs close the target's queues.
+  c->reset();
+  EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
+}
+
+TEST_F(NvmfWireCm, TheTargetLeavingReachesTheHost) {
+  auto c = HostController::connect(host_dev_, target_dev_.address(), kPort, options());
+  ASSERT_TRUE(c) << c.error().to_string();
+  target_->disconnect_all();  // DREQs to the host
+  std::vector<std::byte> buf(kBlock);
+  EXPECT_TRUE(test::eventually([&] {
+    Waiter w;
+    w.io.lba = 0;
+    w.io.nblocks = 1;
+    w.io.buf = buf.data();
+    auto r = (*c)->submit(w.io, 0);
+    if (!r) return r.error().code == ENOTCONN;
+    return w.wait() && !w.io.ok();
+  })) << "the host's queues learn that the target left";
+}
+
+TEST_F(NvmfWireCm, NoTargetOnThatPortIsARefusal) {
+  auto c = HostController::connect(host_dev_, target_dev_.address(), kPort + 1, options());
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ECONNREFUSED) << c.error().to_string();
+  HostOptions bad = options();
+  bad.subnqn = "nqn.2026-12.io.softrdma:nobody";
+  auto d = HostController::connect(host_dev_, target_dev_.address(), kPort, bad);
+  EXPECT_FALSE(d) << "an unknown subsystem is refused by Fabrics Connect";
+}
+
+}  // namespace
+}  // namespace srdma::nvmf
