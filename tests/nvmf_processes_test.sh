@@ -100,7 +100,7 @@ if wait_for 20000 stopped; then
   TARGET_PID=
   if ((rc != 0)); then
     fail "the target exited $rc on SIGTERM"
-  elif ! grep -q "stopped after" "$TMP/target.log"; then
+  elif ! grep -qE "srdma nvmf target: stopped$" "$TMP/target.log"; then
     fail "the target's last line is missing: $(tail -2 "$TMP/target.log")"
   else
     echo "ok   SIGTERM: $(tail -1 "$TMP/target.log")"

@@ -107,5 +107,21 @@ TEST_F(NvmfWireCm, NoTargetOnThatPortIsARefusal) {
   EXPECT_FALSE(d) << "an unknown subsystem is refused by Fabrics Connect";
 }
 
+TEST_F(NvmfWireCm, OnlyAllowedHostsConnect) {
+  auto sub = *Subsystem::create("nqn.2026-12.io.softrdma:guarded", "SRDMAG", "guarded");
+  ASSERT_TRUE(sub->add_namespace(*make_ram_namespace(kBlocks, kBlock)));
+  ASSERT_TRUE(sub->allow_host("nqn.2026-12.io.softrdma:friend"));
+  EXPECT_EQ(sub->allow_host("").error().code, EINVAL);
+  ASSERT_TRUE(target_->add_subsystem(sub));
+  HostOptions o = options();
+  o.subnqn = "nqn.2026-12.io.softrdma:guarded";
+  auto stranger = HostController::connect(host_dev_, target_dev_.address(), kPort, o);
+  ASSERT_FALSE(stranger);
+  EXPECT_NE(stranger.error().reason.find("Invalid Host"), std::string::npos) << stranger.error().to_string();
+  o.hostnqn = "nqn.2026-12.io.softrdma:friend";
+  auto friendly = HostController::connect(host_dev_, target_dev_.address(), kPort, o);
+  EXPECT_TRUE(friendly) << friendly.error().to_string();
+}
+
 }  // namespace
 }  // namespace srdma::nvmf

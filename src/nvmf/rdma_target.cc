@@ -125,11 +125,24 @@ Result<CmReply> RdmaTarget::on_connect_request(const CmRequest& req, const std::
 
 NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f, const ConnectInfo& info,
                                           std::shared_ptr<Controller>* out, std::uint32_t* dw0) {
+  std::string line;
+  NvmeStatus st = connect_locked(q, f, info, out, dw0, line);
+  if (opts_.log && !line.empty()) opts_.log(line);
+  return st;
+}
+
+NvmeStatus RdmaTarget::connect_locked(TargetQueue& q, const ConnectFields& f, const ConnectInfo& info,
+                                      std::shared_ptr<Controller>* out, std::uint32_t* dw0, std::string& line) {
   std::lock_guard lock(mu_);
   auto sub = subsystems_.find(info.subnqn);
   if (!sub) {
+    line = fmt::format("refused {}: no subsystem {}", info.hostnqn, info.subnqn);
     *dw0 = connect_ipo(true, 256);  // SUBNQN
     return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
+  }
+  if (!sub->host_allowed(info.hostnqn)) {
+    line = fmt::format("refused {} on {} (queue {}): the host is not allowed", info.hostnqn, info.subnqn, q.qid());
+    return NvmeStatus::of(StatusCode::kConnectInvalidHost);
   }
   if (q.qid() == 0) {
     if (info.cntlid != kDynamicCntlid) {
@@ -145,6 +158,7 @@ NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f
       auto ctrl = std::make_shared<Controller>(id, sub, std::string(info.hostnqn), f.kato_ms, opts_.limits, opts_.clock);
       controllers_[id] = ctrl;
       *out = std::move(ctrl);
+      line = fmt::format("controller {} for {} on {}", id, info.hostnqn, info.subnqn);
       return NvmeStatus::success();
     }
     return NvmeStatus::of(StatusCode::kConnectControllerBusy);
@@ -160,6 +174,11 @@ NvmeStatus RdmaTarget::connect_controller(TargetQueue& q, const ConnectFields& f
 }
 
 void RdmaTarget::queue_closed(TargetQueue* q) {
+  if (opts_.log) {
+    const Controller* c = q->controller_if_connected();
+    opts_.log(c ? fmt::format("controller {} queue {} closed", c->cntlid(), q->qid())
+                : fmt::format("queue {} closed before its Connect", q->qid()));
+  }
   std::lock_guard lock(mu_);
   closing_.push_back(q);
   cv_.notify_all();

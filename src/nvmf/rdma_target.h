@@ -18,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,10 @@ struct TargetOptions {
   PollContext poll_ctx = PollContext::kWorkqueue;
   ControllerLimits limits;
   std::shared_ptr<Clock> clock = Clock::steady();  // times KATO (tests: a ManualClock)
+  // One line per controller created or refused and per queue closed (a
+  // service's log); called on the target's threads, never with a lock held
+  // that the target needs.
+  std::function<void(const std::string&)> log;
 };
 
 struct TargetStats {
@@ -89,6 +94,8 @@ class RdmaTarget final : public CmListener {
  private:
   RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& opts);
   void reaper_loop();
+  NvmeStatus connect_locked(TargetQueue& q, const ConnectFields& f, const ConnectInfo& info,
+                            std::shared_ptr<Controller>* out, std::uint32_t* dw0, std::string& line);
 
   Device& dev_;
   ProtectionDomain pd_;

@@ -152,4 +152,17 @@ std::vector<std::string> SubsystemRegistry::nqns() const {
   return out;
 }
 
+Result<void> Subsystem::allow_host(std::string hostnqn) {
+  if (hostnqn.empty() || hostnqn.size() > 223) return make_error(EINVAL, "a host NQN is 1..223 bytes");
+  std::unique_lock lock(mu_);
+  allowed_hosts_.push_back(std::move(hostnqn));
+  return {};
+}
+
+bool Subsystem::host_allowed(std::string_view hostnqn) const {
+  std::shared_lock lock(mu_);
+  return allowed_hosts_.empty() ||
+         std::find(allowed_hosts_.begin(), allowed_hosts_.end(), hostnqn) != allowed_hosts_.end();
+}
+
 }  // namespace srdma::nvmf

@@ -59,13 +59,19 @@ class Subsystem {
   // The highest nsid ever allocatable here (Identify Controller NN).
   static constexpr std::uint32_t kMaxNamespaces = 1024;
 
+  // Hosts allowed to connect (nvmet's allowed_hosts); none added: any host.
+  // EINVAL for a bad NQN.
+  Result<void> allow_host(std::string hostnqn);
+  bool host_allowed(std::string_view hostnqn) const;
+
  private:
   Subsystem(std::string nqn, std::string serial, std::string model)
       : nqn_(std::move(nqn)), serial_(std::move(serial)), model_(std::move(model)) {}
 
   const std::string nqn_, serial_, model_;
-  mutable std::shared_mutex mu_;  // guards namespaces_
+  mutable std::shared_mutex mu_;  // guards namespaces_ and allowed_hosts_
   std::map<std::uint32_t, std::shared_ptr<Namespace>> namespaces_;
+  std::vector<std::string> allowed_hosts_;
 };
 
 // Identify Controller fields that come from the subsystem: SN, MN (space

@@ -176,9 +176,11 @@ int main(int argc, char** argv) {
   auto* nvmf_target = nvmf->add_subcommand(
       "target", "Serve one subsystem to hosts in other processes and on other hosts until SIGINT or SIGTERM");
   srdma::tools::NvmfTargetOptions to;
-  nvmf_target->add_option("--ip", to.ip, "The target device's address (RoCEv2, UDP 4791)")->required();
+  nvmf_target->add_option("--config", to.config, "The whole configuration from a JSON file (see the README)");
+  nvmf_target->add_option("--ip", to.ip, "The target device's address (RoCEv2, UDP 4791)");
   nvmf_target->add_option("--port", to.port, "The NVMe-oF port hosts connect to")->capture_default_str();
-  nvmf_target->add_option("--nqn", to.nqn, "The subsystem's NQN")->required();
+  nvmf_target->add_option("--nqn", to.nqn, "The subsystem's NQN");
+  nvmf_target->add_option("--allow-host", to.allowed_hosts, "A host NQN allowed to connect (repeatable; none: any)");
   nvmf_target->add_option("--backend", to.backend, "The namespace in ram or in file:PATH (io_uring)")
       ->capture_default_str();
   nvmf_target->add_option("--size", to.size, "Bytes of the namespace")->capture_default_str();
@@ -228,7 +230,9 @@ int main(int argc, char** argv) {
     }
     if (auto r = srdma::tools::info(profile, std::cout, info_ip); !r) return fail(r.error());
   } else if (*nvmf_target) {
-    if (auto r = srdma::tools::nvmf_target(to, std::cout); !r) return fail(r.error());
+    auto config = srdma::tools::nvmf_target_config(to);
+    if (!config) return fail(config.error());
+    if (auto r = srdma::tools::nvmf_target(*config, std::cout); !r) return fail(r.error());
   } else if (*blkbench) {
     // Against a target elsewhere: one controller unless asked otherwise.
     if (!bo.connect.empty() && blkbench->get_option("--controllers")->count() == 0) bo.controllers = 1;

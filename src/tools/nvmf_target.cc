@@ -3,7 +3,14 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "nvmf/namespace.h"
 #include "nvmf/rdma_target.h"
@@ -13,15 +20,102 @@
 
 namespace srdma::tools {
 namespace {
+
 constexpr std::uint32_t kBlockSize = 4096;
+
+Result<void> check_config(const NvmfTargetConfig& c) {
+  if (c.ip.empty()) return make_error(EINVAL, "ip: the target needs a device address");
+  if (auto a = parse_ipv4(c.ip); !a) return make_error(EINVAL, fmt::format("ip: {}", a.error().reason));
+  if (c.port == 0) return make_error(EINVAL, "port: 1..65535");
+  if (c.subsystems.empty()) return make_error(EINVAL, "subsystems: at least one");
+  for (const auto& s : c.subsystems) {
+    if (s.nqn.empty()) return make_error(EINVAL, "subsystems[].nqn: every subsystem needs an NQN");
+    if (s.namespaces.empty()) return make_error(EINVAL, fmt::format("{}: at least one namespace", s.nqn));
+    for (const auto& n : s.namespaces) {
+      if (n.size < kBlockSize || n.size % kBlockSize)
+        return make_error(EINVAL, fmt::format("{}: size {} is not a positive multiple of {}", s.nqn, n.size, kBlockSize));
+      if (n.backend != "ram" && (n.backend.rfind("file:", 0) != 0 || n.backend.size() == 5))
+        return make_error(EINVAL, fmt::format("{}: backend '{}': ram or file:PATH", s.nqn, n.backend));
+    }
+  }
+  return {};
 }
 
-Result<void> nvmf_target(const NvmfTargetOptions& o, std::ostream& log) {
-  if (o.ip.empty()) return make_error(EINVAL, "--ip: the target needs a device address");
-  if (auto a = parse_ipv4(o.ip); !a) return make_error(EINVAL, fmt::format("--ip: {}", a.error().reason));
-  if (o.nqn.empty()) return make_error(EINVAL, "--nqn: the subsystem needs an NQN");
-  if (o.size < kBlockSize || o.size % kBlockSize)
-    return make_error(EINVAL, fmt::format("--size {} is not a positive multiple of {}", o.size, kBlockSize));
+Result<std::shared_ptr<nvmf::Namespace>> open_namespace(const NvmfNamespaceConfig& n) {
+  if (n.backend == "ram") {
+    auto r = nvmf::make_ram_namespace(n.size / kBlockSize, kBlockSize);
+    if (!r) return std::unexpected(r.error());
+    return std::shared_ptr<nvmf::Namespace>(std::move(*r));
+  }
+  nvmf::FileNamespaceOptions fo;
+  fo.block_size = kBlockSize;
+  fo.create_blocks = n.size / kBlockSize;
+  auto r = nvmf::open_file_namespace(n.backend.substr(5), fo);
+  if (!r) return std::unexpected(r.error());
+  return std::shared_ptr<nvmf::Namespace>(std::move(*r));
+}
+
+}  // namespace
+
+Result<NvmfTargetConfig> parse_nvmf_target_config(const std::string& text) {
+  NvmfTargetConfig c;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    if (!j.is_object()) return make_error(EINVAL, "the config is not a JSON object");
+    c.ip = j.at("ip").get<std::string>();
+    if (j.contains("port")) {
+      const auto p = j.at("port").get<std::int64_t>();
+      if (p < 1 || p > 65535) return make_error(EINVAL, fmt::format("port {}: 1..65535", p));
+      c.port = static_cast<std::uint16_t>(p);
+    }
+    if (j.contains("pool_cqs")) c.pool_cqs = j.at("pool_cqs").get<bool>();
+    for (const auto& js : j.at("subsystems")) {
+      NvmfSubsystemConfig s;
+      s.nqn = js.at("nqn").get<std::string>();
+      if (js.contains("allowed_hosts")) s.allowed_hosts = js.at("allowed_hosts").get<std::vector<std::string>>();
+      for (const auto& jn : js.at("namespaces")) {
+        NvmfNamespaceConfig n;
+        if (jn.contains("backend")) n.backend = jn.at("backend").get<std::string>();
+        if (jn.contains("size")) n.size = jn.at("size").get<std::uint64_t>();
+        s.namespaces.push_back(std::move(n));
+      }
+      c.subsystems.push_back(std::move(s));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(EINVAL, fmt::format("the config: {}", e.what()));
+  }
+  if (auto r = check_config(c); !r) return std::unexpected(r.error());
+  return c;
+}
+
+Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o) {
+  if (!o.config.empty()) {
+    if (!o.ip.empty() || !o.nqn.empty() || !o.allowed_hosts.empty())
+      return make_error(EINVAL, "--config holds the whole configuration: no --ip, --nqn or --allow-host with it");
+    std::ifstream f(o.config);
+    if (!f) return make_error(ENOENT, fmt::format("--config {}: cannot open it", o.config));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse_nvmf_target_config(ss.str());
+  }
+  if (o.ip.empty()) return make_error(EINVAL, "--ip: the target needs a device address (or --config)");
+  if (o.nqn.empty()) return make_error(EINVAL, "--nqn: the subsystem needs an NQN (or --config)");
+  NvmfTargetConfig c;
+  c.ip = o.ip;
+  c.port = o.port;
+  c.pool_cqs = o.pool_cqs;
+  c.subsystems.push_back({o.nqn, o.allowed_hosts, {{o.backend, o.size}}});
+  if (auto r = check_config(c); !r) return std::unexpected(r.error());
+  return c;
+}
+
+Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
+  if (auto r = check_config(c); !r) return r;
+  std::mutex log_mu;
+  auto say = [&](const std::string& line) {
+    std::lock_guard lock(log_mu);
+    log << fmt::format("{:%F %T} srdma nvmf target: {}", std::chrono::system_clock::now(), line) << std::endl;
+  };
   // Blocked before any thread starts: every thread inherits the mask, and
   // sigwait below is the one place they arrive.
   sigset_t stop;
@@ -31,44 +125,37 @@ Result<void> nvmf_target(const NvmfTargetOptions& o, std::ostream& log) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   NetConfig net;
-  net.ip = o.ip;
+  net.ip = c.ip;
   auto dev = Device::open(Profile{}, "srdma-target", net);
   if (!dev) return std::unexpected(dev.error());
   nvmf::TargetOptions topts;
-  topts.pool_cqs = o.pool_cqs;
+  topts.pool_cqs = c.pool_cqs;
+  topts.log = say;
   auto target = nvmf::RdmaTarget::create(*dev, topts);
   if (!target) return std::unexpected(target.error());
-  std::shared_ptr<nvmf::Namespace> ns;
-  if (o.backend == "ram") {
-    auto r = nvmf::make_ram_namespace(o.size / kBlockSize, kBlockSize);
-    if (!r) return std::unexpected(r.error());
-    ns = std::move(*r);
-  } else if (o.backend.rfind("file:", 0) == 0) {
-    nvmf::FileNamespaceOptions fo;
-    fo.block_size = kBlockSize;
-    fo.create_blocks = o.size / kBlockSize;
-    auto r = nvmf::open_file_namespace(o.backend.substr(5), fo);
-    if (!r) return std::unexpected(r.error());
-    ns = std::move(*r);
-  } else {
-    return make_error(EINVAL, fmt::format("--backend '{}': ram or file:PATH", o.backend));
+  for (const auto& sc : c.subsystems) {
+    auto sub = nvmf::Subsystem::create(sc.nqn, "SRDMA0001", "softrdma target");
+    if (!sub) return std::unexpected(sub.error());
+    for (const auto& h : sc.allowed_hosts)
+      if (auto r = (*sub)->allow_host(h); !r) return r;
+    for (const auto& nc : sc.namespaces) {
+      auto ns = open_namespace(nc);
+      if (!ns) return std::unexpected(ns.error());
+      auto nsid = (*sub)->add_namespace(*ns);
+      if (!nsid) return std::unexpected(nsid.error());
+      say(fmt::format("{} namespace {}: {} blocks of {} ({})", sc.nqn, *nsid, (*ns)->block_count(), kBlockSize,
+                      nc.backend));
+    }
+    if (auto r = (*target)->add_subsystem(*sub); !r) return r;
   }
-  auto sub = nvmf::Subsystem::create(o.nqn, "SRDMA0001", "softrdma target");
-  if (!sub) return std::unexpected(sub.error());
-  if (auto r = (*sub)->add_namespace(ns); !r) return std::unexpected(r.error());
-  if (auto r = (*target)->add_subsystem(*sub); !r) return r;
-  if (auto r = (*target)->listen(o.port); !r) return r;
-  log << fmt::format("srdma nvmf target: {} on {}:{}, namespace 1: {} blocks of {} ({}), {} CQs", o.nqn, o.ip, o.port,
-                     ns->block_count(), kBlockSize, o.backend, o.pool_cqs ? "pooled" : "private")
-      << std::endl;
+  if (auto r = (*target)->listen(c.port); !r) return r;
+  say(fmt::format("listening on {}:{}, {} CQs", c.ip, c.port, c.pool_cqs ? "pooled" : "private"));
 
   int sig = 0;
   sigwait(&stop, &sig);
-  log << fmt::format("srdma nvmf target: {}: disconnecting the hosts", sig == SIGINT ? "SIGINT" : "SIGTERM")
-      << std::endl;
-  const nvmf::TargetStats s = (*target)->stats();
+  say(fmt::format("{}: disconnecting the hosts", sig == SIGINT ? "SIGINT" : "SIGTERM"));
   target->reset();  // closes every queue and waits for their I/O
-  log << fmt::format("srdma nvmf target: stopped after {} commands ({} errors)", s.commands, s.errors) << std::endl;
+  say("stopped");
   return {};
 }
 

@@ -1,29 +1,62 @@
 // `srdma nvmf target`: the NVMe-oF target as a service on a RoCEv2 device,
 // for hosts in other processes and on other hosts (they connect through
-// the CM on the wire). One subsystem with one namespace (RAM or a file),
-// until SIGINT or SIGTERM: then the hosts are disconnected, the I/O in
-// flight finishes, and it exits 0.
+// the CM on the wire). Subsystems by NQN, each with its namespaces (RAM or
+// a file) and the hosts allowed (none listed: any), from a JSON file or the
+// one-line form for one subsystem with one namespace. It runs until SIGINT
+// or SIGTERM: then the hosts are disconnected, the I/O in flight finishes,
+// and it exits 0. Connects, refusals and closed queues are logged.
 #pragma once
 
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "srdma/status.h"
 
 namespace srdma::tools {
 
-struct NvmfTargetOptions {
-  std::string ip;                    // the device's address (required)
-  std::uint16_t port = 4420;
-  std::string nqn;                   // the subsystem's NQN (required)
+struct NvmfNamespaceConfig {
   std::string backend = "ram";       // ram | file:PATH
-  std::uint64_t size = 64ull << 20;  // bytes of the namespace
-  bool pool_cqs = true;
+  std::uint64_t size = 64ull << 20;  // bytes
 };
 
-// Runs until SIGINT or SIGTERM (which it blocks in the calling thread and
-// waits for). Logs to `log`: the listen address, then one line at the end.
-Result<void> nvmf_target(const NvmfTargetOptions& o, std::ostream& log);
+struct NvmfSubsystemConfig {
+  std::string nqn;
+  std::vector<std::string> allowed_hosts;  // empty: any host
+  std::vector<NvmfNamespaceConfig> namespaces;
+};
+
+struct NvmfTargetConfig {
+  std::string ip;  // the device's address
+  std::uint16_t port = 4420;
+  bool pool_cqs = true;
+  std::vector<NvmfSubsystemConfig> subsystems;
+};
+
+// The JSON form:
+//   {"ip": "127.0.0.1", "port": 4420, "pool_cqs": true,
+//    "subsystems": [{"nqn": "nqn...", "allowed_hosts": ["nqn..."],
+//                    "namespaces": [{"backend": "ram", "size": 67108864}]}]}
+// ip and at least one subsystem with at least one namespace are required.
+// EINVAL naming the field for anything missing, mistyped or out of range.
+Result<NvmfTargetConfig> parse_nvmf_target_config(const std::string& json);
+
+// The options of the one-line form (what the command line gives).
+struct NvmfTargetOptions {
+  std::string config;  // a JSON file; then the fields below must stay unset
+  std::string ip;
+  std::uint16_t port = 4420;
+  std::string nqn;
+  std::string backend = "ram";
+  std::uint64_t size = 64ull << 20;
+  std::vector<std::string> allowed_hosts;
+  bool pool_cqs = true;
+};
+Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o);
+
+// Runs until SIGINT or SIGTERM (blocked in the calling thread, which waits
+// for them). Logs to `log`.
+Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log);
 
 }  // namespace srdma::tools
