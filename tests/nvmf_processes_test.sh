@@ -8,7 +8,9 @@
 # Checks: a verified randrw run in both CQ modes against the target process
 # exits 0 with no I/O or verify error; a host asking for a subsystem the
 # target does not have, or a port nobody listens on, fails at once with a
-# clear error; SIGTERM stops the target cleanly (exit 0, its last line).
+# clear error; SIGTERM stops the target cleanly (exit 0, its last line); a
+# file-backed target killed under a verified load and started again is
+# reconnected to with no I/O lost and no verify error.
 # Every wait polls for its event with a limit; nothing sleeps to let
 # something happen. Logs are kept on failure.
 set -u
@@ -17,11 +19,13 @@ BIN=${1:?usage: nvmf_processes_test.sh SRDMA}
 [[ -x $BIN ]] || { echo "FAIL: '$BIN' is not an executable srdma" >&2; exit 1; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/srdma-nvmf.XXXXXX") || exit 1
 TARGET_PID=
+BENCH_PID=
 FAILS=0
 cleanup() {
   local rc=$?
   trap - EXIT HUP INT TERM
-  [[ -n $TARGET_PID ]] && kill -9 "$TARGET_PID" 2>/dev/null && wait "$TARGET_PID" 2>/dev/null
+  local pid
+  for pid in $TARGET_PID $BENCH_PID; do kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
   if ((rc != 0)); then echo "logs kept in $TMP" >&2; else rm -rf "$TMP"; fi
   exit "$rc"
 }
@@ -57,7 +61,7 @@ if ! wait_for 10000 listening; then
   fail "the target never listened: $(tail -3 "$TMP/target.log")"
   exit 1
 fi
-echo "ok   target listening: $(head -1 "$TMP/target.log")"
+echo "ok   target listening: $(grep -m1 "listening on" "$TMP/target.log")"
 
 bench=("$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --queues 2 --qd 8 --ios 4000
   --rw randrw --verify --no-progress)
@@ -92,6 +96,43 @@ else
 fi
 (($(now_ms) - t0 < 10000)) || fail "the refusals took $(($(now_ms) - t0)) ms"
 
+# The target dies (SIGKILL) under a verified randrw load and a new one
+# starts on the same file: the host reconnects, its I/O waits and is
+# submitted again; no verify error, no I/O error.
+kill -TERM "$TARGET_PID"
+wait "$TARGET_PID" 2>/dev/null
+TARGET_PID=
+IMG=$TMP/disk.img
+start_target() {
+  "$BIN" nvmf target --ip "$T_IP" --nqn "$NQN" --size "$SIZE" --backend "file:$IMG" >>"$TMP/target2.log" 2>&1 &
+  TARGET_PID=$!
+  wait_for 10000 grep -q "listening on $T_IP:4420" "$TMP/target2.log"
+}
+start_target || fail "the file-backed target never listened"
+"$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --queues 2 --qd 8 --runtime 4 --rw randrw \
+  --verify --cq pool --reconnect-delay 0.2 --ctrl-loss-tmo 30 --no-progress >"$TMP/restart.log" 2>&1 &
+BENCH_PID=$!
+connected() { grep -q "controller .* for " "$TMP/target2.log"; }
+wait_for 10000 connected || fail "the host never connected to the file-backed target"
+kill -9 "$TARGET_PID"
+wait "$TARGET_PID" 2>/dev/null
+: >"$TMP/target2.log"
+start_target || fail "the restarted target never listened"
+wait "$BENCH_PID"
+rc=$?
+BENCH_PID=
+if ((rc != 0)); then
+  fail "blk bench across the restart exited $rc:"
+  tail -20 "$TMP/restart.log"
+elif ! grep -qE '^verify errors +0$' "$TMP/restart.log" || ! grep -qE '^I/O errors +0$' "$TMP/restart.log"; then
+  fail "errors across the restart:"
+  cat "$TMP/restart.log"
+elif ! grep -qE '^reconnects +[1-9]' "$TMP/restart.log"; then
+  fail "the host did not reconnect: $(grep -E '^reconnects' "$TMP/restart.log")"
+else
+  echo "ok   target restarted under verified load: $(grep -E '^(reconnects|I/Os) ' "$TMP/restart.log" | tr -s ' ' | tr '\n' ' ')"
+fi
+
 kill -TERM "$TARGET_PID"
 stopped() { ! kill -0 "$TARGET_PID" 2>/dev/null; }
 if wait_for 20000 stopped; then
@@ -100,10 +141,10 @@ if wait_for 20000 stopped; then
   TARGET_PID=
   if ((rc != 0)); then
     fail "the target exited $rc on SIGTERM"
-  elif ! grep -qE "srdma nvmf target: stopped$" "$TMP/target.log"; then
+  elif ! grep -qE "srdma nvmf target: stopped$" "$TMP/target2.log"; then
     fail "the target's last line is missing: $(tail -2 "$TMP/target.log")"
   else
-    echo "ok   SIGTERM: $(tail -1 "$TMP/target.log")"
+    echo "ok   SIGTERM: $(tail -1 "$TMP/target2.log")"
   fi
 else
   fail "the target did not stop within 20 s of SIGTERM"

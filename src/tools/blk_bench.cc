@@ -19,6 +19,7 @@
 #include "nvmf/namespace.h"
 #include "nvmf/rdma_host.h"
 #include "nvmf/rdma_target.h"
+#include "nvmf/reconnecting_host.h"
 #include "nvmf/subsystem.h"
 #include "srdma/net.h"
 #include "tools/blk_plot.h"
@@ -89,6 +90,7 @@ struct Slot {
 struct QueueRun {
   Run* run = nullptr;
   nvmf::HostController* ctrl = nullptr;
+  nvmf::ReconnectingHost* rhost = nullptr;  // --connect: the controller that reconnects
   std::uint32_t queue = 0;
   std::vector<std::uint32_t>* gens = nullptr;  // per unit of this controller's namespace
   std::uint32_t slots_per_ctrl = 0;
@@ -181,7 +183,7 @@ void submit(Slot& s) {
     }
   }
   s.start_ns = now_ns();
-  if (auto r = q.ctrl->submit(s.io, q.queue); !r) {
+  if (auto r = q.rhost ? q.rhost->submit(s.io, q.queue) : q.ctrl->submit(s.io, q.queue); !r) {
     ++q.errors;
     run.inflight.fetch_sub(1, std::memory_order_release);
   }
@@ -308,6 +310,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
                                           o.size, run.units, o.bs, slots_per_ctrl));
 
   std::vector<std::unique_ptr<nvmf::HostController>> ctrls;
+  std::vector<std::unique_ptr<nvmf::ReconnectingHost>> rhosts;
   // A remote namespace holds what earlier runs wrote: unknown until written.
   std::vector<std::vector<std::uint32_t>> gens(o.controllers,
                                                std::vector<std::uint32_t>(run.units, remote ? kUnknownGen : 0));
@@ -325,9 +328,23 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     hopts.reg = o.reg == "fmr" ? nvmf::RegMode::kFmr : nvmf::RegMode::kFrwr;
     hopts.max_io_size = topts.limits.max_io_size;
     hopts.path_mtu = o.mtu;
-    auto ctrl = nvmf::HostController::connect(*host_dev, target_addr, port, hopts);
-    if (!ctrl) return std::unexpected(ctrl.error());
-    const nvmf::NamespaceInfo* nsi = (*ctrl)->find_namespace(1);
+    // Against a target elsewhere the controller reconnects when it goes
+    // away (a restart): its I/O waits, up to --ctrl-loss-tmo.
+    std::unique_ptr<nvmf::HostController> ctrl;
+    std::unique_ptr<nvmf::ReconnectingHost> rhost;
+    if (remote) {
+      nvmf::ReconnectOptions ro;
+      ro.reconnect_delay = std::chrono::milliseconds(static_cast<std::int64_t>(o.reconnect_delay * 1000));
+      ro.ctrl_loss_tmo = std::chrono::milliseconds(static_cast<std::int64_t>(o.ctrl_loss_tmo * 1000));
+      auto r = nvmf::ReconnectingHost::connect(*host_dev, target_addr, port, hopts, ro);
+      if (!r) return std::unexpected(r.error());
+      rhost = std::move(*r);
+    } else {
+      auto r = nvmf::HostController::connect(*host_dev, target_addr, port, hopts);
+      if (!r) return std::unexpected(r.error());
+      ctrl = std::move(*r);
+    }
+    const nvmf::NamespaceInfo* nsi = rhost ? rhost->find_namespace(1) : ctrl->find_namespace(1);
     if (!nsi || nsi->block_size != kBlockSize)
       return make_error(EINVAL, fmt::format("{} has no namespace 1 of {}-byte blocks", hopts.subnqn, kBlockSize));
     if (nsi->num_blocks * kBlockSize < o.size)
@@ -336,7 +353,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     for (std::uint32_t q = 0; q < queues; ++q) {
       auto qr = std::make_unique<QueueRun>();
       qr->run = &run;
-      qr->ctrl = ctrl->get();
+      qr->ctrl = ctrl.get();
+      qr->rhost = rhost.get();
       qr->queue = q;
       qr->gens = &gens[c];
       qr->slots_per_ctrl = slots_per_ctrl;
@@ -354,7 +372,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
       }
       qruns.push_back(std::move(qr));
     }
-    ctrls.push_back(std::move(*ctrl));
+    if (ctrl) ctrls.push_back(std::move(ctrl));
+    if (rhost) rhosts.push_back(std::move(rhost));
   }
 
   const VectorTotals v0 = vector_totals(devs);
@@ -414,8 +433,11 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     res.cqs = static_cast<std::uint32_t>(host_dev->cq_pool_stats().size());
   } else {
     for (auto& c : ctrls) res.cqs += static_cast<std::uint32_t>(c->cqs().size());
+    for (auto& h : rhosts) res.cqs += static_cast<std::uint32_t>(h->cqs().size());
   }
+  for (auto& h : rhosts) res.reconnects += h->reconnects();
   ctrls.clear();
+  rhosts.clear();
   target.reset();
   return res;
 }
@@ -427,7 +449,8 @@ void print_table(const BlkBenchOptions& o, const ImpairSpec& impair, std::uint32
   fmt::print(out, "srdma blk bench: {} controllers x {} queues, qd {}, {} B {}{}, {} namespaces of {} MiB, {}{}, "
              "MTU {}{}\n",
              o.controllers, queues, o.qd, o.bs, o.rw, o.rw == "randrw" ? fmt::format(" ({}% reads)", o.rwmix) : "",
-             o.backend, o.size >> 20, o.reg == "fmr" ? "FMR pool" : "FRWR", o.dim ? ", adaptive moderation" : "",
+             o.connect.empty() ? o.backend : fmt::format("{} at {}", o.nqn, o.connect), o.size >> 20,
+             o.reg == "fmr" ? "FMR pool" : "FRWR", o.dim ? ", adaptive moderation" : "",
              o.mtu, impair.any() ? ", impaired link" : "");
   fmt::print(out, "{:<24}", "");
   for (const auto& r : rs) fmt::print(out, "{:>14}", r.mode);
@@ -452,6 +475,7 @@ void print_table(const BlkBenchOptions& o, const ImpairSpec& impair, std::uint32
   row("CPU us per I/O", [](const BlkModeResult& r) { return r.cpu_us_per_io; }, "{:.2f}");
   row("I/Os", [](const BlkModeResult& r) { return static_cast<double>(r.ios); }, "{:.0f}");
   row("I/O errors", [](const BlkModeResult& r) { return static_cast<double>(r.io_errors); }, "{:.0f}");
+  if (!o.connect.empty()) row("reconnects", [](const BlkModeResult& r) { return static_cast<double>(r.reconnects); }, "{:.0f}");
   if (o.verify) row("verify errors", [](const BlkModeResult& r) { return static_cast<double>(r.verify_errors); }, "{:.0f}");
   for (const auto& r : rs) {
     fmt::print(out, "{}:\n", r.mode);
@@ -513,6 +537,10 @@ Result<void> check_options(const BlkBenchOptions& o) {
     if (o.controllers != 1) return make_error(EINVAL, "--connect runs one controller (--controllers 1)");
     if (o.backend != "ram") return make_error(EINVAL, "--backend is the target's with --connect");
     if (auto r = parse_connect(o.connect); !r) return std::unexpected(r.error());
+    if (!(o.reconnect_delay > 0) || o.reconnect_delay > 3600)
+      return make_error(EINVAL, "--reconnect-delay must be in (0, 3600] seconds");
+    if (!(o.ctrl_loss_tmo >= 0) || o.ctrl_loss_tmo > 86400)
+      return make_error(EINVAL, "--ctrl-loss-tmo must be in [0, 86400] seconds");
   } else if (!o.ip.empty() || !o.nqn.empty()) {
     return make_error(EINVAL, "--ip and --nqn go with --connect");
   }

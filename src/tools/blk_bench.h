@@ -39,6 +39,11 @@ struct BlkBenchOptions {
   std::string connect;          // ADDR[:PORT]
   std::string ip;
   std::string nqn;
+  // With --connect: when the target goes away the host connects again
+  // every reconnect_delay seconds; its I/O waits, and fails only when
+  // ctrl_loss_tmo seconds pass without a connection (nvme-cli's options).
+  double reconnect_delay = 10;
+  double ctrl_loss_tmo = 600;
 };
 
 struct BlkModeResult {
@@ -55,6 +60,7 @@ struct BlkModeResult {
   double cpu_us_per_io = 0;
   std::uint64_t verify_errors = 0;
   std::uint64_t io_errors = 0;
+  std::uint64_t reconnects = 0;  // --connect: controllers connected again after a loss
   std::vector<DeviceTransport> transport;  // the host's and the target's, after the last I/O
 };
 

@@ -169,6 +169,12 @@ int main(int argc, char** argv) {
                        "default), through the CM on the wire");
   blkbench->add_option("--ip", bo.ip, "With --connect: the host's device address (RoCEv2)");
   blkbench->add_option("--nqn", bo.nqn, "With --connect: the subsystem to connect to");
+  blkbench->add_option("--reconnect-delay", bo.reconnect_delay,
+                       "With --connect: seconds between attempts to connect again after the target went away")
+      ->capture_default_str();
+  blkbench->add_option("--ctrl-loss-tmo", bo.ctrl_loss_tmo,
+                       "With --connect: seconds after a loss until waiting I/O fails")
+      ->capture_default_str();
 
   // srdma nvmf target --ip ADDR [--port 4420] --nqn NQN [--backend ram|file:PATH] [--size BYTES]
   auto* nvmf = app.add_subcommand("nvmf", "NVMe-oF over softrdma between processes");
