@@ -70,8 +70,9 @@ TEST(NvmfCapsule, UnknownOpcodes) {
   refused(c, io_ctx(), StatusCode::kInvalidOpcode);
   c.opcode = 0x05;  // Compare: not supported
   refused(c, io_ctx(), StatusCode::kInvalidOpcode);
-  // I/O commands on the admin queue: 02h there is Get Log Page, unsupported.
-  refused(a_read(), admin_ctx(), StatusCode::kInvalidOpcode);
+  // I/O commands on the admin queue: 02h there is Get Log Page (whose
+  // offset, a Read's NLB in CDW12, is not dword aligned here).
+  refused(a_read(), admin_ctx(), StatusCode::kInvalidField);
   refused(build_flush(1, 1).value(), admin_ctx(), StatusCode::kInvalidOpcode);
   // Fabrics command types we do not implement.
   NvmeCommand fab = build_keep_alive(3);
@@ -157,6 +158,31 @@ TEST(NvmfCapsule, IdentifyRefusals) {
   ctx.in_capsule_data_size = 8192;
   refused(encode_capsule(id(0x01, 0, in_capsule_sgl(0, 4096)), std::vector<std::byte>(4096)), ctx,
           StatusCode::kInvalidField);
+}
+
+TEST(NvmfCapsule, GetLogPageFieldsAndRefusals) {
+  auto glp = build_get_log_page(5, kLogPageDiscovery, 4096, 3072, keyed(4096));
+  ASSERT_TRUE(glp);
+  auto r = parse_command(encode_capsule(*glp), admin_ctx());
+  ASSERT_TRUE(std::holds_alternative<Command>(r));
+  const Command& c = std::get<Command>(r);
+  EXPECT_EQ(c.kind, CommandKind::kGetLogPage);
+  EXPECT_EQ(c.log.lid, kLogPageDiscovery);
+  EXPECT_EQ(c.log.offset, 4096u);
+  EXPECT_EQ(c.log.length, 3072u);
+  // A length above 256 KiB needs NUMDU: 1 MiB is the most one read takes.
+  auto big = build_get_log_page(5, kLogPageDiscovery, 0, 1u << 20, keyed(1u << 20));
+  ASSERT_TRUE(big);
+  EXPECT_EQ(std::get<Command>(parse_command(encode_capsule(*big), admin_ctx())).log.length, 1u << 20);
+  NvmeCommand over = *big;
+  over.cdw11 = 0x10;  // NUMD past 1 MiB
+  refused(over, admin_ctx(), StatusCode::kInvalidField);
+  NvmeCommand odd = *glp;
+  odd.cdw12 = 2;  // offset not dword aligned
+  refused(odd, admin_ctx(), StatusCode::kInvalidField);
+  refused(*build_get_log_page(5, kLogPageDiscovery, 0, 8192, keyed(4096)), admin_ctx(),
+          StatusCode::kDataSglLengthInvalid);
+  EXPECT_FALSE(build_get_log_page(5, kLogPageDiscovery, 0, 6, keyed(4096))) << "dwords only";
 }
 
 TEST(NvmfCapsule, NamespaceAndRangeRefusals) {

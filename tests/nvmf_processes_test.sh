@@ -63,6 +63,16 @@ if ! wait_for 10000 listening; then
 fi
 echo "ok   target listening: $(grep -m1 "listening on" "$TMP/target.log")"
 
+# Discovery: the target's discovery controller lists the subsystem.
+if "$BIN" nvmf discover --ip "$H_IP" "$T_IP" >"$TMP/discover.log" 2>&1 &&
+  grep -q "^subnqn:  $NQN$" "$TMP/discover.log" && grep -q "^traddr:  $T_IP$" "$TMP/discover.log" &&
+  grep -q "^trsvcid: 4420$" "$TMP/discover.log"; then
+  echo "ok   nvmf discover: $(grep -m1 'Number of Records' "$TMP/discover.log")"
+else
+  fail "nvmf discover did not list $NQN at $T_IP:4420:"
+  cat "$TMP/discover.log"
+fi
+
 bench=("$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --queues 2 --qd 8 --ios 4000
   --rw randrw --verify --no-progress)
 if "${bench[@]}" >"$TMP/bench.log" 2>&1; then

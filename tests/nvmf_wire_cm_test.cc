@@ -4,6 +4,7 @@
 // another process does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 #include <vector>
@@ -121,6 +122,38 @@ TEST_F(NvmfWireCm, OnlyAllowedHostsConnect) {
   o.hostnqn = "nqn.2026-12.io.softrdma:friend";
   auto friendly = HostController::connect(host_dev_, target_dev_.address(), kPort, o);
   EXPECT_TRUE(friendly) << friendly.error().to_string();
+}
+
+TEST_F(NvmfWireCm, DiscoveryListsWhatThisHostMayReach) {
+  auto hidden = *Subsystem::create("nqn.2026-12.io.softrdma:hidden", "SRDMAH", "hidden");
+  ASSERT_TRUE(hidden->add_namespace(*make_ram_namespace(kBlocks, kBlock)));
+  ASSERT_TRUE(hidden->allow_host("nqn.2026-12.io.softrdma:someone-else"));
+  ASSERT_TRUE(target_->add_subsystem(hidden));
+  HostOptions o = options();
+  o.subnqn = std::string(kDiscoveryNqn);
+  auto d = HostController::connect(host_dev_, target_dev_.address(), kPort, o);
+  ASSERT_TRUE(d) << d.error().to_string();
+  EXPECT_EQ((*d)->io_queues(), 0u) << "a discovery controller has no I/O queues";
+  auto page = (*d)->get_log_page(kLogPageDiscovery, 0, 2048);
+  ASSERT_TRUE(page) << page.error().to_string();
+  DiscoveryLogHeader h;
+  std::memcpy(&h, page->data(), sizeof h);
+  ASSERT_EQ(h.numrec, 1u) << "the hidden subsystem does not allow this host";
+  DiscoveryLogEntry e;
+  std::memcpy(&e, page->data() + 1024, sizeof e);
+  EXPECT_EQ(e.trtype, kTrtypeRdma);
+  EXPECT_EQ(e.adrfam, kAdrfamIpv4);
+  EXPECT_EQ(e.subtype, kSubtypeNvme);
+  EXPECT_EQ(std::string(e.subnqn), kNqn);
+  EXPECT_EQ(std::string(e.trsvcid, 4), "4420");
+  EXPECT_EQ(std::string(e.traddr, test::loopback_ip(2).size()), test::loopback_ip(2));
+  EXPECT_EQ(e.rdma.prtype, kRdmaPrtypeRoceV2);
+  EXPECT_EQ(e.rdma.cms, kRdmaCmsRdmaCm);
+  // Past the end of the log reads zeros; another LID is not there.
+  auto tail = (*d)->get_log_page(kLogPageDiscovery, 4096, 1024);
+  ASSERT_TRUE(tail);
+  EXPECT_EQ(std::count(tail->begin(), tail->end(), std::byte{0}), 1024);
+  EXPECT_FALSE((*d)->get_log_page(0x02, 0, 512)) << "SMART: not on a discovery controller";
 }
 
 }  // namespace

@@ -92,6 +92,19 @@ NvmeCommand build_identify(std::uint16_t cid, Cns cns, std::uint32_t nsid, const
   return c;
 }
 
+Result<NvmeCommand> build_get_log_page(std::uint16_t cid, std::uint8_t lid, std::uint64_t offset, std::uint32_t length,
+                                       const NvmeSgl& data) {
+  if (length == 0 || length % 4 || offset % 4)
+    return make_error(EINVAL, fmt::format("log page read of {} bytes at {}: dwords only", length, offset));
+  NvmeCommand c = sqe(static_cast<std::uint8_t>(AdminOpcode::kGetLogPage), cid, 0, data);
+  const std::uint32_t numd = length / 4 - 1;  // 0's based
+  c.cdw10 = lid | ((numd & 0xFFFF) << 16);
+  c.cdw11 = numd >> 16;
+  c.cdw12 = static_cast<std::uint32_t>(offset);
+  c.cdw13 = static_cast<std::uint32_t>(offset >> 32);
+  return c;
+}
+
 Result<NvmeCommand> build_connect(std::uint16_t cid, const ConnectParams& params,
                                   const NvmeSgl& data) {
   if (params.queue_size < 2 || params.queue_size > 0x10000)

@@ -45,6 +45,9 @@ Result<NvmeCommand> build_write(std::uint16_t cid, std::uint32_t nsid, std::uint
 Result<NvmeCommand> build_flush(std::uint16_t cid, std::uint32_t nsid);
 NvmeCommand build_keep_alive(std::uint16_t cid);
 // `data` must describe a 4096-byte buffer the target writes.
+// Get Log Page (admin 02h): `length` bytes (dwords) of log `lid` from `offset`.
+Result<NvmeCommand> build_get_log_page(std::uint16_t cid, std::uint8_t lid, std::uint64_t offset, std::uint32_t length,
+                                       const NvmeSgl& data);
 NvmeCommand build_identify(std::uint16_t cid, Cns cns, std::uint32_t nsid, const NvmeSgl& data,
                            std::uint16_t cntid = 0);
 

@@ -7,6 +7,10 @@ namespace {
 
 enum class Direction : std::uint8_t { kHostToController, kControllerToHost };
 
+// The most of a log page one Get Log Page reads (the discovery log of 1023
+// subsystem ports).
+constexpr std::uint64_t kMaxLogPageBytes = 1u << 20;
+
 Refusal refuse(std::uint16_t cid, StatusCode code, const char* reason, std::uint32_t dw0 = 0) {
   return Refusal{true, cid, NvmeStatus::of(code), dw0, reason};
 }
@@ -162,6 +166,22 @@ ParseResult parse_admin(const NvmeCommand& sqe, std::span<const std::byte> capsu
     case static_cast<std::uint8_t>(AdminOpcode::kKeepAlive):
       cmd.kind = CommandKind::kKeepAlive;
       return cmd;
+    case static_cast<std::uint8_t>(AdminOpcode::kGetLogPage): {
+      cmd.kind = CommandKind::kGetLogPage;
+      cmd.log.lid = static_cast<std::uint8_t>(sqe.cdw10 & 0xFF);
+      // NUMD (0's based dwords) is NUMDU:NUMDL over CDW11 and CDW10; the
+      // offset LPOU:LPOL over CDW13 and CDW12.
+      const std::uint64_t numd = ((std::uint64_t{sqe.cdw11 & 0xFFFF} << 16) | (sqe.cdw10 >> 16)) + 1;
+      cmd.log.offset = (std::uint64_t{sqe.cdw13} << 32) | sqe.cdw12;
+      if (cmd.log.offset % 4) return refuse(sqe.cid, StatusCode::kInvalidField, "log page offset not dword aligned");
+      if (numd * 4 > kMaxLogPageBytes) return refuse(sqe.cid, StatusCode::kInvalidField, "log page read above 1 MiB");
+      cmd.log.length = static_cast<std::uint32_t>(numd * 4);
+      if (const SglError* e = parse_sgl(sqe.dptr, Direction::kControllerToHost, capsule, ctx, cmd.data))
+        return refuse(sqe.cid, e->code, e->reason);
+      if (cmd.data.length < cmd.log.length)
+        return refuse(sqe.cid, StatusCode::kDataSglLengthInvalid, "Get Log Page buffer shorter than NUMD");
+      return cmd;
+    }
     case static_cast<std::uint8_t>(AdminOpcode::kIdentify): {
       cmd.kind = CommandKind::kIdentify;
       const auto cns = static_cast<std::uint8_t>(sqe.cdw10 & 0xFF);
@@ -235,6 +255,7 @@ std::string_view command_kind_name(CommandKind k) {
     case CommandKind::kPropertyGet: return "Property Get";
     case CommandKind::kPropertySet: return "Property Set";
     case CommandKind::kIdentify: return "Identify";
+    case CommandKind::kGetLogPage: return "Get Log Page";
     case CommandKind::kKeepAlive: return "Keep Alive";
     case CommandKind::kFlush: return "Flush";
     case CommandKind::kWrite: return "Write";

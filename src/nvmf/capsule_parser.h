@@ -47,6 +47,7 @@ enum class CommandKind : std::uint8_t {
   kPropertyGet,
   kPropertySet,
   kIdentify,
+  kGetLogPage,
   kKeepAlive,
   kFlush,
   kWrite,
@@ -86,6 +87,11 @@ struct IdentifyFields {
   Cns cns = Cns::kController;
   std::uint16_t cntid = 0;
 };
+struct GetLogPageFields {
+  std::uint8_t lid = 0;
+  std::uint64_t offset = 0;  // bytes into the log, dword aligned
+  std::uint32_t length = 0;  // bytes (NUMD + 1 dwords)
+};
 struct ReadWriteFields {
   std::uint64_t slba = 0;
   std::uint32_t nlb = 0;  // blocks, 1..65536 (the wire's 0's based value + 1)
@@ -101,6 +107,7 @@ struct Command {
   ConnectFields connect;
   PropertyFields property;
   IdentifyFields identify;
+  GetLogPageFields log;
   ReadWriteFields rw;
 };
 

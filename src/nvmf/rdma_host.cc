@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "nvmf/capsule.h"
+#include "nvmf/subsystem.h"
 
 namespace srdma::nvmf {
 namespace {
@@ -85,6 +86,18 @@ Result<std::uint64_t> HostController::admin(const HostCommand& cmd) {
   if (!s.io.status.ok())
     return make_error(EIO, fmt::format("admin command {:#x}: {}", cmd.sqe.opcode, s.io.status.to_string()));
   return s.result;
+}
+
+Result<std::vector<std::byte>> HostController::get_log_page(std::uint8_t lid, std::uint64_t offset,
+                                                           std::uint32_t length) {
+  if (length > opts_.max_io_size && length > kIdentifyDataSize)
+    return make_error(EINVAL, fmt::format("log page read of {} bytes above the queue's {}", length, opts_.max_io_size));
+  auto sqe = build_get_log_page(0, lid, offset, length, null_sgl());
+  if (!sqe) return std::unexpected(sqe.error());
+  PageBuffer buf(length);
+  HostCommand cmd{*sqe, buf.p, length, false};
+  if (auto r = admin(cmd); !r) return std::unexpected(r.error());
+  return std::vector<std::byte>(buf.p, buf.p + length);
 }
 
 Result<void> HostController::fabrics_connect(HostQueue& q, std::uint16_t cntlid) {
@@ -177,6 +190,7 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
 
   std::uint32_t n = opts_.nr_io_queues;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  if (opts_.subnqn == kDiscoveryNqn) n = 0;  // a discovery controller has an admin queue only
   for (std::uint32_t i = 0; i < n; ++i) {
     HostQueueConfig qc;
     qc.qid = static_cast<std::uint16_t>(i + 1);

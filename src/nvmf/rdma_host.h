@@ -83,6 +83,9 @@ class HostController {
   const std::vector<NamespaceInfo>& namespaces() const { return namespaces_; }
   const NamespaceInfo* find_namespace(std::uint32_t nsid) const;
   const IdentifyController& identify() const { return id_; }
+  // Get Log Page on the admin queue (a discovery controller's log is LID
+  // kLogPageDiscovery): `length` bytes from `offset`, dword multiples.
+  Result<std::vector<std::byte>> get_log_page(std::uint8_t lid, std::uint64_t offset, std::uint32_t length);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Closes every queue with `err` (every outstanding I/O completes with it).
   void fail(int err);

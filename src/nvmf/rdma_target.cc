@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "nvmf/nvme_rdma_cm.h"
 #include "nvmf/target_queue.h"
+#include "srdma/net.h"
 
 namespace srdma::nvmf {
 namespace {
@@ -19,7 +23,12 @@ Result<std::unique_ptr<RdmaTarget>> RdmaTarget::create(Device& dev, const Target
   if (!opts.clock) return make_error(EINVAL, "no clock");
   auto pd = dev.alloc_pd();
   if (!pd) return std::unexpected(pd.error());
-  return std::unique_ptr<RdmaTarget>(new RdmaTarget(dev, std::move(*pd), opts));
+  std::unique_ptr<RdmaTarget> t(new RdmaTarget(dev, std::move(*pd), opts));
+  // The well-known discovery subsystem: no namespaces, its log lists the rest.
+  auto disc = Subsystem::create(std::string(kDiscoveryNqn), "SRDMADISCOVERY", "softrdma discovery");
+  if (!disc) return std::unexpected(disc.error());
+  if (auto r = t->subsystems_.add(std::move(*disc)); !r) return std::unexpected(r.error());
+  return t;
 }
 
 RdmaTarget::RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& opts)
@@ -87,6 +96,48 @@ void RdmaTarget::disconnect_all() {
   cv_.notify_all();
 }
 
+std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const {
+  std::vector<std::uint16_t> ports;
+  {
+    std::lock_guard lock(mu_);
+    ports = ports_;
+  }
+  std::vector<DiscoveryLogEntry> entries;
+  const std::string traddr = is_roce_address(dev_.address()) ? ipv4_str(roce_ipv4(dev_.address()))
+                                                             : fmt::format("{}", dev_.address());
+  auto put = [](char* field, std::size_t size, const std::string& v) {
+    std::memset(field, ' ', size);  // ASCII fields are space padded
+    std::memcpy(field, v.data(), std::min(v.size(), size));
+  };
+  for (const std::string& nqn : subsystems_.nqns()) {
+    if (nqn == kDiscoveryNqn) continue;
+    auto sub = subsystems_.find(nqn);
+    if (!sub || !sub->host_allowed(hostnqn)) continue;
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+      DiscoveryLogEntry e;
+      e.trtype = kTrtypeRdma;
+      e.adrfam = kAdrfamIpv4;
+      e.subtype = kSubtypeNvme;
+      e.portid = static_cast<std::uint16_t>(i + 1);
+      e.asqsz = static_cast<std::uint16_t>(opts_.limits.max_queue_size);
+      put(e.trsvcid, sizeof e.trsvcid, std::to_string(ports[i]));
+      std::memcpy(e.subnqn, nqn.data(), std::min(nqn.size(), sizeof e.subnqn - 1));
+      put(e.traddr, sizeof e.traddr, traddr);
+      e.rdma.qptype = kRdmaQptypeConnected;
+      e.rdma.prtype = is_roce_address(dev_.address()) ? kRdmaPrtypeRoceV2 : kRdmaPrtypeNotSpecified;
+      e.rdma.cms = kRdmaCmsRdmaCm;
+      entries.push_back(e);
+    }
+  }
+  DiscoveryLogHeader h;
+  h.genctr = 1;  // subsystems and ports are fixed once listening
+  h.numrec = entries.size();
+  std::vector<std::byte> page(sizeof h + entries.size() * sizeof(DiscoveryLogEntry));
+  std::memcpy(page.data(), &h, sizeof h);
+  if (!entries.empty()) std::memcpy(page.data() + sizeof h, entries.data(), entries.size() * sizeof(DiscoveryLogEntry));
+  return page;
+}
+
 TargetStats RdmaTarget::stats() const {
   std::lock_guard lock(mu_);
   TargetStats s;
@@ -138,6 +189,11 @@ NvmeStatus RdmaTarget::connect_locked(TargetQueue& q, const ConnectFields& f, co
   if (!sub) {
     line = fmt::format("refused {}: no subsystem {}", info.hostnqn, info.subnqn);
     *dw0 = connect_ipo(true, 256);  // SUBNQN
+    return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
+  }
+  if (sub->nqn() == kDiscoveryNqn && q.qid() != 0) {
+    line = fmt::format("refused {}: an I/O queue for the discovery controller", info.hostnqn);
+    *dw0 = connect_ipo(false, 42);  // QID
     return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
   }
   if (!sub->host_allowed(info.hostnqn)) {

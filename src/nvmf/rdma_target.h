@@ -71,6 +71,9 @@ class RdmaTarget final : public CmListener {
   void disconnect_all();
 
   TargetStats stats() const;
+  // The discovery log page (NVMe-oF 1.1 5.3) `hostnqn` sees: an entry per
+  // subsystem that allows it and port listened on.
+  std::vector<std::byte> discovery_log(std::string_view hostnqn) const;
   Device& device() { return dev_; }
   const TargetOptions& options() const { return opts_; }
 

@@ -1,5 +1,6 @@
 #include "nvmf/target_queue.h"
 
+#include <algorithm>
 #include <cstring>
 #include <variant>
 
@@ -388,6 +389,22 @@ void TargetQueue::execute(Slot& s, std::uint32_t byte_len) {
       NvmeStatus st = ctrl_->identify(c, std::span<std::byte>(s.data, kIdentifyDataSize));
       if (!st.ok()) return respond(s, st);
       return respond(s, st, 0, std::min<std::uint32_t>(c.data.length, kIdentifyDataSize));
+    }
+    case CommandKind::kGetLogPage: {
+      if (c.data.kind != DataDescriptor::Kind::kKeyed)
+        return respond(s, NvmeStatus::of(StatusCode::kSglDescriptorTypeInvalid));
+      // Only the discovery controller has a log page here: LID 70h.
+      if (c.log.lid != kLogPageDiscovery || ctrl_->subsystem()->nqn() != kDiscoveryNqn)
+        return respond(s, NvmeStatus::of(StatusCode::kInvalidField));
+      const std::vector<std::byte> page = target_.discovery_log(ctrl_->hostnqn());
+      const std::uint32_t room = std::max<std::uint32_t>(target_.options().limits.max_io_size, kIdentifyDataSize);
+      if (c.log.length > room) return respond(s, NvmeStatus::of(StatusCode::kInvalidField));
+      // Past the end reads zeros (NVMe base 5.16: what is not there is 0).
+      std::memset(s.data, 0, c.log.length);
+      if (c.log.offset < page.size())
+        std::memcpy(s.data, page.data() + c.log.offset,
+                    std::min<std::uint64_t>(c.log.length, page.size() - c.log.offset));
+      return respond(s, NvmeStatus::success(), 0, c.log.length);
     }
     case CommandKind::kFlush:
     case CommandKind::kRead:

@@ -31,6 +31,7 @@ static_assert(std::endian::native == std::endian::little,
 
 // Admin command set (NVMe base, Figure "Opcodes for Admin Commands").
 enum class AdminOpcode : std::uint8_t {
+  kGetLogPage = 0x02,
   kIdentify = 0x06,
   kKeepAlive = 0x18,
 };
@@ -421,5 +422,52 @@ inline constexpr std::size_t kMaxActiveNamespaceList = kIdentifyDataSize / 4;
 
 // nsid values with a meaning of their own.
 inline constexpr std::uint32_t kNsidBroadcast = 0xFFFFFFFF;
+
+// Discovery (NVMe-oF 1.1 section 5): the well-known discovery subsystem and
+// its log page (Get Log Page, LID 70h): a 1024-byte header, then one
+// 1024-byte entry per subsystem port the host may reach. Little-endian.
+inline constexpr std::uint8_t kLogPageDiscovery = 0x70;
+
+struct DiscoveryLogHeader {
+  std::uint64_t genctr = 0;  // changes when the log changes
+  std::uint64_t numrec = 0;
+  std::uint16_t recfmt = 0;
+  std::uint8_t reserved[1006] = {};
+};
+static_assert(sizeof(DiscoveryLogHeader) == 1024);
+
+enum DiscoveryTrtype : std::uint8_t { kTrtypeRdma = 1 };
+enum DiscoveryAdrfam : std::uint8_t { kAdrfamIpv4 = 1 };
+enum DiscoverySubtype : std::uint8_t { kSubtypeDiscovery = 1, kSubtypeNvme = 2 };
+// The RDMA transport-specific address subtype (TSAS).
+enum RdmaQptype : std::uint8_t { kRdmaQptypeConnected = 1 };
+enum RdmaPrtype : std::uint8_t { kRdmaPrtypeNotSpecified = 1, kRdmaPrtypeIb = 2, kRdmaPrtypeRoce = 3, kRdmaPrtypeRoceV2 = 4 };
+enum RdmaCms : std::uint8_t { kRdmaCmsRdmaCm = 1 };
+
+struct DiscoveryLogEntry {
+  std::uint8_t trtype = 0;
+  std::uint8_t adrfam = 0;
+  std::uint8_t subtype = 0;
+  std::uint8_t treq = 0;
+  std::uint16_t portid = 0;
+  std::uint16_t cntlid = 0xFFFF;  // dynamic
+  std::uint16_t asqsz = 0;
+  std::uint8_t reserved0[22] = {};
+  char trsvcid[32] = {};  // ASCII, space padded: the port
+  std::uint8_t reserved1[192] = {};
+  char subnqn[256] = {};  // NUL terminated
+  char traddr[256] = {};  // ASCII, space padded: the address
+  struct {
+    std::uint8_t qptype = 0;
+    std::uint8_t prtype = 0;
+    std::uint8_t cms = 0;
+    std::uint8_t reserved[5] = {};
+    std::uint16_t pkey = 0;
+    std::uint8_t reserved2[246] = {};
+  } rdma;
+};
+static_assert(sizeof(DiscoveryLogEntry) == 1024);
+static_assert(offsetof(DiscoveryLogEntry, trsvcid) == 32 && offsetof(DiscoveryLogEntry, subnqn) == 256 &&
+              offsetof(DiscoveryLogEntry, traddr) == 512 && offsetof(DiscoveryLogEntry, rdma) == 768);
 
 }  // namespace srdma::nvmf

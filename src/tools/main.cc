@@ -9,6 +9,7 @@
 #include "tools/blk_bench.h"
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
+#include "tools/nvmf_discover.h"
 #include "tools/nvmf_target.h"
 #include "tools/perf.h"
 #include "tools/run.h"
@@ -191,6 +192,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   nvmf_target->add_option("--size", to.size, "Bytes of the namespace")->capture_default_str();
   nvmf_target->add_flag("!--private-cqs", to.pool_cqs, "One CQ per queue instead of the shared CQ pool");
+  // srdma nvmf discover --ip ADDR TARGET[:PORT]
+  auto* nvmf_discover = nvmf->add_subcommand("discover", "List what a target's discovery controller offers this host");
+  srdma::tools::NvmfDiscoverOptions dopt;
+  nvmf_discover->add_option("--ip", dopt.ip, "This host's device address (RoCEv2)")->required();
+  nvmf_discover->add_option("--hostnqn", dopt.hostnqn, "The host NQN to ask as");
+  nvmf_discover->add_option("target", dopt.target, "The target's ADDR[:PORT] (4420)")->required();
 
   // srdma run [--ip ADDR] -- PROGRAM ARGS...
   auto* run = app.add_subcommand(
@@ -235,6 +242,8 @@ int main(int argc, char** argv) {
       if (auto r = profile.set(s.substr(0, eq), *value); !r) return fail(r.error());
     }
     if (auto r = srdma::tools::info(profile, std::cout, info_ip); !r) return fail(r.error());
+  } else if (*nvmf_discover) {
+    if (auto r = srdma::tools::nvmf_discover(dopt, std::cout); !r) return fail(r.error());
   } else if (*nvmf_target) {
     auto config = srdma::tools::nvmf_target_config(to);
     if (!config) return fail(config.error());
