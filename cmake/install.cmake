@@ -6,6 +6,7 @@
 #   <libdir>/pkgconfig/srdma.pc                   pkg-config --static --cflags --libs srdma
 #   <libdir>/softrdma/libibverbs.so.1             the drop-in (root CMakeLists.txt), where
 #                                                 only srdma run / LD_LIBRARY_PATH finds it
+#   <libdir>/softrdma/librdmacm.so.1              the RDMA CM drop-in, next to it (below)
 include(CMakePackageConfigHelpers)
 
 set(SRDMA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/srdma)
@@ -42,3 +43,9 @@ if(SRDMA_SANITIZE)
 endif()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/srdma.pc.in ${CMAKE_BINARY_DIR}/packaging/srdma.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/packaging/srdma.pc DESTINATION ${SRDMA_PKGCONFIG_DIR})
+
+# librdmacm.so.1 next to softrdma's libibverbs.so.1: `srdma run` and
+# LD_LIBRARY_PATH=<libdir>/softrdma find both.
+if(TARGET srdma_rdmacm)
+  install(TARGETS srdma_rdmacm LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/softrdma NAMELINK_SKIP)
+endif()

@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev liburing-dev zlib1g-dev clang libclang-rt-14-dev
   libisal-dev tshark python3 iproute2
-  libibverbs-dev ibverbs-utils perftest)
+  libibverbs-dev ibverbs-utils perftest librdmacm-dev rdmacm-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,0 +1,102 @@
+// rdma_getaddrinfo: IPv4 names and numbers through getaddrinfo(3), the
+// result in rdma_addrinfo's form (ai_src_addr for RAI_PASSIVE, ai_dst_addr
+// otherwise with the hints' source copied, RDMA_PS_TCP and RC by default).
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "errors.h"
+#include "objects.h"
+
+namespace {
+
+sockaddr* copy_addr(const sockaddr* a, socklen_t len) {
+  if (!a || len == 0) return nullptr;
+  auto* out = static_cast<sockaddr*>(std::calloc(1, sizeof(sockaddr_storage)));
+  if (out) std::memcpy(out, a, std::min<std::size_t>(len, sizeof(sockaddr_storage)));
+  return out;
+}
+
+}  // namespace
+
+using namespace srdma::rdmacm;
+
+extern "C" {
+
+void rdma_freeaddrinfo(rdma_addrinfo* res) {
+  while (res) {
+    rdma_addrinfo* next = res->ai_next;
+    std::free(res->ai_src_addr);
+    std::free(res->ai_dst_addr);
+    std::free(res->ai_src_canonname);
+    std::free(res->ai_dst_canonname);
+    std::free(res->ai_route);
+    std::free(res->ai_connect);
+    std::free(res);
+    res = next;
+  }
+}
+
+int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
+  if (!res) return fail("rdma_getaddrinfo", EINVAL, "NULL res");
+  if (!node && !service) return fail("rdma_getaddrinfo", EINVAL, "neither node nor service");
+  const int flags = hints ? hints->ai_flags : 0;
+  if (flags & ~(RAI_PASSIVE | RAI_NUMERICHOST | RAI_NOROUTE | RAI_FAMILY))
+    return fail("rdma_getaddrinfo", EINVAL, "unknown ai_flags");
+  if (hints && hints->ai_family != AF_UNSPEC && hints->ai_family != AF_INET)
+    return fail("rdma_getaddrinfo", EAFNOSUPPORT, "IPv4 only");
+  if (hints && hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP)
+    return fail("rdma_getaddrinfo", EOPNOTSUPP, "RDMA_PS_TCP only");
+  if (hints && hints->ai_qp_type && hints->ai_qp_type != IBV_QPT_RC)
+    return fail("rdma_getaddrinfo", EOPNOTSUPP, "RC only");
+
+  addrinfo ah{};
+  ah.ai_family = AF_INET;
+  ah.ai_socktype = SOCK_STREAM;
+  ah.ai_flags = ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0) | ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
+  addrinfo* found = nullptr;
+  if (int r = getaddrinfo(node, service, &ah, &found); r != 0) {
+    const int e = r == EAI_SYSTEM ? errno : (r == EAI_NONAME || r == EAI_NODATA ? ENODATA : EINVAL);
+    return fail("rdma_getaddrinfo", e, gai_strerror(r));
+  }
+  auto* out = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+  if (!out) {
+    freeaddrinfo(found);
+    return fail("rdma_getaddrinfo", ENOMEM, "out of memory");
+  }
+  out->ai_flags = flags;
+  out->ai_family = AF_INET;
+  out->ai_qp_type = IBV_QPT_RC;
+  out->ai_port_space = RDMA_PS_TCP;
+  bool ok = true;
+  if (flags & RAI_PASSIVE) {
+    out->ai_src_addr = copy_addr(found->ai_addr, found->ai_addrlen);
+    out->ai_src_len = found->ai_addrlen;
+    ok = out->ai_src_addr != nullptr;
+  } else {
+    out->ai_dst_addr = copy_addr(found->ai_addr, found->ai_addrlen);
+    out->ai_dst_len = found->ai_addrlen;
+    ok = out->ai_dst_addr != nullptr;
+    if (ok && hints && hints->ai_src_addr) {
+      if (hints->ai_src_addr->sa_family != AF_INET) {
+        freeaddrinfo(found);
+        rdma_freeaddrinfo(out);
+        return fail("rdma_getaddrinfo", EAFNOSUPPORT, "IPv4 source only");
+      }
+      out->ai_src_addr = copy_addr(hints->ai_src_addr, sizeof(sockaddr_in));
+      out->ai_src_len = sizeof(sockaddr_in);
+      ok = out->ai_src_addr != nullptr;
+    }
+  }
+  freeaddrinfo(found);
+  if (!ok) {
+    rdma_freeaddrinfo(out);
+    return fail("rdma_getaddrinfo", ENOMEM, "out of memory");
+  }
+  *res = out;
+  return 0;
+}
+
+}  // extern "C"

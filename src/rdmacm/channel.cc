@@ -1,0 +1,191 @@
+// Event channels: a queue of events per channel and an eventfd that is
+// readable while the queue holds one (poll() on channel->fd works as on
+// librdmacm's /dev/infiniband/rdma_cm fd). rdma_get_cm_event blocks in
+// poll(), a cancellation point, as librdmacm blocks in read().
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "errors.h"
+#include "objects.h"
+
+namespace srdma::rdmacm {
+namespace {
+
+// REQUIRES c.mu.
+void set_readable(Channel& c) {
+  if (c.queue.empty() && c.readable) {
+    std::uint64_t n;
+    (void)!::read(c.ch.fd, &n, sizeof n);
+    c.readable = false;
+  } else if (!c.queue.empty() && !c.readable) {
+    std::uint64_t one = 1;
+    (void)!::write(c.ch.fd, &one, sizeof one);
+    c.readable = true;
+  }
+}
+
+}  // namespace
+
+Channel* new_channel() {
+  auto* c = new (std::nothrow) Channel;
+  if (!c) return fail_null<Channel>("rdma_create_event_channel", ENOMEM, "out of memory");
+  c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // our reads never block; the user's O_NONBLOCK is F_SETFL's
+  if (c->ch.fd < 0) {
+    int e = errno;
+    delete c;
+    return fail_null<Channel>("rdma_create_event_channel", e, "eventfd");
+  }
+  // Blocking unless the application sets O_NONBLOCK (rping, ucmatose poll it).
+  fcntl(c->ch.fd, F_SETFL, fcntl(c->ch.fd, F_GETFL) & ~O_NONBLOCK);
+  std::lock_guard lock(g_mu);
+  g_channels.insert(c);
+  return c;
+}
+
+void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_param* conn, Id* listen) {
+  Channel* c = to_channel(id.id.channel);
+  if (!c) return;
+  auto* e = new (std::nothrow) Event;
+  if (!e) return;  // out of memory: the event is lost, as a kernel would drop it
+  std::memset(&e->ev, 0, sizeof e->ev);
+  e->channel = c;
+  e->ev.id = &id.id;
+  e->ev.listen_id = listen ? &listen->id : nullptr;
+  e->ev.event = type;
+  e->ev.status = status;
+  if (conn) {
+    e->ev.param.conn = *conn;
+    const std::size_t n = std::min<std::size_t>(conn->private_data_len, sizeof e->data);
+    if (conn->private_data && n) {
+      std::memcpy(e->data, conn->private_data, n);
+      e->ev.param.conn.private_data = e->data;
+    } else {
+      e->ev.param.conn.private_data = nullptr;
+      e->ev.param.conn.private_data_len = 0;
+    }
+  }
+  std::lock_guard lock(c->mu);
+  c->queue.push_back(e);
+  set_readable(*c);
+}
+
+void drop_events(Id& id) {
+  Channel* c = to_channel(id.id.channel);
+  if (!c) return;
+  std::lock_guard lock(c->mu);
+  auto mine = [&](Event* e) { return e->ev.id == &id.id || e->ev.listen_id == &id.id; };
+  auto keep = std::stable_partition(c->queue.begin(), c->queue.end(), [&](Event* e) { return !mine(e); });
+  for (auto it = keep; it != c->queue.end(); ++it) delete *it;
+  c->queue.erase(keep, c->queue.end());
+  set_readable(*c);
+}
+
+void move_events(Id& id, Channel* to) {
+  Channel* from = to_channel(id.id.channel);
+  if (!from || from == to) return;
+  std::scoped_lock lock(from->mu, to->mu);
+  for (Event* e : from->queue)
+    if (e->ev.id == &id.id) {
+      e->channel = to;
+      to->queue.push_back(e);
+    }
+  std::erase_if(from->queue, [&](Event* e) { return e->ev.id == &id.id; });
+  set_readable(*from);
+  set_readable(*to);
+}
+
+int sync_wait(rdma_cm_id* id, rdma_cm_event_type expected) {
+  rdma_cm_event* ev = nullptr;
+  if (rdma_get_cm_event(id->channel, &ev)) return -1;
+  const int status = ev->status;
+  const rdma_cm_event_type got = ev->event;
+  rdma_ack_cm_event(ev);
+  if (got == expected) return 0;
+  return fail("rdma_cm", status < 0 ? -status : (got == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED : EIO),
+              rdma_event_str(got));
+}
+
+}  // namespace srdma::rdmacm
+
+using namespace srdma::rdmacm;
+
+extern "C" {
+
+rdma_event_channel* rdma_create_event_channel(void) {
+  Channel* c = new_channel();
+  return c ? &c->ch : nullptr;
+}
+
+void rdma_destroy_event_channel(rdma_event_channel* channel) {
+  Channel* c = to_channel(channel);
+  {
+    std::lock_guard lock(g_mu);
+    if (!c || !g_channels.erase(c)) {
+      fail("rdma_destroy_event_channel", EINVAL, "not an event channel");
+      return;
+    }
+  }
+  for (Event* e : c->queue) delete e;
+  ::close(c->ch.fd);
+  delete c;
+}
+
+int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
+  if (!channel || !event) return fail("rdma_get_cm_event", EINVAL, "NULL channel or event");
+  Channel* c = to_channel(channel);
+  {
+    std::lock_guard lock(g_mu);
+    if (!g_channels.count(c)) return fail("rdma_get_cm_event", EINVAL, "not an event channel");
+  }
+  for (;;) {
+    {
+      std::lock_guard lock(c->mu);
+      if (!c->queue.empty()) {
+        Event* e = c->queue.front();
+        c->queue.pop_front();
+        set_readable(*c);
+        *event = &e->ev;
+        return 0;
+      }
+    }
+    if (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) return fail("rdma_get_cm_event", EAGAIN, "no event queued");
+    pollfd p{channel->fd, POLLIN, 0};
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) return fail("rdma_get_cm_event", errno, "poll");
+  }
+}
+
+int rdma_ack_cm_event(rdma_cm_event* event) {
+  if (!event) return fail("rdma_ack_cm_event", EINVAL, "NULL event");
+  delete reinterpret_cast<Event*>(event);
+  return 0;
+}
+
+const char* rdma_event_str(rdma_cm_event_type event) {
+  switch (event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED: return "RDMA_CM_EVENT_ADDR_RESOLVED";
+    case RDMA_CM_EVENT_ADDR_ERROR: return "RDMA_CM_EVENT_ADDR_ERROR";
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+    case RDMA_CM_EVENT_ROUTE_ERROR: return "RDMA_CM_EVENT_ROUTE_ERROR";
+    case RDMA_CM_EVENT_CONNECT_REQUEST: return "RDMA_CM_EVENT_CONNECT_REQUEST";
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+    case RDMA_CM_EVENT_CONNECT_ERROR: return "RDMA_CM_EVENT_CONNECT_ERROR";
+    case RDMA_CM_EVENT_UNREACHABLE: return "RDMA_CM_EVENT_UNREACHABLE";
+    case RDMA_CM_EVENT_REJECTED: return "RDMA_CM_EVENT_REJECTED";
+    case RDMA_CM_EVENT_ESTABLISHED: return "RDMA_CM_EVENT_ESTABLISHED";
+    case RDMA_CM_EVENT_DISCONNECTED: return "RDMA_CM_EVENT_DISCONNECTED";
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+    case RDMA_CM_EVENT_MULTICAST_JOIN: return "RDMA_CM_EVENT_MULTICAST_JOIN";
+    case RDMA_CM_EVENT_MULTICAST_ERROR: return "RDMA_CM_EVENT_MULTICAST_ERROR";
+    case RDMA_CM_EVENT_ADDR_CHANGE: return "RDMA_CM_EVENT_ADDR_CHANGE";
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT: return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+  }
+  return "UNKNOWN EVENT";
+}
+
+}  // extern "C"

@@ -1,0 +1,144 @@
+// The objects librdmacm hands out, each the public struct of
+// <rdma/rdma_cma.h> first, followed by what softrdma keeps behind it.
+//
+// One lock (g_mu) guards every ID's state, the port table and the set of
+// live IDs: the CM's events come on the agent's thread and touch the IDs
+// the application's threads use. It is never held across srdma_cm_destroy
+// or srdma_cm_stop_listening, which wait for a running handler that may be
+// waiting for it.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_set>
+
+#include "srdma_cm_private.h"
+
+namespace srdma::rdmacm {
+
+// The process's one device, opened on first use and kept (as librdmacm keeps
+// its devices open) until the process ends.
+struct DeviceRef {
+  ibv_context* verbs = nullptr;
+  ibv_pd* pd = nullptr;  // the default PD (rdma_create_qp with pd NULL)
+  srdma_cm* cm = nullptr;
+  std::uint32_t ipv4 = 0;  // host order
+  ibv_mtu mtu = IBV_MTU_1024;
+  std::uint8_t max_rd_atomic = 1;
+};
+// NULL with errno when the device cannot be opened (SRDMA_ADDR).
+DeviceRef* device();
+
+struct Channel;
+
+// A queued event, with a copy of its private data.
+struct Event {
+  rdma_cm_event ev;  // first: the application holds &ev
+  Channel* channel = nullptr;
+  std::uint8_t data[256];
+};
+
+struct Channel {
+  rdma_event_channel ch;  // first
+  std::mutex mu;
+  std::deque<Event*> queue;
+  bool readable = false;  // the eventfd's count is non-zero
+};
+
+enum class State : std::uint8_t {
+  kIdle,
+  kBound,
+  kAddrResolved,
+  kRouteResolved,
+  kListening,
+  kConnecting,      // active: REQ sent
+  kConnectResponse, // active without a QP: REP came, rdma_establish next
+  kConnectRequest,  // passive: REQ came, rdma_accept or rdma_reject next
+  kAccepting,       // passive: REP sent
+  kConnected,
+  kDisconnected,
+  kFailed,          // rejected, unreachable, or a connect error
+};
+
+struct Id {
+  rdma_cm_id id;  // first
+  bool sync = false;  // no channel of the application's: calls wait for their events
+  State state = State::kIdle;
+  std::uint16_t port = 0;      // bound local port, host order (0: none)
+  bool comm = false;           // comm_id names a CM connection
+  std::uint32_t comm_id = 0;
+  std::uint64_t service_id = 0;  // a listener's
+  Id* listener = nullptr;        // a passive ID's, while its request is pending
+  ibv_sa_path_rec path{};
+
+  // The connection: the peer's QP from its REQ or REP, and ours.
+  std::uint32_t peer_qpn = 0;
+  std::uint32_t peer_psn = 0;
+  ibv_mtu mtu = IBV_MTU_1024;
+  std::uint8_t peer_responder_resources = 0;  // what the peer offers
+  std::uint8_t peer_initiator_depth = 0;
+  std::uint8_t peer_retry_count = 7;
+  std::uint8_t peer_rnr_retry_count = 7;
+  std::uint32_t psn = 0;
+  std::uint8_t responder_resources = 0;
+  std::uint8_t initiator_depth = 0;
+  std::uint8_t retry_count = 7;
+  std::uint8_t rnr_retry_count = 7;
+
+  // rdma_set_option.
+  std::uint8_t tos = 0;
+  bool reuseaddr = false;
+  bool afonly = false;
+  std::uint8_t ack_timeout = 14;  // 4.096 us * 2^14: 67 ms
+
+  // What rdma_create_qp made for the application (rdma_destroy_qp frees).
+  bool own_cqs = false;
+};
+
+extern std::mutex g_mu;
+extern std::unordered_set<Id*> g_ids;  // live IDs, so that a stale pointer is EINVAL
+extern std::unordered_set<Channel*> g_channels;
+
+inline Id* to_id(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
+inline Channel* to_channel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
+// REQUIRES g_mu.
+inline bool live(rdma_cm_id* id) { return id && g_ids.count(to_id(id)); }
+
+// Queues an event on the ID's channel (REQUIRES g_mu). `listen` is the
+// listener of a CONNECT_REQUEST.
+void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_param* conn = nullptr,
+                 Id* listen = nullptr);
+// Drops the ID's queued events (REQUIRES g_mu): it is being destroyed.
+void drop_events(Id& id);
+// Moves the ID's queued events to `to` (REQUIRES g_mu).
+void move_events(Id& id, Channel* to);
+// A synchronous ID: takes its next event, which must be `expected`
+// (errno from its status otherwise). Called without g_mu.
+int sync_wait(rdma_cm_id* id, rdma_cm_event_type expected);
+Channel* new_channel();
+
+// Ports of the one device (REQUIRES g_mu): EADDRINUSE when taken, 0 picks a
+// free one. Returns the port or -1.
+int take_port(Id& id, std::uint16_t port);
+void release_port(Id& id);
+// Binds the ID to the device at `addr` (REQUIRES g_mu).
+int bind_locked(Id& id, const sockaddr* addr, const char* call);
+
+// The service ID of a port in the ID's port space.
+std::uint64_t service_id(const Id& id, std::uint16_t port);
+
+// Fills id->route (addresses, GIDs, the one path record) from src and dst.
+void fill_route_addrs(Id& id, std::uint32_t src_ip, std::uint16_t src_port, std::uint32_t dst_ip,
+                      std::uint16_t dst_port);
+void fill_path(Id& id);
+
+// QP transitions librdmacm does for the application (REQUIRES g_mu).
+int init_qp_attr(const Id& id, ibv_qp_attr& attr, int& mask);
+int move_qp(Id& id, ibv_qp_state to);
+
+}  // namespace srdma::rdmacm

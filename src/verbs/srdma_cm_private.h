@@ -1,0 +1,103 @@
+/* softrdma's private interface between libibverbs.so.1 and librdmacm.so.1
+   (version node SOFTRDMA_PRIVATE_1): the InfiniBand CM (src/cm's CmAgent)
+   of the device behind an ibv_context, in plain C, so that librdmacm drives
+   the one agent the device has without a second copy of the core.
+
+   Functions return 0 or an errno value (errno is set too). Events come on
+   the agent's thread, one at a time; a handler may call back in (accept
+   from a REQ, ready from a REP). No handler of an ID runs after
+   srdma_cm_destroy() returns, nor of a listener after
+   srdma_cm_stop_listening(). Addresses are IPv4, host order. */
+#ifndef SRDMA_CM_PRIVATE_H
+#define SRDMA_CM_PRIVATE_H
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct srdma_cm; /* a reference on one device's CM agent */
+
+enum srdma_cm_event_type {
+	SRDMA_CM_REQ_RECEIVED,	/* passive: a new ID; accept or reject it */
+	SRDMA_CM_REP_RECEIVED,	/* active: move the QP to RTR/RTS, then ready() */
+	SRDMA_CM_ESTABLISHED,	/* passive: the RTU came */
+	SRDMA_CM_REJECTED,	/* rej_reason, private data */
+	SRDMA_CM_TIMED_OUT,	/* no answer after every retry */
+	SRDMA_CM_DISCONNECTED,	/* DREQ or DREP came, or the DREQ timed out */
+};
+
+/* REQ and REP fields as the receiver sees them (responder_resources and
+   initiator_depth are the sender's, not swapped). */
+struct srdma_cm_event {
+	enum srdma_cm_event_type type;
+	uint32_t id;		/* the connection's local comm ID */
+	uint32_t peer_ipv4;
+	uint64_t service_id;	/* REQ */
+	uint32_t qpn;		/* REQ, REP: the sender's QP */
+	uint32_t starting_psn;	/* REQ, REP */
+	enum ibv_mtu path_mtu;	/* REQ */
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t retry_count;	/* REQ */
+	uint8_t rnr_retry_count;
+	uint8_t flow_control;
+	uint8_t srq;
+	uint16_t rej_reason;	/* REJECTED: IBA's reason */
+	uint8_t private_data_len; /* the whole message's private data */
+	const uint8_t *private_data;
+};
+
+typedef void (*srdma_cm_handler)(const struct srdma_cm_event *event, void *context);
+
+struct srdma_cm_connect_params {
+	uint32_t peer_ipv4;
+	uint64_t service_id;
+	uint32_t local_qpn;
+	uint32_t starting_psn;
+	enum ibv_mtu path_mtu;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	uint8_t local_ack_timeout;	/* 5 bits: the path's */
+	uint8_t response_timeout;	/* CM response timeout, IBA's encoding */
+	uint8_t max_cm_retries;
+	const void *private_data;	/* at most 92 bytes */
+	size_t private_data_len;
+};
+
+struct srdma_cm_reply {
+	uint32_t local_qpn;
+	uint32_t starting_psn;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t rnr_retry_count;
+	uint8_t srq;
+	const void *private_data;	/* at most 196 bytes */
+	size_t private_data_len;
+};
+
+/* A reference on the agent of the context's device (created on first use). */
+struct srdma_cm *srdma_cm_open(struct ibv_context *context);
+void srdma_cm_close(struct srdma_cm *cm);
+
+int srdma_cm_listen(struct srdma_cm *cm, uint64_t service_id, srdma_cm_handler handler, void *context);
+void srdma_cm_stop_listening(struct srdma_cm *cm, uint64_t service_id);
+int srdma_cm_connect(struct srdma_cm *cm, const struct srdma_cm_connect_params *params,
+		     srdma_cm_handler handler, void *context, uint32_t *id);
+int srdma_cm_accept(struct srdma_cm *cm, uint32_t id, const struct srdma_cm_reply *reply,
+		    srdma_cm_handler handler, void *context);
+int srdma_cm_reject(struct srdma_cm *cm, uint32_t id, const void *private_data, size_t len);
+int srdma_cm_ready(struct srdma_cm *cm, uint32_t id);
+int srdma_cm_disconnect(struct srdma_cm *cm, uint32_t id);
+void srdma_cm_destroy(struct srdma_cm *cm, uint32_t id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SRDMA_CM_PRIVATE_H */
