@@ -34,7 +34,7 @@ Result<std::unique_ptr<CmAgent>> CmAgent::create(Device& dev) {
 }
 
 CmAgent::CmAgent(Device& dev, std::uint64_t guid, std::uint32_t first_comm_id)
-    : dev_(dev), guid_(guid), engine_(*this, guid, first_comm_id) {}
+    : dev_(dev.share()), guid_(guid), engine_(*this, guid, first_comm_id) {}
 
 Result<void> CmAgent::init() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -39,7 +39,8 @@ class CmAgent final : private CmEngine::Port {
   using Handler = std::function<void(const CmEvent&)>;
 
   // Creates the device's GSI QP (EBUSY when the device has one: one agent
-  // per device) and starts the agent's thread. `dev` outlives the agent.
+  // per device) and starts the agent's thread. The agent keeps a handle on
+  // the device.
   static Result<std::unique_ptr<CmAgent>> create(Device& dev);
   ~CmAgent() override;
   CmAgent(const CmAgent&) = delete;
@@ -67,6 +68,9 @@ class CmAgent final : private CmEngine::Port {
   // the engine's retries cover them.
   std::uint64_t send_failures() const;
   std::uint64_t local_ca_guid() const { return guid_; }
+  // True on the agent's own thread (in a handler): an owner must not
+  // destroy the agent there, since the destructor joins that thread.
+  bool on_agent_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   static constexpr std::uint32_t kRecvSlots = 64;
@@ -88,7 +92,7 @@ class CmAgent final : private CmEngine::Port {
   void send_mad(std::uint64_t peer, const Mad& mad) override;
   void on_event(const CmEvent& e) override;
 
-  Device& dev_;
+  Device dev_;  // a handle of its own: the device stays while the agent does
   const std::uint64_t guid_;
   ProtectionDomain pd_;
   std::unique_ptr<CompletionQueue> cq_;

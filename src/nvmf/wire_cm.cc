@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "cm/cm_agent.h"
 #include "cm/cma_header.h"
@@ -33,7 +34,15 @@ Result<std::shared_ptr<CmAgent>> agent_for(Device& dev) {
   if (auto a = agents[dev.address()].lock()) return a;
   auto a = CmAgent::create(dev);
   if (!a) return std::unexpected(a.error());
-  std::shared_ptr<CmAgent> shared = std::move(*a);
+  // The last reference can go in one of the agent's own handlers (a
+  // connection freed there): the agent is then destroyed on another
+  // thread, which joins the agent's once the handler has returned.
+  std::shared_ptr<CmAgent> shared(a->release(), [](CmAgent* p) {
+    if (p->on_agent_thread())
+      std::thread([p] { delete p; }).detach();
+    else
+      delete p;
+  });
   agents[dev.address()] = shared;
   return shared;
 }
