@@ -120,10 +120,12 @@ start_target() {
 }
 start_target || fail "the file-backed target never listened"
 "$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --queues 2 --qd 8 --runtime 4 --rw randrw \
-  --verify --cq pool --reconnect-delay 0.2 --ctrl-loss-tmo 30 --no-progress >"$TMP/restart.log" 2>&1 &
+  --verify --cq pool --reconnect-delay 0.2 --ctrl-loss-tmo 30 >"$TMP/restart.log" 2>&1 &
 BENCH_PID=$!
-connected() { grep -q "controller .* for " "$TMP/target2.log"; }
-wait_for 10000 connected || fail "the host never connected to the file-backed target"
+# The first progress line: every queue is connected and I/O runs (a kill
+# during the first connect would fail it: that one is not retried).
+running() { grep -q "IOPS" "$TMP/restart.log"; }
+wait_for 20000 running || fail "the host never ran I/O against the file-backed target"
 kill -9 "$TARGET_PID"
 wait "$TARGET_PID" 2>/dev/null
 : >"$TMP/target2.log"

@@ -246,26 +246,31 @@ Result<std::pair<std::uint32_t, std::uint16_t>> parse_connect(const std::string&
   return std::pair{*ip, port};
 }
 
-Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impair, bool pool) {
+Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impair, bool pool, Device* remote_host) {
   BlkModeResult res;
   res.mode = pool ? "pool" : "private";
   Profile prof;
   // --connect: only the host, on a RoCEv2 device of its own; the target is
   // another process's.
   const bool remote = !o.connect.empty();
-  NetConfig net;
-  net.ip = o.ip;
-  auto host_dev = remote ? Device::open(prof, "srdma-host", net) : Device::open(prof, "srdma-host");
-  if (!host_dev) return std::unexpected(host_dev.error());
-  std::vector<Device*> devs{&*host_dev};
+  // --connect: one host device for every mode (opened by blk_bench): its
+  // address is bound once, not again while the last mode's CM agent goes.
+  Result<Device> own_host = make_error(ENODEV, "");
+  if (!remote) {
+    own_host = Device::open(prof, "srdma-host");
+    if (!own_host) return std::unexpected(own_host.error());
+  }
+  Device* host_dev = remote ? remote_host : &*own_host;
+  std::vector<Device*> devs{host_dev};
   Result<Device> target_dev = make_error(ENODEV, "no target device in this process");
   if (!remote) {
     target_dev = Device::open(prof, "srdma-target");
     if (!target_dev) return std::unexpected(target_dev.error());
     devs.push_back(&*target_dev);
   }
-  for (Device* d : devs) {  // before the first QP
+  for (Device* d : devs) {  // before the first QP (blk_bench impairs the --connect host's)
     d->set_cq_dim(o.dim);
+    if (d == remote_host) continue;
     if (auto r = d->impair(impair); !r) return std::unexpected(r.error());
   }
 
@@ -554,9 +559,17 @@ Result<std::vector<BlkModeResult>> blk_bench(const BlkBenchOptions& o, std::ostr
   auto impair = impair_option(o.impair);
   if (!impair) return std::unexpected(impair.error());
   std::vector<BlkModeResult> results;
+  Result<Device> remote_host = make_error(ENODEV, "");
+  if (!o.connect.empty()) {
+    NetConfig net;
+    net.ip = o.ip;
+    remote_host = Device::open(Profile{}, "srdma-host", net);
+    if (!remote_host) return std::unexpected(remote_host.error());
+    if (auto r = remote_host->impair(*impair); !r) return std::unexpected(r.error());
+  }
   for (bool pool : {false, true}) {
     if ((o.cq == "private" && pool) || (o.cq == "pool" && !pool)) continue;
-    auto r = run_mode(o, *impair, pool);
+    auto r = run_mode(o, *impair, pool, remote_host ? &*remote_host : nullptr);
     if (!r) return std::unexpected(r.error());
     results.push_back(*r);
   }
