@@ -37,18 +37,8 @@ fail() {
   echo "FAIL: $*"
   FAILS=$((FAILS + 1))
 }
-now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
-wait_for() {  # LIMIT_MS CMD...: polls CMD every 20 ms
-  local limit=$1 t0
-  shift
-  t0=$(now_ms)
-  until "$@"; do
-    (($(now_ms) - t0 > limit)) && return 1
-    sleep 0.02
-  done
-}
-# This script's own loopback addresses (tests/loopback.h's scheme).
-pid_ip() { echo "127.$((($1 >> 14) & 255)).$((($1 >> 6) & 255)).$(((($1 & 63) << 2) | $2))"; }
+# shellcheck source=tests/process_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/process_lib.sh"
 T_IP=$(pid_ip $$ 1)
 H_IP=$(pid_ip $$ 2)
 NQN=nqn.2026-12.io.softrdma:processes

@@ -57,7 +57,8 @@ PIDS=()
 FAILS=0
 CAP_PID=
 
-now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((10#$t / 1000)); }
+# shellcheck source=tests/process_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/process_lib.sh"
 alive() { kill -0 "$1" 2>/dev/null; }
 
 cleanup() {
@@ -88,25 +89,6 @@ fail() {
   FAILS=$((FAILS + 1))
 }
 
-# wait_for LIMIT_MS CMD...: polls CMD every 20 ms until it succeeds (0) or
-# LIMIT_MS pass (1).
-wait_for() {
-  local limit=$1 t0
-  shift
-  t0=$(now_ms)
-  until "$@"; do
-    (($(now_ms) - t0 > limit)) && return 1
-    sleep 0.02
-  done
-}
-
-# The loopback addresses of a PID: 127.b.c.d with the PID's bits spread so
-# that no two live processes share one (the scheme tests/loopback.h uses),
-# K = 0..3 within the PID's block of four.
-pid_ip() {
-  local p=$1 k=$2
-  echo "127.$(((p >> 14) & 255)).$(((p >> 6) & 255)).$((((p & 63) << 2) | k))"
-}
 
 # A UDP datagram to MARK_IP port 9: the capture's own clock. Once it is in
 # the capture file, so is everything sent before it.
