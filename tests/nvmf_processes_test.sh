@@ -63,6 +63,15 @@ else
   cat "$TMP/discover.log"
 fi
 
+# Bad addresses are refused before anything is opened.
+if "$BIN" nvmf discover --ip "$H_IP" 300.1.1.1 >"$TMP/bad_discover.log" 2>&1 ||
+  ! grep -q "EINVAL" "$TMP/bad_discover.log"; then
+  fail "nvmf discover of a bad address: $(cat "$TMP/bad_discover.log")"
+fi
+if "$BIN" nvmf discover --ip "$H_IP" "$T_IP:0" >"$TMP/bad_port.log" 2>&1 || ! grep -q "EINVAL" "$TMP/bad_port.log"; then
+  fail "nvmf discover of port 0: $(cat "$TMP/bad_port.log")"
+fi
+
 bench=("$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --queues 2 --qd 8 --ios 4000
   --rw randrw --verify --no-progress)
 if "${bench[@]}" >"$TMP/bench.log" 2>&1; then
