@@ -133,7 +133,10 @@ TEST_P(PerfRemoteTest, EveryTestRunsBetweenTwoDevicesOverRoceV2) {
   EXPECT_EQ(c->transport[1].role, "server");
   EXPECT_GT(c->transport[0].wire.frames_sent, 0u);
   EXPECT_GT(c->transport[1].wire.frames_received, 0u);
-  EXPECT_EQ(c->transport[1].counters.requests_received, c->transport[0].counters.requests_sent);
+  // Every request sent arrived, unless the loopback lost some (then resent).
+  if (c->transport[0].counters.retransmissions == 0) {
+    EXPECT_EQ(c->transport[1].counters.requests_received, c->transport[0].counters.requests_sent);
+  }
   const auto j = to_json(*c);
   EXPECT_EQ(j["link"]["type"], "roce_v2");
   EXPECT_EQ(j["link"]["active_mtu"], 4096u);  // lo's port; the path MTU is --mtu
@@ -172,14 +175,23 @@ TEST(PerfRemote, ManyQpsOfOnePairOfDevicesDemultiplexByDestQp) {
     auto& s = server.join();
     ASSERT_TRUE(s) << t << ": " << s.error().reason;
     EXPECT_EQ(c->bw.at(0).iterations, 100u);
-    // 8 QPs x 100 WRs x 5 packets each, sent once plus any resends (a slow
-    // receiver's RNR NAKs, under a sanitizer), all reached a responder of
-    // the server: none dropped as for no QP or from a wrong source.
+    // 8 QPs x 100 WRs x 5 packets each, sent once plus any resends. Every
+    // packet reached a responder of the server at least once, and none was
+    // dropped as for no QP or from a wrong source. Loopback may still lose
+    // datagrams (a full receive buffer under a sanitizer's slow receiver):
+    // those are what the resends replaced, so only without resends must
+    // every packet sent have arrived.
     const TransportCounters& sent = c->transport.at(0).counters;
     const TransportCounters& got = c->transport.at(1).counters;
     EXPECT_EQ(sent.requests_sent - sent.retransmissions, 8u * 100u * 5u) << t;
-    EXPECT_EQ(got.requests_received, sent.requests_sent) << t;
-    EXPECT_EQ(got.dropped_total(), 0u) << t;
+    EXPECT_GE(got.requests_received, 8u * 100u * 5u) << t;
+    EXPECT_LE(got.requests_received, sent.requests_sent) << t;
+    if (sent.retransmissions == 0) {
+      EXPECT_EQ(got.requests_received, sent.requests_sent) << t;
+      EXPECT_EQ(got.dropped_total(), 0u) << t;
+    }
+    EXPECT_EQ(got.dropped_for(DropReason::kUnknownQp), 0u) << t;
+    EXPECT_EQ(got.dropped_for(DropReason::kBadSource), 0u) << t;
   }
 }
 
