@@ -368,7 +368,7 @@ TEST(Perf, ReportCarriesTransportCountersAndImpairStats) {
   c.seq_naks_received = 4;
   c.duplicate_requests = 2;
   c.dropped_for(DropReason::kBadPsn) = 5;
-  r.transport = {DeviceTransport{"client", c, ImpairStats{100, 6, 1, 2, 3}}, DeviceTransport{"server", {}, {}}};
+  r.transport = {DeviceTransport{"client", c, ImpairStats{100, 6, 1, 2, 3}, {}}, DeviceTransport{"server", {}, {}, {}}};
   auto j = to_json(r);
   EXPECT_EQ(j["mtu"], 1024);
   EXPECT_EQ(j["impair"], "loss=0.05,dup=0,reorder=0,corrupt=0,seed=7,depth=4");
