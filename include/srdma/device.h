@@ -188,6 +188,9 @@ class Device {
   // Frees every pool CQ with nothing reserved; how many.
   std::size_t cq_pool_trim();
   std::vector<PoolCqStats> cq_pool_stats() const;
+  // Every CQ of the device (the owner's and the pool's), by CQN: its size,
+  // what its ring really holds and its bytes, for footprint reports.
+  std::vector<CqUsage> cq_usage() const;
 
   // Asynchronous events (CQ error, QP fatal, port active ...) go to
   // `handler` on the device's event thread; it may call verbs. Replaces any

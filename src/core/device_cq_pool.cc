@@ -105,6 +105,21 @@ std::vector<PoolCqStats> Device::cq_pool_stats() const {
   return out;
 }
 
+std::vector<CqUsage> Device::cq_usage() const {
+  std::map<std::uint32_t, std::uint32_t> pool_used;  // CQN -> entries leased
+  for (const auto& p : state_->cq_pool->snapshot())
+    pool_used[detail::CqAccess::state(*static_cast<CompletionQueue*>(p.handle)).cq->cqn()] = p.cqe_used;
+  auto rows = state_->hca->engine().cq_usage();
+  for (CqUsage& u : rows) {
+    // Every device CQ was made through the core: its public object and state.
+    u.state_bytes += sizeof(CompletionQueue) + sizeof(detail::CqState);
+    auto it = pool_used.find(u.cqn);
+    u.shared = it != pool_used.end();
+    u.cqe_used = u.shared ? it->second : u.cqe;
+  }
+  return rows;
+}
+
 CqLease& CqLease::operator=(CqLease&& o) noexcept {
   if (this != &o) {
     release();

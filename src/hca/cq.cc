@@ -216,6 +216,11 @@ bool Cq::push(const Wc& wc, bool solicited) {
   return true;
 }
 
+std::uint64_t Cq::capacity() const {
+  std::lock_guard plk(poll_mu_);  // resize replaces the ring under it
+  return ring_->capacity;
+}
+
 Result<void> Cq::resize(std::uint32_t cqe, std::uint32_t max_cqe) {
   if (cqe < 1) return make_error(EINVAL, "resize_cq: cqe must be at least 1");
   if (cqe > max_cqe)

@@ -93,6 +93,9 @@ class Cq {
 
   std::uint32_t cqn() const { return cqn_; }
   std::uint32_t cqe() const { return cqe_.load(std::memory_order_relaxed); }  // entries, exactly as asked
+  // Entries the ring really holds (cqe rounded up to a power of two).
+  std::uint64_t capacity() const;
+  static constexpr std::size_t kCqeBytes = sizeof(CqRing::Cell);  // one ring entry
   std::uint32_t comp_vector() const { return comp_vector_; }
   void* context() const { return context_; }
   EventQueue* eq() const { return eq_; }

@@ -324,6 +324,28 @@ std::vector<TableUsage> QueueEngine::table_usage() const {
   return {row("QP", qp_alloc_), row("CQ", cq_alloc_)};
 }
 
+std::vector<CqUsage> QueueEngine::cq_usage() const {
+  std::vector<std::shared_ptr<Cq>> cqs;
+  {
+    std::shared_lock lock(queues_mu_);
+    for (const auto& [cqn, weak] : cqs_)
+      if (auto cq = weak.lock()) cqs.push_back(std::move(cq));
+  }
+  // Queried outside queues_mu_: a CQ's own locks are never taken under it.
+  std::vector<CqUsage> out;
+  out.reserve(cqs.size());
+  for (const auto& cq : cqs)
+    out.push_back(CqUsage{.cqn = cq->cqn(),
+                          .comp_vector = cq->comp_vector(),
+                          .cqe = cq->cqe(),
+                          .cqe_capacity = cq->capacity(),
+                          .cqe_bytes = Cq::kCqeBytes,
+                          .state_bytes = sizeof(Cq),
+                          .qps = cq->usecnt.load(std::memory_order_relaxed)});
+  std::sort(out.begin(), out.end(), [](const CqUsage& a, const CqUsage& b) { return a.cqn < b.cqn; });
+  return out;
+}
+
 std::size_t QueueEngine::allocator_bytes() const { return qp_alloc_.bytes() + cq_alloc_.bytes(); }
 
 TransportCounters QueueEngine::counters() const {

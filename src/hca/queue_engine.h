@@ -106,6 +106,9 @@ class QueueEngine {
   // The QP and CQ rows of the device's usage table.
   std::vector<TableUsage> table_usage() const;
   std::size_t allocator_bytes() const;  // the QP and CQ allocators' bitmaps
+  // Every CQ of the device, by CQN; state_bytes counts the device's CQ
+  // object (the caller adds its own); shared and cqe_used are left to it.
+  std::vector<CqUsage> cq_usage() const;
 
  private:
   // The engine, started with the first CQ or QP so that an idle device

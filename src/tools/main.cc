@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
   auto* poolbench = app.add_subcommand(
       "cq-pool-bench", "Private CQs against pool CQs: completions per interrupt, interrupts/s, operations/s");
   srdma::tools::CqPoolBenchOptions pbo;
-  poolbench->add_option("--pairs", pbo.pairs, "RC QP pairs")->capture_default_str();
+  poolbench->add_option("--pairs", pbo.pairs,
+                        "RC QP pairs (thousands run: each device's profile is sized for them, see --profile)")
+      ->capture_default_str();
   poolbench->add_option("--depth", pbo.depth, "Messages in flight per pair")->capture_default_str();
   poolbench->add_option("--vectors", pbo.vectors, "Completion vectors per device")->capture_default_str();
   poolbench->add_option("-D,--duration", pbo.seconds, "Seconds per mode")->capture_default_str();
@@ -73,6 +75,11 @@ int main(int argc, char** argv) {
         pbo.run_private = m != "pool";
         pbo.run_pool = m != "private";
       });
+  std::vector<std::string> pool_settings;
+  poolbench->add_option("-p,--profile", pool_settings,
+                        "Profile field as NAME=VALUE (repeatable) over the sizing from --pairs; a run it cannot hold "
+                        "is refused naming the field");
+  poolbench->add_option("--json", pbo.json, "Write the rows and the medians as JSON to FILE");
 
   // srdma sim bitmap | buddy
   auto* sim = app.add_subcommand("sim", "Replay allocator operations from stdin (one per line)");
@@ -253,6 +260,12 @@ int main(int argc, char** argv) {
     if (!bo.connect.empty() && blkbench->get_option("--controllers")->count() == 0) bo.controllers = 1;
     if (auto r = srdma::tools::blk_bench(bo, std::cout); !r) return fail(r.error());
   } else if (*poolbench) {
+    for (const auto& setting : pool_settings) {
+      const auto eq = setting.find('=');
+      auto value = eq == std::string::npos ? std::nullopt : srdma::tools::parse_i64(setting.substr(eq + 1));
+      if (!value) return fail({EINVAL, "--profile '" + setting + "' is not NAME=INTEGER"});
+      pbo.profile.emplace_back(setting.substr(0, eq), *value);
+    }
     if (auto r = srdma::tools::cq_pool_bench(pbo, std::cout); !r) return fail(r.error());
   } else if (*demo) {
     if (auto r = srdma::tools::demo(std::cout); !r) return fail(r.error());
