@@ -45,8 +45,8 @@ struct CqPoolBenchOptions {
   bool run_private = true;  // --mode: one of the two alone (for profiling)
   bool run_pool = true;
   // Profile fields (NAME, VALUE) set over the sizing from the options.
-  std::vector<std::pair<std::string, std::int64_t>> profile;
-  std::string json;  // write the rows and the medians here
+  std::vector<std::pair<std::string, std::int64_t>> profile = {};
+  std::string json = {};  // write the rows and the medians here
 };
 
 struct CqPoolBenchRow {
