@@ -335,7 +335,7 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
     RecvWqe& r = rq_[rq_tail_ & rq_mask_];
     r.assign(*wr);
     if (s == QpState::kErr) {
-      complete_recv(r, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+      complete_recv(r.wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
       continue;
     }
     ++rq_tail_;

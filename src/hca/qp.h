@@ -362,6 +362,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   RespState resp_execute_read(Packet& pkt);
   RespState resp_execute_atomic(Packet& pkt);
   RespState resp_acknowledge(Packet& pkt);
+  void acknowledge_before_completion(Packet& pkt);
   RespState resp_duplicate(Packet& pkt);
   // Sends the READ response packets for [va, va + length) from `first_psn`
   // (a new READ or a duplicate asking again from the middle); false if the
@@ -377,7 +378,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void flush_recv_queue();
   // `imm` is the immediate data with WC_WITH_IMM, the invalidated rkey with
   // WC_WITH_INVALIDATE.
-  void complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,
+  void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                      std::uint32_t imm, std::uint32_t flags, std::uint32_t src_qp, bool solicited = false);
 
   // The rings are a power of two long (an index is masked, not divided:

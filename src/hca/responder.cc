@@ -317,7 +317,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
     // The receive is too small: the receiver sees a local length error,
     // the sender an invalid request (IBA 9.7.5.2.4).
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-    complete_recv(take_recv(), WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
+    complete_recv(take_recv().wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
     return RespState::kNakInvalid;
   }
   // Translate and place inside one translation window, and nothing else in
@@ -331,7 +331,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
   }();
   if (!placed) {
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-    complete_recv(take_recv(), WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
+    complete_recv(take_recv().wr_id, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
     return RespState::kNakOperational;
   }
   const Opcode last_op = last_opcode(pkt);
@@ -342,7 +342,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
   }
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
   const std::uint32_t byte_len = offset + pkt.payload_length;
-  const RecvWqe& done = take_recv();
+  const std::uint64_t done = take_recv().wr_id;
   count_message();
   if (has_ieth(last_op)) {
     // IETH (IBA 9.4.1.3): after the message is placed, the responder
@@ -357,14 +357,16 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
                     pkt.src_qpn);
       return RespState::kNakInvalid;
     }
+    acknowledge_before_completion(pkt);
     complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE, pkt.src_qpn,
                   pkt.solicited);
-    return RespState::kAcknowledge;
+    return RespState::kDone;
   }
   const bool imm = has_imm(last_op);
+  acknowledge_before_completion(pkt);
   complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, imm ? pkt.imm : 0, imm ? WC_WITH_IMM : 0u,
                 pkt.src_qpn, pkt.solicited);
-  return RespState::kAcknowledge;
+  return RespState::kDone;
 }
 
 Qp::RespState Qp::resp_execute_write(Packet& pkt) {
@@ -397,10 +399,12 @@ Qp::RespState Qp::resp_execute_write(Packet& pkt) {
   }
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
   count_message();
-  if (has_imm(last_opcode(pkt)))
-    complete_recv(take_recv(), WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_length, pkt.imm,
-                  WC_WITH_IMM, pkt.src_qpn, pkt.solicited);
-  return RespState::kAcknowledge;
+  if (!has_imm(last_opcode(pkt))) return RespState::kAcknowledge;
+  const std::uint64_t done = take_recv().wr_id;
+  acknowledge_before_completion(pkt);
+  complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_length, pkt.imm, WC_WITH_IMM,
+                pkt.src_qpn, pkt.solicited);
+  return RespState::kDone;
 }
 
 // A new READ takes a responder resource (the oldest is reused: a requester
@@ -507,6 +511,14 @@ Qp::RespState Qp::resp_acknowledge(Packet& pkt) {
   return RespState::kDone;
 }
 
+// The ACK leaves before the receive completes, as an HCA's does: a
+// consumer that answers the completion by another path (a CM REQ, a
+// socket) must not overtake the ACK its peer's send waits for. UC has no
+// ACK (its caller moves the PSN on).
+void Qp::acknowledge_before_completion(Packet& pkt) {
+  if (init_.type == QpType::kRc) resp_acknowledge(pkt);
+}
+
 // IBA 9.7.5.1.1 / C9-105..108 (duplicates): a SEND or WRITE is not executed
 // again, only acknowledged, every one (as rxe), with its own PSN: always
 // inside what the requester sent, even after it went back N;
@@ -550,10 +562,10 @@ Qp::RdAtomicResource& Qp::take_resource() {
   return r;
 }
 
-void Qp::complete_recv(const RecvWqe& w, WcStatus status, WcOpcode op, std::uint32_t byte_len,
+void Qp::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                        std::uint32_t imm, std::uint32_t flags, std::uint32_t src_qp, bool solicited) {
   Wc wc;
-  wc.wr_id = w.wr_id;
+  wc.wr_id = wr_id;
   wc.status = status;
   wc.opcode = op;
   wc.byte_len = byte_len;
@@ -579,7 +591,7 @@ void Qp::flush_recv_queue() {
   // other QPs. The QP takes no more, which IBA 10.3.1 announces as the
   // last WQE reached event (once per entry into ERR).
   while (!rq_empty()) {
-    complete_recv(take_recv(), WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+    complete_recv(take_recv().wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
   }
   if (init_.srq && !last_wqe_reported_) {
     last_wqe_reported_ = true;

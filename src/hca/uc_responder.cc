@@ -41,6 +41,12 @@ void Qp::receive_uc(Packet& pkt) {
   unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) { uc_execute(p); });
 }
 
+namespace {
+// What the RC execute steps return when the packet was placed: more of the
+// message to come, or the message completed.
+bool executed(Qp::RespState s) { return s == Qp::RespState::kAcknowledge || s == Qp::RespState::kDone; }
+}  // namespace
+
 void Qp::uc_abandon_message(Counter& reason) {
   resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
   reason.bump();
@@ -63,11 +69,11 @@ void Qp::uc_execute(Packet& pkt) {
   if (is_send(pkt.op)) {
     if (starts_message(pkt.op) && !recv_ready()) return recv_counters_.dropped_no_receive.bump(pkt.count);
     // A refusal has completed the WQE in error (too short, a bad lkey).
-    if (resp_execute_send(pkt) != RespState::kAcknowledge) resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    if (!executed(resp_execute_send(pkt))) resp_.in_message.store(M::kNone, std::memory_order_relaxed);
     return;
   }
   if (has_imm(last_opcode(pkt)) && !recv_ready()) return uc_abandon_message(recv_counters_.dropped_no_receive);
-  if (resp_execute_write(pkt) != RespState::kAcknowledge) uc_abandon_message(recv_counters_.dropped_bad_key);
+  if (!executed(resp_execute_write(pkt))) uc_abandon_message(recv_counters_.dropped_bad_key);
 }
 
 }  // namespace srdma::hca
