@@ -7,8 +7,9 @@
 // Written directly rather than through a plotting package: the layout is
 // computed here (layout_plot) as boxes of text and bars, so that a test can
 // prove from those boxes that nothing overlaps, and the chart needs no
-// dependency. Text widths are estimated (0.6 em per character, a
-// sans-serif's digits are 0.56), so the estimate errs on the wide side.
+// dependency. Text widths are estimated per character class (capitals
+// 0.75 em, digits 0.64, punctuation 0.42; bold a tenth wider), at or above
+// DejaVu Sans' widths, so the estimate errs on the wide side.
 #pragma once
 
 #include <string>
