@@ -151,21 +151,76 @@ TEST_F(CmEngineTest, TheHandshakeCarriesQpnsPsnsAndPrivateData) {
   EXPECT_FALSE(eb_.next_deadline());
 }
 
-TEST_F(CmEngineTest, NoListenerIsAnInvalidServiceIdRejectAtOnce) {
+TEST_F(CmEngineTest, NoListenerIsAnInvalidServiceIdRejectOnceTheGraceEnds) {
   ConnectParams p = params();
   p.service_id = kService + 1;
+  p.response_timeout = 20;  // 4.3 s: the REQ is not resent meanwhile
   auto id = ea_.connect(p, now_);
   ASSERT_TRUE(id);
   pass_a();
   EXPECT_TRUE(b_.events.empty());
   EXPECT_EQ(eb_.connections(), 0u) << "nothing kept for a refused REQ";
+  EXPECT_TRUE(b_.out.empty()) << "it waits for a listener first";
+  EXPECT_EQ(eb_.next_deadline(), now_ + kListenGrace);
+  EXPECT_EQ(eb_.counters().reqs_parked, 1u);
+  advance(kListenGrace - std::chrono::milliseconds(1));
+  EXPECT_TRUE(b_.out.empty());
+  advance(std::chrono::milliseconds(1));
   ASSERT_EQ(b_.next_attr(), AttributeId::kRej);
   pass_b();
   ASSERT_EQ(a_.events.size(), 1u);
   EXPECT_EQ(a_.events[0].type, CmEventType::kRejected);
   EXPECT_EQ(std::get<Rej>(*a_.events[0].message).reason, RejectReason::kInvalidServiceId);
+  EXPECT_EQ(std::get<Rej>(*a_.events[0].message).remote_comm_id, *id);
   EXPECT_EQ(ea_.state(*id), CmState::kIdle);
   EXPECT_FALSE(ea_.next_deadline());
+  EXPECT_FALSE(eb_.next_deadline()) << "nothing parked any more";
+}
+
+TEST_F(CmEngineTest, AListenInsideTheGraceTakesTheReqThatCameEarly) {
+  ConnectParams p = params();
+  p.service_id = kService + 1;
+  p.response_timeout = 20;
+  auto id = ea_.connect(p, now_);
+  ASSERT_TRUE(id);
+  const Sent req = a_.out.front();
+  pass_a();
+  eb_.receive(kA, req.mad, now_);  // the same REQ again (a duplicate): parked once
+  EXPECT_EQ(eb_.counters().reqs_parked, 1u);
+  EXPECT_EQ(eb_.counters().duplicates, 1u);
+  advance(kListenGrace / 2);
+  int ctx = 0;
+  ASSERT_TRUE(eb_.listen(kService + 1, &ctx));
+  ASSERT_EQ(b_.events.size(), 1u) << "the early REQ, now the listener's";
+  EXPECT_EQ(b_.events[0].type, CmEventType::kReqReceived);
+  EXPECT_EQ(b_.events[0].listen_context, &ctx);
+  Rep rep;
+  rep.local_qpn = 0x789;
+  ASSERT_TRUE(eb_.accept(b_.events[0].id, rep, now_));
+  pass_b();
+  ASSERT_EQ(a_.events.size(), 1u);
+  EXPECT_EQ(a_.events[0].type, CmEventType::kRepReceived);
+  ASSERT_TRUE(ea_.ready(*id));
+  pass_a();
+  EXPECT_EQ(eb_.state(b_.events[0].id), CmState::kEstablished);
+  advance(kListenGrace);
+  EXPECT_TRUE(b_.out.empty()) << "no REJ for a REQ a listener took";
+}
+
+TEST_F(CmEngineTest, OnlySoManyReqsWaitForAListener) {
+  ConnectParams p = params();
+  p.service_id = kService + 1;
+  p.response_timeout = 20;
+  for (std::size_t i = 0; i <= kMaxParkedReqs; ++i) {
+    ASSERT_TRUE(ea_.connect(p, now_));
+    pass_a();
+  }
+  EXPECT_EQ(eb_.counters().reqs_parked, kMaxParkedReqs);
+  ASSERT_EQ(b_.out.size(), 1u) << "the one beyond the limit is refused at once";
+  EXPECT_EQ(b_.next_attr(), AttributeId::kRej);
+  advance(kListenGrace);
+  EXPECT_EQ(b_.out.size(), 1u + kMaxParkedReqs);
+  EXPECT_EQ(eb_.counters().rejects_sent, 1u + kMaxParkedReqs);
 }
 
 TEST_F(CmEngineTest, TheConsumerRejectsWithPrivateData) {

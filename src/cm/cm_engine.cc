@@ -67,6 +67,17 @@ CmEngine::CmEngine(Port& port, std::uint64_t local_ca_guid, std::uint32_t first_
 Result<void> CmEngine::listen(std::uint64_t service_id, void* context) {
   if (!listeners_.emplace(service_id, context).second)
     return make_error(EADDRINUSE, fmt::format("service ID {:#018x} already has a listener", service_id));
+  // The REQs that came a moment early are the listener's first.
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (it->req.service_id != service_id) {
+      ++it;
+      continue;
+    }
+    const ParkedReq p = std::move(*it);
+    it = parked_.erase(it);
+    new_passive(p.from, p.header, p.req, context);
+  }
+  deliver();
   return {};
 }
 
@@ -321,7 +332,7 @@ void CmEngine::receive(std::uint64_t from, std::span<const std::byte> bytes, CmT
   std::visit(
       [&](const auto& msg) {
         using T = std::decay_t<decltype(msg)>;
-        if constexpr (std::is_same_v<T, Req>) on_req(from, h, msg);
+        if constexpr (std::is_same_v<T, Req>) on_req(from, h, msg, now);
         else if constexpr (std::is_same_v<T, Mra>) on_mra(from, msg, now);
         else if constexpr (std::is_same_v<T, Rej>) on_rej(from, msg);
         else if constexpr (std::is_same_v<T, Rep>) on_rep(from, h, msg);
@@ -334,7 +345,7 @@ void CmEngine::receive(std::uint64_t from, std::span<const std::byte> bytes, CmT
   deliver();
 }
 
-void CmEngine::on_req(std::uint64_t from, const MadHeader& h, const Req& m) {
+void CmEngine::on_req(std::uint64_t from, const MadHeader& h, const Req& m, CmTime now) {
   if (auto it = by_remote_.find({from, m.local_comm_id}); it != by_remote_.end()) {
     Conn& c = conns_.at(it->second);
     ++counters_.duplicates;
@@ -348,13 +359,37 @@ void CmEngine::on_req(std::uint64_t from, const MadHeader& h, const Req& m) {
     }
     return;  // kReqRcvd: the consumer has it; kEstablished: the RTU will do
   }
-  Conn probe;
-  probe.remote_id = m.local_comm_id;
   auto l = listeners_.find(m.service_id);
-  if (l == listeners_.end()) {
-    send_to(from, make_rej(probe, MsgRejected::kReq, RejectReason::kInvalidServiceId, {}), h.transaction_id);
+  if (l != listeners_.end()) return new_passive(from, h, m, l->second);
+  for (const ParkedReq& p : parked_) {
+    if (p.from == from && p.req.local_comm_id == m.local_comm_id) {
+      ++counters_.duplicates;  // its REQ again while it waits
+      return;
+    }
+  }
+  if (parked_.size() < kMaxParkedReqs) {
+    ++counters_.reqs_parked;
+    parked_.push_back({from, h, m, now + kListenGrace});
     return;
   }
+  Conn probe;
+  probe.remote_id = m.local_comm_id;
+  send_to(from, make_rej(probe, MsgRejected::kReq, RejectReason::kInvalidServiceId, {}), h.transaction_id);
+}
+
+void CmEngine::refuse_parked(CmTime now) {
+  while (!parked_.empty() && parked_.front().deadline <= now) {
+    const ParkedReq& p = parked_.front();
+    Conn probe;
+    probe.remote_id = p.req.local_comm_id;
+    send_to(p.from, make_rej(probe, MsgRejected::kReq, RejectReason::kInvalidServiceId, {}), p.header.transaction_id);
+    parked_.pop_front();
+  }
+}
+
+void CmEngine::new_passive(std::uint64_t from, const MadHeader& h, const Req& m, void* listen_context) {
+  Conn probe;
+  probe.remote_id = m.local_comm_id;
   if (m.transport_service_type != TransportServiceType::kRc && m.transport_service_type != TransportServiceType::kUc) {
     send_to(from, make_rej(probe, MsgRejected::kReq, RejectReason::kInvalidTransportType, {}), h.transaction_id);
     return;
@@ -371,7 +406,7 @@ void CmEngine::on_req(std::uint64_t from, const MadHeader& h, const Req& m) {
   c.max_retries = m.max_cm_retries;
   c.state = CmState::kReqRcvd;
   by_remote_[{from, m.local_comm_id}] = id;
-  emit(CmEventType::kReqReceived, c, m, l->second);
+  emit(CmEventType::kReqReceived, c, m, listen_context);
 }
 
 void CmEngine::on_mra(std::uint64_t from, const Mra& m, CmTime now) {
@@ -541,6 +576,7 @@ void CmEngine::on_drep(std::uint64_t from, const Drep& m, CmTime now) {
 }
 
 void CmEngine::tick(CmTime now) {
+  refuse_parked(now);
   std::vector<std::uint32_t> due;
   for (auto& [id, c] : conns_)
     if (c.deadline && *c.deadline <= now) due.push_back(id);
@@ -588,6 +624,7 @@ void CmEngine::tick(CmTime now) {
 
 std::optional<CmTime> CmEngine::next_deadline() const {
   std::optional<CmTime> first;
+  if (!parked_.empty()) first = parked_.front().deadline;
   for (const auto& [id, c] : conns_)
     if (c.deadline && (!first || *c.deadline < *first)) first = c.deadline;
   return first;

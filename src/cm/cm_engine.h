@@ -104,7 +104,16 @@ struct CmCounters {
   std::uint64_t dropped_unexpected = 0;   // not expected in the connection's state
   std::uint64_t duplicates = 0;           // a message seen before, answered again or ignored
   std::uint64_t rejects_sent = 0;
+  std::uint64_t reqs_parked = 0;          // REQs that waited for a listener (kListenGrace)
 };
+
+// A REQ for a service nobody listens on waits this long for a listener
+// before it is refused (REJ invalid service ID). Linux refuses at once; a
+// peer that re-listens between two steps of its own protocol (perftest -R
+// listens for its data connection only after the handshake that tells the
+// client to connect) then loses to scheduling. At most kMaxParkedReqs wait.
+inline constexpr std::chrono::milliseconds kListenGrace{50};
+inline constexpr std::size_t kMaxParkedReqs = 64;
 
 class CmEngine {
  public:
@@ -182,7 +191,10 @@ class CmEngine {
   void deliver();
   Rej make_rej(const Conn& c, MsgRejected what, RejectReason why, std::span<const std::byte> pd) const;
 
-  void on_req(std::uint64_t from, const MadHeader& h, const Req& m);
+  void on_req(std::uint64_t from, const MadHeader& h, const Req& m, CmTime now);
+  // A REQ for a listened service: the passive connection and kReqReceived.
+  void new_passive(std::uint64_t from, const MadHeader& h, const Req& m, void* listen_context);
+  void refuse_parked(CmTime now);
   void on_mra(std::uint64_t from, const Mra& m, CmTime now);
   void on_rej(std::uint64_t from, const Rej& m);
   void on_rep(std::uint64_t from, const MadHeader& h, const Rep& m);
@@ -198,6 +210,14 @@ class CmEngine {
   std::uint32_t next_id_;
   std::uint64_t next_tid_;
   std::map<std::uint32_t, Conn> conns_;
+  // REQs waiting for a listener, oldest first (their deadlines in order).
+  struct ParkedReq {
+    std::uint64_t from = 0;
+    MadHeader header;
+    Req req;
+    CmTime deadline;
+  };
+  std::deque<ParkedReq> parked_;
   // Passive connections by (peer, the peer's comm ID): a REQ seen again is
   // a duplicate of one of these, not a new connection.
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::uint32_t> by_remote_;
