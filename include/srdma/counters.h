@@ -45,6 +45,8 @@ struct TransportCounters {
   std::uint64_t dropped_for(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }
   std::uint64_t dropped_total() const;
   TransportCounters& operator+=(const TransportCounters& o);
+  // What was counted since `earlier` (a snapshot of the same counters).
+  TransportCounters& operator-=(const TransportCounters& earlier);
 };
 
 }  // namespace srdma

@@ -40,4 +40,21 @@ TransportCounters& TransportCounters::operator+=(const TransportCounters& o) {
   return *this;
 }
 
+TransportCounters& TransportCounters::operator-=(const TransportCounters& o) {
+  requests_sent -= o.requests_sent;
+  requests_received -= o.requests_received;
+  responses_sent -= o.responses_sent;
+  responses_received -= o.responses_received;
+  retransmissions -= o.retransmissions;
+  timeouts -= o.timeouts;
+  rnr_naks_sent -= o.rnr_naks_sent;
+  rnr_naks_received -= o.rnr_naks_received;
+  rnr_retries -= o.rnr_retries;
+  seq_naks_sent -= o.seq_naks_sent;
+  seq_naks_received -= o.seq_naks_received;
+  duplicate_requests -= o.duplicate_requests;
+  for (std::size_t i = 0; i < kNumDropReasons; ++i) dropped[i] -= o.dropped[i];
+  return *this;
+}
+
 }  // namespace srdma

@@ -50,25 +50,35 @@ double cpu_seconds() {
 }
 
 // --verify: every block carries its LBA, the generation of the write that
-// put it there, and a pattern derived from both.
-void fill_block(std::byte* b, std::uint64_t lba, std::uint32_t gen) {
+// put it there and the run's random nonce (so that what an earlier run or
+// mode left behind never passes for this run's), and a pattern derived
+// from them.
+std::uint64_t block_tag(std::uint32_t gen, std::uint32_t nonce) { return std::uint64_t{nonce} << 32 | gen; }
+std::uint64_t block_word(std::uint64_t lba, std::uint64_t tag, std::size_t i) {
+  return (lba * 0x9E3779B97F4A7C15ull) ^ (tag * 0xD6E8FEB86659FD93ull) ^ i;
+}
+void fill_block(std::byte* b, std::uint64_t lba, std::uint32_t gen, std::uint32_t nonce) {
   auto* w = reinterpret_cast<std::uint64_t*>(b);
+  const std::uint64_t tag = block_tag(gen, nonce);
   w[0] = kMagic;
   w[1] = lba;
-  w[2] = gen;
-  for (std::size_t i = 3; i < kBlockSize / 8; ++i) w[i] = (lba * 0x9E3779B97F4A7C15ull) ^ (std::uint64_t{gen} << 32) ^ i;
+  w[2] = tag;
+  for (std::size_t i = 3; i < kBlockSize / 8; ++i) w[i] = block_word(lba, tag, i);
 }
-// gen 0: never written, all zeros.
-bool check_block(const std::byte* b, std::uint64_t lba, std::uint32_t gen) {
+// gen 0: a fresh RAM namespace never written, all zeros. (Blocks of a file
+// or a remote namespace are unknown, kUnknownGen, until this run writes
+// them, and then not judged: fio's rule.)
+bool check_block(const std::byte* b, std::uint64_t lba, std::uint32_t gen, std::uint32_t nonce) {
   const auto* w = reinterpret_cast<const std::uint64_t*>(b);
   if (gen == 0) {
     for (std::size_t i = 0; i < kBlockSize / 8; ++i)
       if (w[i] != 0) return false;
     return true;
   }
-  if (w[0] != kMagic || w[1] != lba || w[2] != gen) return false;
+  const std::uint64_t tag = block_tag(gen, nonce);
+  if (w[0] != kMagic || w[1] != lba || w[2] != tag) return false;
   for (std::size_t i = 3; i < kBlockSize / 8; ++i)
-    if (w[i] != ((lba * 0x9E3779B97F4A7C15ull) ^ (std::uint64_t{gen} << 32) ^ i)) return false;
+    if (w[i] != block_word(lba, tag, i)) return false;
   return true;
 }
 
@@ -92,7 +102,10 @@ struct QueueRun {
   nvmf::HostController* ctrl = nullptr;
   nvmf::ReconnectingHost* rhost = nullptr;  // --connect: the controller that reconnects
   std::uint32_t queue = 0;
-  std::vector<std::uint32_t>* gens = nullptr;  // per unit of this controller's namespace
+  // The controller's units: [unit_base, unit_base + run.units) of its
+  // namespace (--connect: controllers share one, each its own slice).
+  std::uint64_t unit_base = 0;
+  std::vector<std::uint32_t>* gens = nullptr;  // per unit of the controller's slice
   std::uint32_t slots_per_ctrl = 0;
   std::vector<Slot> slots;
   LatencyHistogram hist;
@@ -102,7 +115,8 @@ struct QueueRun {
 
 struct Run {
   const BlkBenchOptions* opts = nullptr;
-  std::uint64_t units = 0;           // I/O units per namespace
+  std::uint64_t units = 0;           // I/O units per controller
+  std::uint32_t nonce = 0;           // --verify: this mode's, in every block it writes
   std::uint32_t blocks_per_io = 0;
   // Out of 100 I/Os, how many write (--rw parsed once, not per I/O).
   std::uint32_t write_percent = 0;
@@ -134,8 +148,8 @@ void on_done(BlockIo& io) {
     gen = (gen == kUnknownGen ? 0 : gen) + 1;  // what submit() filled the block with
   } else if (run.opts->verify && gen != kUnknownGen) {
     for (std::uint32_t b = 0; b < run.blocks_per_io; ++b) {
-      const std::uint64_t lba = s.unit * run.blocks_per_io + b;
-      if (!check_block(s.buf + std::size_t{b} * kBlockSize, lba, gen)) {
+      const std::uint64_t lba = (q.unit_base + s.unit) * run.blocks_per_io + b;
+      if (!check_block(s.buf + std::size_t{b} * kBlockSize, lba, gen, run.nonce)) {
         if (q.verify_errors.fetch_add(1) == 0)
           std::cerr << fmt::format("\nsrdma blk bench: verify mismatch at LBA {} (generation {})\n", lba, gen);
         break;
@@ -167,14 +181,14 @@ void submit(Slot& s) {
     write = run.write_percent == 100 || (run.write_percent > 0 && s.rng() % 100 < run.write_percent);
   }
   s.io.op = write ? BlockIo::Op::kWrite : BlockIo::Op::kRead;
-  s.io.lba = s.unit * run.blocks_per_io;
+  s.io.lba = (q.unit_base + s.unit) * run.blocks_per_io;
   s.io.nblocks = run.blocks_per_io;
   if (write) {
     std::uint32_t gen = (*q.gens)[s.unit];
     if (gen == kUnknownGen) gen = 0;
     if (o.verify)
       for (std::uint32_t b = 0; b < run.blocks_per_io; ++b)
-        fill_block(s.buf + std::size_t{b} * kBlockSize, s.io.lba + b, gen + 1);
+        fill_block(s.buf + std::size_t{b} * kBlockSize, s.io.lba + b, gen + 1, run.nonce);
     if (run.corrupt_next.exchange(false)) {
       // Injected on purpose: the data on the wire is not what the
       // generation says; the read that follows must catch it.
@@ -306,19 +320,25 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
   run.opts = &o;
   run.blocks_per_io = o.bs / kBlockSize;
   run.write_percent = o.rw == "randwrite" ? 100 : o.rw == "randrw" ? 100 - o.rwmix : 0;
-  run.units = (o.size / kBlockSize) / run.blocks_per_io;
+  // --connect: the controllers share the subsystem's namespace, each
+  // writing its own slice of it (a block's generation has one writer).
+  run.units = (o.size / kBlockSize) / run.blocks_per_io / (remote ? o.controllers : 1);
+  run.nonce = static_cast<std::uint32_t>(std::random_device{}());
   run.ios_limit = o.ios;
   const std::uint32_t queues = o.queues ? o.queues : std::max(1u, std::thread::hardware_concurrency());
   const std::uint32_t slots_per_ctrl = queues * o.qd;
   if (run.units < slots_per_ctrl)
-    return make_error(EINVAL, fmt::format("--size {} holds {} I/Os of {} bytes, fewer than the {} in flight per controller",
+    return make_error(EINVAL, fmt::format("--size {} holds {} I/Os of {} bytes per controller, fewer than the {} in "
+                                          "flight per controller",
                                           o.size, run.units, o.bs, slots_per_ctrl));
 
   std::vector<std::unique_ptr<nvmf::HostController>> ctrls;
   std::vector<std::unique_ptr<nvmf::ReconnectingHost>> rhosts;
-  // A remote namespace holds what earlier runs wrote: unknown until written.
+  // A file or remote namespace holds what earlier runs (or the other mode)
+  // wrote: unknown until this mode writes it. A RAM namespace here is new.
+  const bool fresh = !remote && o.backend == "ram";
   std::vector<std::vector<std::uint32_t>> gens(o.controllers,
-                                               std::vector<std::uint32_t>(run.units, remote ? kUnknownGen : 0));
+                                               std::vector<std::uint32_t>(run.units, fresh ? 0 : kUnknownGen));
   std::vector<std::unique_ptr<QueueRun>> qruns;
   const std::size_t buf_bytes = std::size_t{o.controllers} * slots_per_ctrl * o.bs;
   std::unique_ptr<std::byte, decltype(&std::free)> bufs(
@@ -361,6 +381,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
       qr->ctrl = ctrl.get();
       qr->rhost = rhost.get();
       qr->queue = q;
+      qr->unit_base = remote ? std::uint64_t{c} * run.units : 0;
       qr->gens = &gens[c];
       qr->slots_per_ctrl = slots_per_ctrl;
       qr->slots.resize(o.qd);
@@ -381,6 +402,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     if (rhost) rhosts.push_back(std::move(rhost));
   }
 
+  const DeviceTransport host_before = device_transport("host", *host_dev);
   const VectorTotals v0 = vector_totals(devs);
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
@@ -410,8 +432,9 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = cpu_seconds() - cpu0;
   const VectorTotals v1 = vector_totals(devs);
-  res.transport = {device_transport("host", *host_dev)};
+  res.transport = {transport_since(device_transport("host", *host_dev), host_before)};
   if (!remote) res.transport.push_back(device_transport("target", *target_dev));
+  for (Device* d : devs) res.cq_footprint += cq_footprint(*d);
   if (o.progress) std::cerr << "\r" << std::string(50, ' ') << "\r";
 
   LatencyHistogram hist;
@@ -477,6 +500,11 @@ void print_table(const BlkBenchOptions& o, const ImpairSpec& impair, std::uint32
   row("vector wake-ups/s", [](const BlkModeResult& r) { return r.wakeups_per_s; }, "{:.0f}");
   row("completions/interrupt", [](const BlkModeResult& r) { return r.completions_per_interrupt; }, "{:.2f}");
   row("host CQs", [](const BlkModeResult& r) { return static_cast<double>(r.cqs); }, "{:.0f}");
+  const char* scope = o.connect.empty() ? " (both devices)" : " (host)";
+  row(fmt::format("CQs{}", scope).c_str(), [](const BlkModeResult& r) { return static_cast<double>(r.cq_footprint.cqs); }, "{:.0f}");
+  row("CQ entries reserved", [](const BlkModeResult& r) { return static_cast<double>(r.cq_footprint.entries_reserved); }, "{:.0f}");
+  row("CQ entries used", [](const BlkModeResult& r) { return static_cast<double>(r.cq_footprint.entries_used); }, "{:.0f}");
+  row("CQ memory (KiB)", [](const BlkModeResult& r) { return static_cast<double>(r.cq_footprint.memory_bytes) / 1024.0; }, "{:.0f}");
   row("CPU us per I/O", [](const BlkModeResult& r) { return r.cpu_us_per_io; }, "{:.2f}");
   row("I/Os", [](const BlkModeResult& r) { return static_cast<double>(r.ios); }, "{:.0f}");
   row("I/O errors", [](const BlkModeResult& r) { return static_cast<double>(r.io_errors); }, "{:.0f}");
@@ -505,6 +533,11 @@ Result<void> write_json(const std::string& path, const BlkBenchOptions& o, const
         {"completions_per_interrupt", r.completions_per_interrupt},
         {"wakeups_per_s", r.wakeups_per_s},
         {"cqs", r.cqs},
+        {"cq_footprint",
+         {{"cqs", r.cq_footprint.cqs},
+          {"entries_reserved", r.cq_footprint.entries_reserved},
+          {"entries_used", r.cq_footprint.entries_used},
+          {"memory_bytes", r.cq_footprint.memory_bytes}}},
         {"cpu_us_per_io", r.cpu_us_per_io},
         {"verify_errors", r.verify_errors},
         {"io_errors", r.io_errors},
@@ -539,7 +572,6 @@ Result<void> check_options(const BlkBenchOptions& o) {
     if (o.ip.empty()) return make_error(EINVAL, "--connect needs --ip, the host's own device address");
     if (auto a = parse_ipv4(o.ip); !a) return make_error(EINVAL, fmt::format("--ip: {}", a.error().reason));
     if (o.nqn.empty()) return make_error(EINVAL, "--connect needs --nqn, the subsystem to connect to");
-    if (o.controllers != 1) return make_error(EINVAL, "--connect runs one controller (--controllers 1)");
     if (o.backend != "ram") return make_error(EINVAL, "--backend is the target's with --connect");
     if (auto r = parse_connect(o.connect); !r) return std::unexpected(r.error());
     if (!(o.reconnect_delay > 0) || o.reconnect_delay > 3600)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "srdma/status.h"
+#include "tools/cq_footprint.h"
 #include "tools/transport_report.h"
 
 namespace srdma::tools {
@@ -56,7 +57,8 @@ struct BlkModeResult {
   double interrupts_per_s = 0;  // completion events (EQEs), host and target devices
   double wakeups_per_s = 0;     // vector threads' wake-ups
   double completions_per_interrupt = 0;
-  std::uint32_t cqs = 0;
+  std::uint32_t cqs = 0;      // the host controllers' CQs (4X private, X pooled in the shared-CQ patch)
+  CqFootprint cq_footprint;  // every CQ of the devices in this process, while the queues ran
   double cpu_us_per_io = 0;
   std::uint64_t verify_errors = 0;
   std::uint64_t io_errors = 0;

@@ -13,6 +13,23 @@ DeviceTransport device_transport(std::string role, const Device& dev) {
   return DeviceTransport{std::move(role), dev.counters(), dev.impair_stats(), dev.wire_stats()};
 }
 
+DeviceTransport transport_since(DeviceTransport now, const DeviceTransport& before) {
+  now.counters -= before.counters;
+  ImpairStats& i = now.impair;
+  i.passed -= before.impair.passed;
+  i.dropped -= before.impair.dropped;
+  i.duplicated -= before.impair.duplicated;
+  i.reordered -= before.impair.reordered;
+  i.corrupted -= before.impair.corrupted;
+  WireStats& w = now.wire;
+  w.frames_sent -= before.wire.frames_sent;
+  w.frames_received -= before.wire.frames_received;
+  w.send_errors -= before.wire.send_errors;
+  w.rx_overruns -= before.wire.rx_overruns;
+  w.source_port_fallbacks -= before.wire.source_port_fallbacks;
+  return now;
+}
+
 nlohmann::json to_json(const TransportCounters& c) {
   nlohmann::json dropped = nlohmann::json::object();
   for (std::size_t r = 0; r < kNumDropReasons; ++r)

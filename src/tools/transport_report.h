@@ -29,6 +29,9 @@ struct DeviceTransport {
 
 // The device's counters and impairment stats now.
 DeviceTransport device_transport(std::string role, const Device& dev);
+// What a device counted between two snapshots (a device that outlives one
+// benchmark mode: blk bench --connect's host).
+DeviceTransport transport_since(DeviceTransport now, const DeviceTransport& before);
 
 // {"requests_sent": ..., "retransmissions": ..., "dropped": {"bad_psn": ...},
 //  "dropped_total": ...}
