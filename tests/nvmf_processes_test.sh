@@ -72,11 +72,12 @@ if "$BIN" nvmf discover --ip "$H_IP" "$T_IP:0" >"$TMP/bad_port.log" 2>&1 || ! gr
   fail "nvmf discover of port 0: $(cat "$TMP/bad_port.log")"
 fi
 
-bench=("$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --queues 2 --qd 8 --ios 4000
-  --rw randrw --verify --no-progress)
+# Three controllers of one host on the subsystem, each its slice of it.
+bench=("$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --controllers 3 --queues 2 --qd 8
+  --ios 4000 --rw randrw --verify --no-progress)
 if "${bench[@]}" >"$TMP/bench.log" 2>&1; then
   if grep -qE '^verify errors +0 +0' "$TMP/bench.log" && grep -qE '^I/O errors +0 +0' "$TMP/bench.log"; then
-    echo "ok   blk bench --connect --verify, both CQ modes: $(grep -E '^IOPS' "$TMP/bench.log" | tr -s ' ')"
+    echo "ok   blk bench --connect --verify, 3 controllers, both CQ modes: $(grep -E '^IOPS' "$TMP/bench.log" | tr -s ' ')"
   else
     fail "blk bench reported errors:"
     cat "$TMP/bench.log"

@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   auto* blkbench = blk->add_subcommand(
       "bench", "fio-like load on an NVMe-oF target and host in this process: private CQs against the shared CQ pool");
   srdma::tools::BlkBenchOptions bo;
-  blkbench->add_option("--controllers", bo.controllers, "Host controllers (one subsystem and namespace each)")
+  blkbench->add_option("--controllers", bo.controllers, "Host controllers: in process one subsystem and namespace each; with --connect (default 1) all on --nqn, each its own slice of the namespace")
       ->capture_default_str();
   blkbench->add_option("--queues", bo.queues, "I/O queues per controller (0: one per CPU)")->capture_default_str();
   blkbench->add_option("--qd", bo.qd, "I/Os in flight per queue")->capture_default_str();
