@@ -153,7 +153,7 @@ if wait_for 20000 stopped; then
   TARGET_PID=
   if ((rc != 0)); then
     fail "the target exited $rc on SIGTERM"
-  elif ! grep -qE "srdma nvmf target: stopped$" "$TMP/target2.log"; then
+  elif ! grep -qE "srdma nvmf target: stopped: interrupts=[0-9]+ .*cpu_s=[0-9.]+ " "$TMP/target2.log"; then
     fail "the target's last line is missing: $(tail -2 "$TMP/target.log")"
   else
     echo "ok   SIGTERM: $(tail -1 "$TMP/target2.log")"
