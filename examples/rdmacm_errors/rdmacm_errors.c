@@ -1,0 +1,153 @@
+/*
+ * rdmacm_errors: drives softrdma's librdmacm.so.1 through the RDMA CM's
+ * error paths and checks that each fails the way librdmacm documents (-1
+ * or NULL with errno), then that a connect nobody answers ends in the event
+ * librdmacm gives: REJECTED with the IB CM's reason 8 (invalid service ID).
+ *
+ * Plain C against <rdma/rdma_cma.h>, linked with -lrdmacm, run with
+ * LD_LIBRARY_PATH pointing at softrdma's drop-in and SRDMA_ADDR set (it
+ * talks to its own device). Exits 0 when every check holds; prints each.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <rdma/rdma_cma.h>
+
+static int failures;
+
+static void check(int ok, const char *what) {
+  printf("%s: %s\n", ok ? "ok" : "FAIL", what);
+  if (!ok) failures++;
+}
+
+/* A call that returns -1 failed with errno == want. */
+static void check_err(int r, int want, const char *what) {
+  int e = errno;
+  char buf[240];
+  snprintf(buf, sizeof buf, "%s -> -1, errno %s (got %d, %s)", what, strerror(want), r, strerror(e));
+  check(r == -1 && e == want, buf);
+}
+
+static struct sockaddr_in ipv4(const char *ip, unsigned short port) {
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+/* The next event on `ch` within `ms`, or NULL (and a failed check). */
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, int ms, const char *what) {
+  struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+  struct rdma_cm_event *e = NULL;
+  if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(ch, &e) != 0) {
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s: an event within %d ms", what, ms);
+    check(0, buf);
+    return NULL;
+  }
+  return e;
+}
+
+static void expect_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want, int status,
+                         const char *what) {
+  struct rdma_cm_event *e = next_event(ch, 5000, what);
+  if (!e) return;
+  char buf[240];
+  snprintf(buf, sizeof buf, "%s -> %s status %d (got %s status %d)", what, rdma_event_str(want), status,
+           rdma_event_str(e->event), e->status);
+  check(e->event == want && e->status == status, buf);
+  rdma_ack_cm_event(e);
+}
+
+int main(void) {
+  const char *self = getenv("SRDMA_ADDR");
+  if (!self) {
+    fprintf(stderr, "rdmacm_errors: set SRDMA_ADDR (the device's address)\n");
+    return 2;
+  }
+  struct rdma_event_channel *ch = rdma_create_event_channel();
+  check(ch != NULL, "rdma_create_event_channel");
+  if (!ch) return 1;
+
+  /* Creating IDs. */
+  check_err(rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP), EINVAL, "rdma_create_id with no ID pointer");
+  struct rdma_cm_id *bad = NULL;
+  check_err(rdma_create_id(ch, &bad, NULL, (enum rdma_port_space)0x7777), EINVAL,
+            "rdma_create_id in an unknown port space");
+
+  struct rdma_cm_id *id = NULL;
+  check(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0 && id != NULL, "rdma_create_id (TCP port space)");
+  if (!id) return 1;
+
+  /* Binding. */
+  check_err(rdma_bind_addr(id, NULL), EINVAL, "rdma_bind_addr of NULL");
+  struct sockaddr_un unix_addr = {.sun_family = AF_UNIX};
+  check_err(rdma_bind_addr(id, (struct sockaddr *)&unix_addr), EAFNOSUPPORT, "rdma_bind_addr of an AF_UNIX address");
+  struct sockaddr_in elsewhere = ipv4("127.250.250.250", 7471);
+  check_err(rdma_bind_addr(id, (struct sockaddr *)&elsewhere), EADDRNOTAVAIL,
+            "rdma_bind_addr of an address no device has");
+  struct sockaddr_in mine = ipv4(self, 7471);
+  check(rdma_bind_addr(id, (struct sockaddr *)&mine) == 0, "rdma_bind_addr of the device's address");
+  check_err(rdma_bind_addr(id, (struct sockaddr *)&mine), EINVAL, "rdma_bind_addr of an ID already bound");
+  struct rdma_cm_id *twin = NULL;
+  check(rdma_create_id(ch, &twin, NULL, RDMA_PS_TCP) == 0, "a second rdma_create_id");
+  check_err(rdma_bind_addr(twin, (struct sockaddr *)&mine), EADDRINUSE, "rdma_bind_addr of a port in use");
+  check(rdma_get_src_port(id) == htons(7471), "rdma_get_src_port gives the bound port");
+
+  /* Calls in the wrong state. */
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof cp);
+  check_err(rdma_connect(id, &cp), EINVAL, "rdma_connect before the route is resolved");
+  check_err(rdma_accept(id, &cp), EINVAL, "rdma_accept on an ID that has no connection request");
+  check_err(rdma_resolve_route(twin, 1000), EINVAL, "rdma_resolve_route before the address is resolved");
+  check_err(rdma_resolve_addr(twin, NULL, NULL, 1000), EINVAL, "rdma_resolve_addr with no destination");
+  check_err(rdma_get_cm_event(ch, NULL), EINVAL, "rdma_get_cm_event with no event pointer");
+  check_err(rdma_ack_cm_event(NULL), EINVAL, "rdma_ack_cm_event of NULL");
+  /* As the kernel's ucma: an unknown level is ENOSYS, a TOS not a uint8_t EINVAL. */
+  int tos = 0;
+  check_err(rdma_set_option(id, 0x7777, RDMA_OPTION_ID_TOS, &tos, sizeof tos), ENOSYS,
+            "rdma_set_option at an unknown level");
+  check_err(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos), EINVAL,
+            "rdma_set_option of a TOS that is an int");
+  unsigned char tos8 = 0;
+  check(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos8, sizeof tos8) == 0, "rdma_set_option of a TOS");
+  check(strcmp(rdma_event_str((enum rdma_cm_event_type)0x7777), "UNKNOWN EVENT") == 0,
+        "rdma_event_str of an unknown event");
+
+  /* A connect nobody answers: our own device, a port nobody listens on. */
+  struct sockaddr_in nobody = ipv4(self, 7472);
+  check(rdma_resolve_addr(twin, NULL, (struct sockaddr *)&nobody, 2000) == 0, "rdma_resolve_addr of our own address");
+  expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, "rdma_resolve_addr");
+  check(rdma_resolve_route(twin, 2000) == 0, "rdma_resolve_route");
+  expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, "rdma_resolve_route");
+  /* No QP on the ID: the REQ names the QP in qp_num (a QP-less connect). */
+  check_err(rdma_connect(twin, &cp), EINVAL, "rdma_connect with no QP and no qp_num");
+  cp.qp_num = 0x123;
+  char big[57];
+  memset(big, 0x5a, sizeof big);
+  cp.private_data = big;
+  cp.private_data_len = sizeof big;
+  check_err(rdma_connect(twin, &cp), EINVAL, "rdma_connect with 57 bytes of private data (56 fit on RoCE)");
+  cp.private_data_len = 56;
+  check(rdma_connect(twin, &cp) == 0, "rdma_connect with 56 bytes of private data");
+  expect_event(ch, RDMA_CM_EVENT_REJECTED, 8, "the connect to a port nobody listens on");
+
+  check(rdma_destroy_id(twin) == 0, "rdma_destroy_id of the refused ID");
+  check(rdma_destroy_id(id) == 0, "rdma_destroy_id of the bound ID");
+  rdma_destroy_event_channel(ch);
+  if (failures) {
+    printf("FAILED: %d\n", failures);
+    return 1;
+  }
+  printf("PASS\n");
+  return 0;
+}
