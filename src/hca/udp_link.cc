@@ -500,6 +500,7 @@ struct UdpLink::RxState {
   // keeps the whole batch's buffer alive through Packet::owned, and the
   // next batch then gets a fresh one.
   std::shared_ptr<std::vector<std::byte>> buf;
+  bool handed_out = false;  // a packet was given a reference to buf
   std::uint32_t last_ovfl = 0;
 };
 
@@ -532,7 +533,13 @@ int UdpLink::poll() {
 
 int UdpLink::receive_once() {
   RxState& r = *rx_;
-  if (!r.buf || r.buf.use_count() > 1) r.buf = std::make_shared<std::vector<std::byte>>(kRecvBatch * kSlotBytes);
+  // A buffer whose frames were handed out (a READ response's payload, read
+  // later by the completer on another thread) is never written again: the
+  // next batch gets a new one. One that nobody was given is reused.
+  if (!r.buf || r.handed_out) {
+    r.buf = std::make_shared<std::vector<std::byte>>(kRecvBatch * kSlotBytes);
+    r.handed_out = false;
+  }
   for (std::size_t i = 0; i < kRecvBatch; ++i) {
     r.iovs[i] = {r.buf->data() + i * kSlotBytes, kSlotBytes};
     r.msgs[i] = {};
@@ -591,7 +598,10 @@ int UdpLink::receive_once() {
     }
     p.hop_limit = static_cast<std::uint8_t>(ttl);
     p.traffic_class = static_cast<std::uint8_t>(tos);
-    if (p.payload_length != 0 && is_response(p.op)) p.owned = r.buf;
+    if (p.payload_length != 0 && is_response(p.op)) {
+      p.owned = r.buf;
+      r.handed_out = true;
+    }
     frames_received_.fetch_add(1, std::memory_order_relaxed);
     engine_->receive(std::move(p));
   }
