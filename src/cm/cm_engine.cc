@@ -372,28 +372,26 @@ void CmEngine::on_req(std::uint64_t from, const MadHeader& h, const Req& m, CmTi
     parked_.push_back({from, h, m, now + kListenGrace});
     return;
   }
-  Conn probe;
+  refuse_req(from, h, m, RejectReason::kInvalidServiceId);
+}
+
+void CmEngine::refuse_req(std::uint64_t from, const MadHeader& h, const Req& m, RejectReason why) {
+  Conn probe;  // no connection is kept for a refused REQ
   probe.remote_id = m.local_comm_id;
-  send_to(from, make_rej(probe, MsgRejected::kReq, RejectReason::kInvalidServiceId, {}), h.transaction_id);
+  send_to(from, make_rej(probe, MsgRejected::kReq, why, {}), h.transaction_id);
 }
 
 void CmEngine::refuse_parked(CmTime now) {
   while (!parked_.empty() && parked_.front().deadline <= now) {
     const ParkedReq& p = parked_.front();
-    Conn probe;
-    probe.remote_id = p.req.local_comm_id;
-    send_to(p.from, make_rej(probe, MsgRejected::kReq, RejectReason::kInvalidServiceId, {}), p.header.transaction_id);
+    refuse_req(p.from, p.header, p.req, RejectReason::kInvalidServiceId);
     parked_.pop_front();
   }
 }
 
 void CmEngine::new_passive(std::uint64_t from, const MadHeader& h, const Req& m, void* listen_context) {
-  Conn probe;
-  probe.remote_id = m.local_comm_id;
-  if (m.transport_service_type != TransportServiceType::kRc && m.transport_service_type != TransportServiceType::kUc) {
-    send_to(from, make_rej(probe, MsgRejected::kReq, RejectReason::kInvalidTransportType, {}), h.transaction_id);
-    return;
-  }
+  if (m.transport_service_type != TransportServiceType::kRc && m.transport_service_type != TransportServiceType::kUc)
+    return refuse_req(from, h, m, RejectReason::kInvalidTransportType);
   const std::uint32_t id = new_comm_id();
   Conn& c = conns_[id];
   c.local_id = id;

@@ -195,6 +195,8 @@ class CmEngine {
   // A REQ for a listened service: the passive connection and kReqReceived.
   void new_passive(std::uint64_t from, const MadHeader& h, const Req& m, void* listen_context);
   void refuse_parked(CmTime now);
+  // A REJ for a REQ no connection was made for.
+  void refuse_req(std::uint64_t from, const MadHeader& h, const Req& m, RejectReason why);
   void on_mra(std::uint64_t from, const Mra& m, CmTime now);
   void on_rej(std::uint64_t from, const Rej& m);
   void on_rep(std::uint64_t from, const MadHeader& h, const Rep& m);

@@ -23,37 +23,33 @@ std::uint64_t TransportCounters::dropped_total() const {
   return n;
 }
 
+namespace {
+// Every count of TransportCounters, once: what += and -= walk.
+template <class Op>
+void each_count(TransportCounters& a, const TransportCounters& b, Op op) {
+  op(a.requests_sent, b.requests_sent);
+  op(a.requests_received, b.requests_received);
+  op(a.responses_sent, b.responses_sent);
+  op(a.responses_received, b.responses_received);
+  op(a.retransmissions, b.retransmissions);
+  op(a.timeouts, b.timeouts);
+  op(a.rnr_naks_sent, b.rnr_naks_sent);
+  op(a.rnr_naks_received, b.rnr_naks_received);
+  op(a.rnr_retries, b.rnr_retries);
+  op(a.seq_naks_sent, b.seq_naks_sent);
+  op(a.seq_naks_received, b.seq_naks_received);
+  op(a.duplicate_requests, b.duplicate_requests);
+  for (std::size_t i = 0; i < kNumDropReasons; ++i) op(a.dropped[i], b.dropped[i]);
+}
+}  // namespace
+
 TransportCounters& TransportCounters::operator+=(const TransportCounters& o) {
-  requests_sent += o.requests_sent;
-  requests_received += o.requests_received;
-  responses_sent += o.responses_sent;
-  responses_received += o.responses_received;
-  retransmissions += o.retransmissions;
-  timeouts += o.timeouts;
-  rnr_naks_sent += o.rnr_naks_sent;
-  rnr_naks_received += o.rnr_naks_received;
-  rnr_retries += o.rnr_retries;
-  seq_naks_sent += o.seq_naks_sent;
-  seq_naks_received += o.seq_naks_received;
-  duplicate_requests += o.duplicate_requests;
-  for (std::size_t i = 0; i < kNumDropReasons; ++i) dropped[i] += o.dropped[i];
+  each_count(*this, o, [](std::uint64_t& x, std::uint64_t y) { x += y; });
   return *this;
 }
 
 TransportCounters& TransportCounters::operator-=(const TransportCounters& o) {
-  requests_sent -= o.requests_sent;
-  requests_received -= o.requests_received;
-  responses_sent -= o.responses_sent;
-  responses_received -= o.responses_received;
-  retransmissions -= o.retransmissions;
-  timeouts -= o.timeouts;
-  rnr_naks_sent -= o.rnr_naks_sent;
-  rnr_naks_received -= o.rnr_naks_received;
-  rnr_retries -= o.rnr_retries;
-  seq_naks_sent -= o.seq_naks_sent;
-  seq_naks_received -= o.seq_naks_received;
-  duplicate_requests -= o.duplicate_requests;
-  for (std::size_t i = 0; i < kNumDropReasons; ++i) dropped[i] -= o.dropped[i];
+  each_count(*this, o, [](std::uint64_t& x, std::uint64_t y) { x -= y; });
   return *this;
 }
 

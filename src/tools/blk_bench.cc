@@ -1,7 +1,5 @@
 #include "tools/blk_bench.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,6 +24,7 @@
 #include "tools/sim.h"
 #include "tools/latency_histogram.h"
 #include "tools/link_options.h"
+#include "tools/run_cost.h"
 
 namespace srdma::tools {
 namespace {
@@ -40,13 +39,6 @@ constexpr std::uint64_t kMagic = 0x5352444d41424c4bull;  // "SRDMABLK"
 
 std::uint64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-  return tv(ru.ru_utime) + tv(ru.ru_stime);
 }
 
 // --verify: every block carries its LBA, the generation of the write that
@@ -203,21 +195,10 @@ void submit(Slot& s) {
   }
 }
 
-// Device-wide completion counters. An interrupt is a completion event (an
-// EQE): on hardware each raises one, as in the cq-pool-bench; the vector
-// thread's wake-ups, which batch the events that piled up while it was
-// busy, are reported beside them.
-struct VectorTotals {
-  std::uint64_t interrupts = 0, wakeups = 0, completions = 0;
-};
-VectorTotals vector_totals(const std::vector<Device*>& devs) {
+// The completion-vector counts of every device of the run (run_cost.h).
+VectorTotals devices_vector_totals(const std::vector<Device*>& devs) {
   VectorTotals t;
-  for (Device* d : devs)
-    for (const auto& v : d->comp_vector_stats()) {
-      t.interrupts += v.events;
-      t.wakeups += v.interrupts;
-      t.completions += v.completions_handled;
-    }
+  for (Device* d : devs) t += vector_totals(*d);
   return t;
 }
 
@@ -403,8 +384,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
   }
 
   const DeviceTransport host_before = device_transport("host", *host_dev);
-  const VectorTotals v0 = vector_totals(devs);
-  const double cpu0 = cpu_seconds();
+  const VectorTotals v0 = devices_vector_totals(devs);
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   for (auto& q : qruns)
     for (Slot& s : q->slots) {
@@ -430,8 +411,8 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double cpu = cpu_seconds() - cpu0;
-  const VectorTotals v1 = vector_totals(devs);
+  const double cpu = process_cpu_seconds() - cpu0;
+  const VectorTotals v1 = devices_vector_totals(devs);
   res.transport = {transport_since(device_transport("host", *host_dev), host_before)};
   if (!remote) res.transport.push_back(device_transport("target", *target_dev));
   for (Device* d : devs) res.cq_footprint += cq_footprint(*d);

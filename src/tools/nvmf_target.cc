@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <fstream>
@@ -18,6 +17,7 @@
 #include "nvmf/subsystem.h"
 #include "srdma/device.h"
 #include "srdma/net.h"
+#include "tools/run_cost.h"
 
 namespace srdma::tools {
 namespace {
@@ -160,18 +160,10 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
   // What serving cost, for an operator and for bench scripts comparing CQ
   // modes across processes: completion events (interrupts), the vector
   // threads' wake-ups, completions, and the process's CPU time.
-  std::uint64_t events = 0, wakeups = 0, completions = 0;
-  for (const auto& v : dev->comp_vector_stats()) {
-    events += v.events;
-    wakeups += v.interrupts;
-    completions += v.completions_handled;
-  }
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                     static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  say(fmt::format("stopped: interrupts={} wakeups={} completions={} cpu_s={:.3f} uptime_s={:.3f}", events, wakeups,
-                  completions, cpu, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
+  const VectorTotals v = vector_totals(*dev);
+  say(fmt::format("stopped: interrupts={} wakeups={} completions={} cpu_s={:.3f} uptime_s={:.3f}", v.interrupts,
+                  v.wakeups, v.completions, process_cpu_seconds(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
   return {};
 }
 
