@@ -320,5 +320,68 @@ TEST(MaxRdAtomic, OneAtATimeStillCompletesEveryRead) {
   EXPECT_EQ(word, 4u);
 }
 
+
+// A READ whose responses arrive slower than one transport timeout, but
+// each in time after the last: every response that moves the window
+// restarts the timer, so the READ is never asked again (asking would
+// restart the train, for ever on a link this slow). A READ that gets no
+// answer still times out. The clock is manual; drain_timer() lets what
+// fell due run before the next response arrives.
+TEST(TransportTimer, RestartsOnEveryResponseThatMakesProgress) {
+  ManualClock clock;
+  Side a(&clock), b;
+  constexpr std::uint32_t kPeerQpn = 0xabcde;  // b has no such QP: the requests go nowhere
+  PathParams p = at_mtu(256, 0xfffffe);         // the READ's PSNs wrap
+  p.timeout = 10;                               // 4.096 us * 2^10 = 4.19 ms
+  pair::bring_up(a, b.dev->engine().address(), kPeerQpn, p);
+  for (std::size_t i = 0; i < 1024; ++i) b.buf[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  Sge dst{a.addr(), 1024, a.key};
+  SendWr rd;
+  rd.wr_id = 1;
+  rd.opcode = WrOpcode::kRdmaRead;
+  rd.sg_list = &dst;
+  rd.num_sge = 1;
+  rd.send_flags = SEND_SIGNALED;
+  rd.remote_addr = 0x1000;
+  rd.rkey = 0x77;
+  ASSERT_TRUE(post(a, rd));
+  const Opcode ops[] = {Opcode::kReadResponseFirst, Opcode::kReadResponseMiddle, Opcode::kReadResponseMiddle,
+                        Opcode::kReadResponseLast};
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    clock.advance(std::chrono::milliseconds(3));  // 0.72 timeouts per response: 2.9 in all
+    a.dev->engine().drain_timer();
+    Packet r;
+    r.op = ops[i];
+    r.src_addr = b.dev->engine().address();
+    r.dst_addr = a.dev->engine().address();
+    r.src_qpn = kPeerQpn;
+    r.dst_qpn = a.qp->qpn();
+    r.psn = psn_add(0xfffffe, i);
+    r.msn = i == 3 ? 1 : 0;
+    r.payload_length = 256;
+    r.payload.push_back(MemPiece{reinterpret_cast<std::byte*>(b.buf.data() + 256 * i), 256});
+    a.dev->engine().receive(std::move(r));
+  }
+  auto wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(a.buf.data(), b.buf.data(), 1024), 0);
+  TransportCounters c = a.qp->counters();
+  EXPECT_EQ(c.timeouts, 0u);
+  EXPECT_EQ(c.requests_sent, 1u) << "the READ was never asked again";
+  EXPECT_EQ(c.responses_received, 4u);
+
+  // No answer at all: the timer still runs, and fires within two timeouts
+  // (a pending timer stamps the deadline when it runs, see qp.cc).
+  rd.wr_id = 2;
+  ASSERT_TRUE(post(a, rd));
+  for (int i = 0; i < 2; ++i) {
+    clock.advance(std::chrono::microseconds(4200));
+    a.dev->engine().drain_timer();
+  }
+  EXPECT_EQ(a.qp->counters().timeouts, 1u);
+  EXPECT_EQ(a.qp->counters().requests_sent, 3u) << "asked again once";
+}
+
 }  // namespace
 }  // namespace srdma::hca

@@ -198,7 +198,7 @@ Qp::CompState Qp::comp_ack(Packet& pkt) {
   if (is_rd_atomic(w.opcode)) return CompState::kDrop;  // only its data answers a READ or atomic
   if (pkt.psn == last_psn(w.psn, w.npsn) && comp_.consumer != req_.next) return CompState::kComplete;
   comp_.psn = psn_add(pkt.psn, 1);
-  req_.retries_left = req_.retry_cnt;  // progress
+  note_progress();
   return CompState::kDone;
 }
 
@@ -231,8 +231,19 @@ Qp::CompState Qp::comp_read_data(Packet& pkt) {
   }
   comp_.psn = psn_add(pkt.psn, pkt.count);
   comp_.read_retry_pending = false;
-  req_.retries_left = req_.retry_cnt;  // progress
+  note_progress();
   return last ? CompState::kComplete : CompState::kDone;
+}
+
+// A response that moved the window: the retry count starts again and so
+// does the transport timer (IBA 9.7.6.1.1 times the oldest unacknowledged
+// PSN, as rxe's completer restarts its retransmit timer on every ACK). A
+// READ whose response train outlasts one timeout is then not asked again
+// while its data keeps arriving (asking would restart the train: a
+// live-lock on a slow link).
+void Qp::note_progress() {
+  req_.retries_left = req_.retry_cnt;
+  start_transport_timer();
 }
 
 Qp::CompState Qp::comp_atomic_data(Packet& pkt) {

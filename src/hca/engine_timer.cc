@@ -1,5 +1,7 @@
 #include "hca/engine_timer.h"
 
+#include <future>
+
 namespace srdma::hca {
 
 EngineTimer::EngineTimer(const EngineClock& clock) : clock_(clock), thread_([this] { run(); }) {}
@@ -42,6 +44,22 @@ void EngineTimer::post(std::function<void()> task) {
     wake = sleeping_ && it == tasks_.begin();
   }
   if (wake) cv_.notify_one();
+}
+
+void EngineTimer::drain() {
+  // Tasks run in deadline order and a posted one comes first: a task due
+  // now runs after everything due earlier and what that posted.
+  std::promise<void> ran;
+  std::future<void> done = ran.get_future();
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    auto it = tasks_.emplace(clock_.now(), [&ran] { ran.set_value(); });
+    wake = sleeping_ && it == tasks_.begin();
+  }
+  if (wake) cv_.notify_one();
+  done.wait();
 }
 
 void EngineTimer::run() {

@@ -392,6 +392,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void arm_timer(Clock::time_point at, bool transport = false);
   // The transport timer for what is outstanding (REQUIRES sq_mu_).
   void start_transport_timer();
+  void note_progress();  // a response moved the window: retry count and timer restart
 
   QueueEngine& engine_;
   TranslationTables& tables_;

@@ -316,6 +316,11 @@ void QueueEngine::use_manual_clock(ManualClock& clock) {
   });
 }
 
+void QueueEngine::drain_timer() {
+  start_engine();
+  timer_->drain();
+}
+
 std::vector<TableUsage> QueueEngine::table_usage() const {
   std::lock_guard lock(alloc_mu_);
   auto row = [](const char* name, const alloc::IndexAllocator& a) {

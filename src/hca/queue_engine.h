@@ -80,6 +80,9 @@ class QueueEngine {
   // REQUIRES: `clock` outlives the device; called before the first QP.
   void use_manual_clock(ManualClock& clock);
   const EngineClock& clock() const { return clock_; }
+  // Returns once every timer task due by the clock's now has run: a test's
+  // barrier after ManualClock::advance (what fell due has happened).
+  void drain_timer();
   // From now on the device sends through a link that impairs its packets
   // as `spec` says (impair.h); a spec without any impairment restores the
   // plain link. EBUSY once the device has a QP (its roles hold on to the
