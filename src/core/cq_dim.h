@@ -1,18 +1,30 @@
 // Adaptive completion-event moderation for processed CQs (like the Linux
 // RDMA core's DIM on ib_alloc_cq CQs of devices that set use_cq_dim).
 //
-// Each handler run (one completion event) reports how many completions it
-// processed. Every kSample events the average decides: when the events
-// carried at least the profile's count, completions are arriving faster
-// than the moderation lets them batch, so step up to the next profile; when
-// they carried less than half of it, the timer is what fires the events, so
-// step down. The profiles are the kernel's {usec, comps} table. A busy CQ
-// (a shared pool CQ collects many queues' completions) climbs to large
-// batches; an idle one stays at an event per completion.
+// A hill climber over a table of {usec, comps} profiles, as the kernel's
+// rdma_dim: every kSample events the CQ's completions per millisecond
+// (throughput) and completions per event (batching) over the sample are
+// compared with the previous sample's. A significant change (> 10%) of
+// throughput decides first: better, go on the way we were going; worse,
+// turn round and step back. With throughput the same, batching decides the
+// same way. With both the same the CQ stays, unless its events carry fewer
+// than index/2 completions: then it is idle and starts again at profile 0.
+// The first decision steps up (a probe: the kernel waits for noise to make
+// the first move).
+//
+// Better than the kernel's table: above its top {32 us, 32} the periods go
+// on doubling to 1 ms. A CQ whose events are spaced by its handler's work
+// and the scheduler rather than by the moderation (a shared pool CQ under a
+// closed-loop load, where completions wait on a busy core anyway) keeps
+// gaining batching there without losing throughput; a latency-bound one
+// (few requests in flight) loses throughput at the first longer period and
+// turns back.
 // Not thread-safe: one handler runs at a time per CQ, which is what calls it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <iterator>
 
 #include "hca/cq.h"
 
@@ -20,26 +32,31 @@ namespace srdma::core {
 
 class CqDim {
  public:
+  using Clock = std::chrono::steady_clock;
   struct Profile {
     std::uint16_t usec;
     std::uint16_t comps;
   };
-  static constexpr Profile kProfiles[] = {{1, 1},  {1, 4},   {2, 4},   {2, 8},  {4, 8},
-                                          {16, 8}, {16, 16}, {32, 16}, {32, 32}};
+  // The kernel's rdma_dim_prof, then longer periods (see above).
+  static constexpr Profile kProfiles[] = {{1, 1},     {1, 4},     {2, 4},     {2, 8},     {4, 8},
+                                          {16, 8},    {16, 16},   {32, 16},   {32, 32},   {64, 64},
+                                          {128, 128}, {256, 256}, {512, 256}, {1024, 256}};
+  static constexpr int kKernelTop = 8;  // {32, 32}
+  static constexpr int kTop = static_cast<int>(std::size(kProfiles)) - 1;
   static constexpr int kSample = 16;  // events per decision
 
   // Called after each event's processing with the completions it handled.
-  void on_event(hca::Cq& cq, int completions) {
-    completions_ += static_cast<std::uint32_t>(completions);
-    if (++events_ < kSample) return;
-    const std::uint32_t per_event = completions_ / events_;
+  void on_event(hca::Cq& cq, int completions, Clock::time_point now) {
+    if (events_ == 0) start_ = now;
+    completions_ += static_cast<std::uint64_t>(completions);
+    if (++events_ <= kSample) return;  // the sample spans kSample events after its first
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - start_).count();
+    const Stats curr{.cpms = us > 0 ? completions_ * 1000 / static_cast<std::uint64_t>(us) : completions_ * 1000,
+                     .cpe_x100 = completions_ * 100 / static_cast<std::uint64_t>(events_)};
     events_ = 0;
     completions_ = 0;
-    int next = index_;
-    if (per_event >= kProfiles[index_].comps && index_ + 1 < static_cast<int>(std::size(kProfiles)))
-      ++next;
-    else if (per_event * 2 < kProfiles[index_].comps && index_ > 0)
-      --next;
+    const int next = decide(curr);
+    prev_ = curr;
     if (next == index_) return;
     index_ = next;
     // Profile 0 is {1, 1}: an event per completion, no timer needed.
@@ -53,9 +70,56 @@ class CqDim {
   std::uint64_t changes() const { return changes_; }
 
  private:
+  struct Stats {
+    std::uint64_t cpms = 0;      // completions per millisecond
+    std::uint64_t cpe_x100 = 0;  // completions per event, x 100
+  };
+  enum class Verdict { kSame, kBetter, kWorse };
+
+  static bool significant(std::uint64_t v, std::uint64_t ref) {
+    const std::uint64_t d = v > ref ? v - ref : ref - v;
+    return ref != 0 && d * 100 / ref > 10;
+  }
+  Verdict compare(const Stats& curr) const {
+    if (prev_.cpms == 0) return Verdict::kBetter;
+    if (significant(curr.cpms, prev_.cpms)) return curr.cpms > prev_.cpms ? Verdict::kBetter : Verdict::kWorse;
+    if (significant(curr.cpe_x100, prev_.cpe_x100))
+      return curr.cpe_x100 > prev_.cpe_x100 ? Verdict::kBetter : Verdict::kWorse;
+    return Verdict::kSame;
+  }
+  int decide(const Stats& curr) {
+    const std::uint64_t per_event = curr.cpe_x100 / 100;
+    // Up to the kernel's top, and whenever events carry less than half its
+    // count, the count decides (quick, and steady under noise): events
+    // that fill the profile's count step up, events under half of it step
+    // down.
+    if (index_ < kKernelTop || per_event * 2 < kProfiles[kKernelTop].comps) {
+      up_ = true;
+      if (per_event >= kProfiles[index_].comps && index_ < kKernelTop) return index_ + 1;
+      if (per_event * 2 < kProfiles[index_].comps && index_ > 0) return index_ - 1;
+      return index_;
+    }
+    // Above it, the climb (see the top of this file).
+    switch (compare(curr)) {
+      case Verdict::kSame:
+        return index_;
+      case Verdict::kWorse:
+        up_ = !up_;
+        break;
+      case Verdict::kBetter:
+        break;
+    }
+    if (up_) return index_ < kTop ? index_ + 1 : index_;
+    if (index_ == kKernelTop) up_ = true;  // the count rule's ground: the next move is up
+    return index_ > kKernelTop ? index_ - 1 : index_;
+  }
+
   int index_ = 0;
+  bool up_ = true;  // the way the climb goes
+  Stats prev_;
+  Clock::time_point start_{};
   std::uint32_t events_ = 0;
-  std::uint32_t completions_ = 0;
+  std::uint64_t completions_ = 0;
   std::uint64_t changes_ = 0;
 };
 

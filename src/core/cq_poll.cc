@@ -63,7 +63,7 @@ bool process_and_rearm(CompletionQueue& cq, detail::CqState& s, int budget) {
     // producer finish instead of spinning against it.
     if (n == 0) std::this_thread::yield();
   }
-  if (s.use_dim) s.dim.on_event(*s.cq, total);
+  if (s.use_dim) s.dim.on_event(*s.cq, total, core::CqDim::Clock::now());
   return more;
 }
 
