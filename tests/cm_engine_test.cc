@@ -340,9 +340,18 @@ TEST_F(CmEngineTest, DisconnectIsDreqDrepThenTimeWait) {
   EXPECT_TRUE(ea_.disconnect(aid, now_)) << "idempotent";
   advance(kTimewait - std::chrono::nanoseconds(1));
   EXPECT_EQ(ea_.state(aid), CmState::kTimewait) << "as long as the peer's DREQ retries may come";
+  EXPECT_EQ(a_.events.back().type, CmEventType::kDisconnected);
   advance(std::chrono::nanoseconds(1));
   EXPECT_EQ(ea_.state(aid), CmState::kIdle);
   EXPECT_EQ(eb_.state(bid), CmState::kIdle);
+  // Time wait's end is an event of its own (ib_cm's TIMEWAIT_EXIT), once.
+  ASSERT_EQ(a_.events.back().type, CmEventType::kTimewaitExit);
+  EXPECT_EQ(a_.events.back().id, aid);
+  ASSERT_EQ(b_.events.back().type, CmEventType::kTimewaitExit);
+  EXPECT_EQ(b_.events.back().id, bid);
+  const std::size_t na = a_.events.size();
+  advance(kTimewait);
+  EXPECT_EQ(a_.events.size(), na);
   ea_.destroy(aid, now_);
   eb_.destroy(bid, now_);
   EXPECT_EQ(ea_.connections(), 0u);
@@ -375,6 +384,21 @@ TEST_F(CmEngineTest, ALostDrepIsAnsweredAgainAndAnUnansweredDreqStillDisconnects
   EXPECT_FALSE(a_.events.back().message) << "no DREP behind it";
   (void)bid;
   (void)bid2;
+}
+
+TEST_F(CmEngineTest, AnIdDestroyedInTimeWaitGetsNoTimewaitExit) {
+  auto [aid, bid] = establish();
+  ASSERT_TRUE(ea_.disconnect(aid, now_));
+  pass_a();
+  pass_b();
+  ASSERT_EQ(ea_.state(aid), CmState::kTimewait);
+  ea_.destroy(aid, now_);
+  const std::size_t na = a_.events.size();
+  advance(kTimewait);
+  EXPECT_EQ(a_.events.size(), na) << "nobody listens for it any more";
+  EXPECT_EQ(ea_.connections(), 0u) << "forgotten once time wait ended";
+  EXPECT_EQ(b_.events.back().type, CmEventType::kTimewaitExit);
+  (void)bid;
 }
 
 TEST_F(CmEngineTest, BothSidesDisconnectAtOnce) {

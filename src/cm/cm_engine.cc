@@ -35,6 +35,7 @@ std::string_view cm_event_name(CmEventType t) {
     case CmEventType::kRejected: return "rejected";
     case CmEventType::kTimedOut: return "timed out";
     case CmEventType::kDisconnected: return "disconnected";
+    case CmEventType::kTimewaitExit: return "time wait exit";
   }
   return "unknown";
 }
@@ -608,6 +609,7 @@ void CmEngine::tick(CmTime now) {
       case CmState::kTimewait:
         finish(*c);
         c->last_answer.reset();  // done: nothing of it is answered again
+        emit(CmEventType::kTimewaitExit, *c, std::nullopt);  // ib_cm's IB_CM_TIMEWAIT_EXIT
         break;
       case CmState::kIdle:
       case CmState::kRepRcvd:

@@ -15,7 +15,8 @@
 //   passive: listen(service) -> kReqReceived -> accept() or reject();
 //            -> kEstablished (the RTU came) or kTimedOut;
 //   either:  disconnect() -> kDisconnected once the DREP came (or the
-//            DREQ timed out); the peer's DREQ -> kDisconnected.
+//            DREQ timed out); the peer's DREQ -> kDisconnected; then
+//            kTimewaitExit when time wait ends (an ID not destroyed).
 // After kRejected, kTimedOut or kDisconnected the ID is done; destroy()
 // frees it (a connection in time wait stays known until that ends, so
 // that a late duplicate is answered, not taken for a new one).
@@ -68,6 +69,7 @@ enum class CmEventType : std::uint8_t {
   kRejected,      // the peer refused (reason, private data)
   kTimedOut,      // no answer after every retry
   kDisconnected,  // the DREP came, the DREQ timed out, or the peer's DREQ
+  kTimewaitExit,  // after kDisconnected: time wait is over, nothing of the connection is answered any more
 };
 std::string_view cm_event_name(CmEventType t);
 

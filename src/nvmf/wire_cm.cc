@@ -205,6 +205,7 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& l
       }
       case CmEventType::kReqReceived:
       case CmEventType::kEstablished:
+      case CmEventType::kTimewaitExit:  // (destroyed at kDisconnected: never here)
         break;
     }
     pending->cv.notify_all();

@@ -103,6 +103,9 @@ void common_event(Id& i, const srdma_cm_event& e) {
       i.state = State::kDisconnected;
       queue_event(i, RDMA_CM_EVENT_DISCONNECTED, 0);
       break;
+    case SRDMA_CM_TIMEWAIT_EXIT:  // the kernel's cma gives it to an ID not yet destroyed
+      queue_event(i, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+      break;
     case SRDMA_CM_ESTABLISHED:
       if (i.state == State::kAccepting) {
         i.state = State::kConnected;

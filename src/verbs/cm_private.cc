@@ -93,6 +93,7 @@ srdma_cm_event to_c_event(const cm::CmEvent& e) {
     }
     case cm::CmEventType::kTimedOut: ev.type = SRDMA_CM_TIMED_OUT; break;
     case cm::CmEventType::kDisconnected: ev.type = SRDMA_CM_DISCONNECTED; break;
+    case cm::CmEventType::kTimewaitExit: ev.type = SRDMA_CM_TIMEWAIT_EXIT; break;
   }
   return ev;
 }

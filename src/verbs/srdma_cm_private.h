@@ -28,6 +28,7 @@ enum srdma_cm_event_type {
 	SRDMA_CM_REJECTED,	/* rej_reason, private data */
 	SRDMA_CM_TIMED_OUT,	/* no answer after every retry */
 	SRDMA_CM_DISCONNECTED,	/* DREQ or DREP came, or the DREQ timed out */
+	SRDMA_CM_TIMEWAIT_EXIT,	/* after DISCONNECTED: time wait is over */
 };
 
 /* REQ and REP fields as the receiver sees them (responder_resources and
