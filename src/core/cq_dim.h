@@ -1,23 +1,26 @@
 // Adaptive completion-event moderation for processed CQs (like the Linux
 // RDMA core's DIM on ib_alloc_cq CQs of devices that set use_cq_dim).
 //
-// A hill climber over a table of {usec, comps} profiles, as the kernel's
-// rdma_dim: every kSample events the CQ's completions per millisecond
-// (throughput) and completions per event (batching) over the sample are
-// compared with the previous sample's. A significant change (> 10%) of
-// throughput decides first: better, go on the way we were going; worse,
-// turn round and step back. With throughput the same, batching decides the
-// same way. With both the same the CQ stays, unless its events carry fewer
-// than index/2 completions: then it is idle and starts again at profile 0.
-// The first decision steps up (a probe: the kernel waits for noise to make
-// the first move).
+// Every kSample events the CQ's completions per millisecond (throughput)
+// and completions per event (batching) over the sample decide, in two
+// regimes over one table of {usec, comps} profiles:
+// - Up to the kernel's top, {32 us, 32} (its rdma_dim_prof), and whenever
+//   events carry less than half of that top's count, the count decides:
+//   events that fill the profile's count step up, events under half of it
+//   step down. Quick, steady under noise, and it brings an idle
+//   CQ back to an event per completion.
+// - Above it, a hill climb like the kernel's rdma_dim: a significant change
+//   (> 10%) of throughput decides first (better: go on the way we were
+//   going; worse: turn round and step back), then one of batching; with
+//   both the same the CQ stays. The climb never goes under the kernel's
+//   top (that is the count's ground).
 //
-// Better than the kernel's table: above its top {32 us, 32} the periods go
-// on doubling to 1 ms. A CQ whose events are spaced by its handler's work
-// and the scheduler rather than by the moderation (a shared pool CQ under a
-// closed-loop load, where completions wait on a busy core anyway) keeps
-// gaining batching there without losing throughput; a latency-bound one
-// (few requests in flight) loses throughput at the first longer period and
+// Better than the kernel's table: above its top the periods go on to 1 ms.
+// A CQ whose events are spaced by its handler's work and the scheduler
+// rather than by the moderation (a shared pool CQ under a closed-loop
+// load, where completions wait on a busy core anyway) keeps gaining
+// batching there without losing throughput; a latency-bound one (few
+// requests in flight) loses throughput at the first longer period and
 // turns back.
 // Not thread-safe: one handler runs at a time per CQ, which is what calls it.
 #pragma once
