@@ -85,6 +85,17 @@ TEST(CqDim, APeriodThatCostsThroughputIsLeft) {
   EXPECT_EQ(dim.profile(), CqDim::kKernelTop) << "the same: stays";
 }
 
+// However long the period, the count leaves half the CQ free.
+TEST(CqDim, TheCountNeverExceedsHalfTheCq) {
+  hca::Cq cq(1, 100, nullptr, 0, nullptr);
+  CqDim dim;
+  Feeder f;
+  for (int per_event = 40; dim.profile() < CqDim::kTop; per_event = per_event * 3 / 2)
+    f.sample(dim, cq, per_event, microseconds(per_event));
+  EXPECT_EQ(cq.moderation_count(), 50);
+  EXPECT_EQ(cq.moderation_usec(), 1024);
+}
+
 TEST(CqDim, IdleCqStepsBackToAnEventPerCompletion) {
   hca::Cq cq(1, 1024, nullptr, 0, nullptr);
   CqDim dim;

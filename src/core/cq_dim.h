@@ -25,6 +25,7 @@
 // Not thread-safe: one handler runs at a time per CQ, which is what calls it.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iterator>
@@ -62,11 +63,15 @@ class CqDim {
     prev_ = curr;
     if (next == index_) return;
     index_ = next;
-    // Profile 0 is {1, 1}: an event per completion, no timer needed.
+    // Profile 0 is {1, 1}: an event per completion, no timer needed. The
+    // count never exceeds half the CQ: an event is due while the other half
+    // still holds what arrives before the handler runs.
     if (index_ == 0)
       (void)cq.modify(0, 0);
     else
-      (void)cq.modify(kProfiles[index_].comps, kProfiles[index_].usec);
+      (void)cq.modify(static_cast<std::uint16_t>(std::min<std::uint32_t>(kProfiles[index_].comps,
+                                                                       std::max<std::uint32_t>(1, cq.cqe() / 2))),
+                      kProfiles[index_].usec);
     ++changes_;
   }
   int profile() const { return index_; }
