@@ -336,14 +336,8 @@ TEST(TransportTimer, RestartsOnEveryResponseThatMakesProgress) {
   pair::bring_up(a, b.dev->engine().address(), kPeerQpn, p);
   for (std::size_t i = 0; i < 1024; ++i) b.buf[i] = static_cast<std::uint8_t>(i * 7 + 1);
   Sge dst{a.addr(), 1024, a.key};
-  SendWr rd;
-  rd.wr_id = 1;
+  SendWr rd = write_wr(1, dst, 0x1000, 0x77);
   rd.opcode = WrOpcode::kRdmaRead;
-  rd.sg_list = &dst;
-  rd.num_sge = 1;
-  rd.send_flags = SEND_SIGNALED;
-  rd.remote_addr = 0x1000;
-  rd.rkey = 0x77;
   ASSERT_TRUE(post(a, rd));
   const Opcode ops[] = {Opcode::kReadResponseFirst, Opcode::kReadResponseMiddle, Opcode::kReadResponseMiddle,
                         Opcode::kReadResponseLast};
