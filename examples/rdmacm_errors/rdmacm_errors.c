@@ -7,16 +7,23 @@
  * Plain C against <rdma/rdma_cma.h>, linked with -lrdmacm, run with
  * LD_LIBRARY_PATH pointing at softrdma's drop-in and SRDMA_ADDR set (it
  * talks to its own device). Exits 0 when every check holds; prints each.
+ *
+ * Teardown as librdmacm does it: rdma_destroy_id waits for the ack of an
+ * event another thread holds, returns at once when the caller holds it
+ * itself, and a thread waiting on a destroyed channel stays waiting.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -66,6 +73,102 @@ static void expect_event(struct rdma_event_channel *ch, enum rdma_cm_event_type 
            rdma_event_str(e->event), e->status);
   check(e->event == want && e->status == status, buf);
   rdma_ack_cm_event(e);
+}
+
+/* A thread's state letter from /proc (R, S, ...), or 0 once it is gone. */
+static char thread_state(pid_t tid) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* A thread that runs one blocking call and records that it returned. */
+struct blocker {
+  pthread_t thread;
+  volatile pid_t tid;
+  volatile int done;
+  int ret;
+  struct rdma_cm_id *id;
+  struct rdma_event_channel *ch;
+};
+
+static void *destroy_id_thread(void *arg) {
+  struct blocker *b = arg;
+  b->tid = (pid_t)syscall(SYS_gettid);
+  b->ret = rdma_destroy_id(b->id);
+  __atomic_store_n(&b->done, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static void *get_event_thread(void *arg) {
+  struct blocker *b = arg;
+  struct rdma_cm_event *e = NULL;
+  b->tid = (pid_t)syscall(SYS_gettid);
+  b->ret = rdma_get_cm_event(b->ch, &e);
+  __atomic_store_n(&b->done, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+/* Until the thread has returned or sleeps in its call (10 s at most). */
+static void wait_blocked(struct blocker *b) {
+  for (int i = 0; i < 100000 && !__atomic_load_n(&b->done, __ATOMIC_SEQ_CST); i++) {
+    if (b->tid && thread_state(b->tid) == 'S') return;
+    usleep(100);
+  }
+}
+
+/* An ID with its ADDR_RESOLVED event taken and not acked. */
+static struct rdma_cm_id *id_holding_event(struct rdma_event_channel *ch, const char *self,
+                                           struct rdma_cm_event **held) {
+  struct rdma_cm_id *id = NULL;
+  struct sockaddr_in dst = ipv4(self, 7473);
+  *held = NULL;
+  if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) || rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000))
+    return id;
+  *held = next_event(ch, 5000, "rdma_resolve_addr");
+  return id;
+}
+
+static void teardown_checks(struct rdma_event_channel *ch, const char *self) {
+  struct rdma_cm_event *held = NULL;
+
+  /* Another thread's rdma_destroy_id waits for our ack. */
+  struct blocker b = {.ch = ch};
+  b.id = id_holding_event(ch, self, &held);
+  check(held && held->event == RDMA_CM_EVENT_ADDR_RESOLVED, "an ADDR_RESOLVED event, held");
+  if (!held) return;
+  pthread_create(&b.thread, NULL, destroy_id_thread, &b);
+  wait_blocked(&b);
+  check(!__atomic_load_n(&b.done, __ATOMIC_SEQ_CST), "rdma_destroy_id waits while another thread holds its event");
+  check(rdma_ack_cm_event(held) == 0, "rdma_ack_cm_event of the held event");
+  pthread_join(b.thread, NULL);
+  check(b.done && b.ret == 0, "rdma_destroy_id returns 0 after the ack");
+  check_err(rdma_ack_cm_event(held), EINVAL, "rdma_ack_cm_event of an event acked already");
+
+  /* The thread holding the event destroys the ID itself: no wait, and its ack still works. */
+  struct rdma_cm_id *own = id_holding_event(ch, self, &held);
+  check(held != NULL, "a second ADDR_RESOLVED event, held");
+  if (!held) return;
+  check(rdma_destroy_id(own) == 0, "rdma_destroy_id by the thread holding the ID's event");
+  check(rdma_ack_cm_event(held) == 0, "rdma_ack_cm_event after the ID was destroyed");
+
+  /* A thread waiting on a channel that is destroyed keeps waiting (as a read() on librdmacm's closed fd). */
+  struct blocker w = {.ch = rdma_create_event_channel()};
+  check(w.ch != NULL, "a second event channel");
+  if (!w.ch) return;
+  pthread_create(&w.thread, NULL, get_event_thread, &w);
+  wait_blocked(&w);
+  check(!__atomic_load_n(&w.done, __ATOMIC_SEQ_CST), "rdma_get_cm_event waits on an empty channel");
+  rdma_destroy_event_channel(w.ch);
+  check(thread_state(w.tid) == 'S' && !__atomic_load_n(&w.done, __ATOMIC_SEQ_CST),
+        "a thread waiting on a destroyed channel is not woken with an error");
+  pthread_detach(w.thread); /* it waits until the process exits */
 }
 
 int main(void) {
@@ -140,6 +243,8 @@ int main(void) {
   cp.private_data_len = 56;
   check(rdma_connect(twin, &cp) == 0, "rdma_connect with 56 bytes of private data");
   expect_event(ch, RDMA_CM_EVENT_REJECTED, 8, "the connect to a port nobody listens on");
+
+  teardown_checks(ch, self);
 
   check(rdma_destroy_id(twin) == 0, "rdma_destroy_id of the refused ID");
   check(rdma_destroy_id(id) == 0, "rdma_destroy_id of the bound ID");

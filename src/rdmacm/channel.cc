@@ -2,6 +2,13 @@
 // readable while the queue holds one (poll() on channel->fd works as on
 // librdmacm's /dev/infiniband/rdma_cm fd). rdma_get_cm_event blocks in
 // poll(), a cancellation point, as librdmacm blocks in read().
+//
+// Teardown follows librdmacm: rdma_destroy_id waits until the events it was
+// given are acked, so a handler never runs on a freed ID, and a thread
+// blocked in rdma_get_cm_event when its channel is destroyed stays blocked
+// (as a read() on the closed fd would) rather than waking with an error.
+// Programs such as rping, whose CM thread is still waiting when main tears
+// down, depend on both.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -100,6 +107,31 @@ void move_events(Id& id, Channel* to) {
   set_readable(*to);
 }
 
+void wait_for_acks(Id& id, std::unique_lock<std::mutex>& lock) {
+  const auto me = std::this_thread::get_id();
+  auto mine = [&] {
+    int n = 0;
+    for (Event* e : g_given) n += e->counted == &id && e->taker == me;
+    return n;
+  };
+  g_acked.wait(lock, [&] { return id.unacked == mine(); });
+  for (Event* e : g_given)
+    if (e->counted == &id) e->counted = nullptr;  // acked after the ID is gone
+  id.unacked = 0;
+}
+
+bool retire_channel(Channel& c) {
+  if (c.waiters == 0) return true;
+  c.destroyed = true;
+  return false;
+}
+
+void free_channel(Channel* c) {
+  for (Event* e : c->queue) delete e;
+  ::close(c->ch.fd);
+  delete c;
+}
+
 int sync_wait(rdma_cm_id* id, rdma_cm_event_type expected) {
   rdma_cm_event* ev = nullptr;
   if (rdma_get_cm_event(id->channel, &ev)) return -1;
@@ -130,10 +162,9 @@ void rdma_destroy_event_channel(rdma_event_channel* channel) {
       fail("rdma_destroy_event_channel", EINVAL, "not an event channel");
       return;
     }
+    if (!retire_channel(*c)) return;
   }
-  for (Event* e : c->queue) delete e;
-  ::close(c->ch.fd);
-  delete c;
+  free_channel(c);
 }
 
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
@@ -142,27 +173,57 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   {
     std::lock_guard lock(g_mu);
     if (!g_channels.count(c)) return fail("rdma_get_cm_event", EINVAL, "not an event channel");
+    ++c->waiters;
   }
+  // On every way out, a cancellation's unwinding too: the last waiter on a
+  // destroyed channel frees it.
+  struct Leave {
+    Channel* c;
+    ~Leave() {
+      bool free_it;
+      {
+        std::lock_guard lock(g_mu);
+        free_it = --c->waiters == 0 && c->destroyed;
+      }
+      if (free_it) free_channel(c);
+    }
+  } leave{c};
   for (;;) {
     {
-      std::lock_guard lock(c->mu);
+      std::lock_guard lock(g_mu);
+      if (c->destroyed) return fail("rdma_get_cm_event", EINVAL, "the channel was destroyed");
+      std::lock_guard qlock(c->mu);
       if (!c->queue.empty()) {
         Event* e = c->queue.front();
         c->queue.pop_front();
         set_readable(*c);
+        Id* owner = to_id(e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? e->ev.listen_id : e->ev.id);
+        if (owner && g_ids.count(owner)) {
+          e->counted = owner;
+          ++owner->unacked;
+        }
+        e->taker = std::this_thread::get_id();
+        g_given.insert(e);
         *event = &e->ev;
         return 0;
       }
     }
-    if (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) return fail("rdma_get_cm_event", EAGAIN, "no event queued");
-    pollfd p{channel->fd, POLLIN, 0};
+    if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) return fail("rdma_get_cm_event", EAGAIN, "no event queued");
+    // A destroyed channel's fd stays open while we wait: nothing wakes it.
+    pollfd p{c->ch.fd, POLLIN, 0};
     if (poll(&p, 1, -1) < 0 && errno != EINTR) return fail("rdma_get_cm_event", errno, "poll");
   }
 }
 
 int rdma_ack_cm_event(rdma_cm_event* event) {
   if (!event) return fail("rdma_ack_cm_event", EINVAL, "NULL event");
-  delete reinterpret_cast<Event*>(event);
+  Event* e = reinterpret_cast<Event*>(event);
+  {
+    std::lock_guard lock(g_mu);
+    if (!g_given.erase(e)) return fail("rdma_ack_cm_event", EINVAL, "not an event rdma_get_cm_event gave, or acked");
+    if (e->counted && --e->counted->unacked == 0) g_acked.notify_all();
+  }
+  delete e;
   return 0;
 }
 

@@ -12,6 +12,8 @@ namespace srdma::rdmacm {
 std::mutex g_mu;
 std::unordered_set<Id*> g_ids;
 std::unordered_set<Channel*> g_channels;
+std::unordered_set<Event*> g_given;
+std::condition_variable g_acked;
 
 namespace {
 std::mutex g_dev_mu;

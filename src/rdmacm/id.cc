@@ -145,8 +145,9 @@ int rdma_destroy_id(rdma_cm_id* id) {
   if (d && listening) srdma_cm_stop_listening(d->cm, sid);
   if (d && comm) srdma_cm_destroy(d->cm, comm_id);
   {
-    std::lock_guard lock(g_mu);
+    std::unique_lock lock(g_mu);
     drop_events(*i);
+    wait_for_acks(*i, lock);
   }
   if (sync) rdma_destroy_event_channel(id->channel);
   delete i;
@@ -174,9 +175,7 @@ int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   i.sync = made;
   if (old) {
     g_channels.erase(old);
-    for (Event* e : old->queue) delete e;
-    ::close(old->ch.fd);
-    delete old;
+    if (retire_channel(*old)) free_channel(old);
   }
   return 0;
 }

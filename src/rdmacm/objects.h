@@ -11,10 +11,12 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "srdma_cm_private.h"
@@ -35,11 +37,17 @@ struct DeviceRef {
 DeviceRef* device();
 
 struct Channel;
+struct Id;
 
 // A queued event, with a copy of its private data.
 struct Event {
   rdma_cm_event ev;  // first: the application holds &ev
   Channel* channel = nullptr;
+  // Once rdma_get_cm_event has given it (g_mu): the ID whose rdma_destroy_id
+  // waits for its ack (a CONNECT_REQUEST's listener, else ev.id), and the
+  // thread it was given to.
+  Id* counted = nullptr;
+  std::thread::id taker;
   std::uint8_t data[256];
 };
 
@@ -48,6 +56,10 @@ struct Channel {
   std::mutex mu;
   std::deque<Event*> queue;
   bool readable = false;  // the eventfd's count is non-zero
+  // g_mu: threads inside rdma_get_cm_event, and whether the channel was
+  // destroyed under them (the last one out frees it).
+  int waiters = 0;
+  bool destroyed = false;
 };
 
 enum class State : std::uint8_t {
@@ -98,11 +110,16 @@ struct Id {
 
   // What rdma_create_qp made for the application (rdma_destroy_qp frees).
   bool own_cqs = false;
+
+  // Events given and not yet acked that count against this ID (g_mu).
+  int unacked = 0;
 };
 
 extern std::mutex g_mu;
 extern std::unordered_set<Id*> g_ids;  // live IDs, so that a stale pointer is EINVAL
 extern std::unordered_set<Channel*> g_channels;
+extern std::unordered_set<Event*> g_given;  // given by rdma_get_cm_event, not yet acked
+extern std::condition_variable g_acked;     // with g_mu: an ID's last given event was acked
 
 inline Id* to_id(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 inline Channel* to_channel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
@@ -117,6 +134,15 @@ void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_pa
 void drop_events(Id& id);
 // Moves the ID's queued events to `to` (REQUIRES g_mu).
 void move_events(Id& id, Channel* to);
+// Waits until every event given for the ID is acked, except those given to
+// the calling thread (it acks them after the ID is gone), as librdmacm's
+// rdma_destroy_id does (REQUIRES g_mu, held in `lock`).
+void wait_for_acks(Id& id, std::unique_lock<std::mutex>& lock);
+// Takes the channel out of use (REQUIRES g_mu, after it left g_channels).
+// True when the caller frees it now; false when a thread still waits in
+// rdma_get_cm_event, which frees it on its way out.
+bool retire_channel(Channel& c);
+void free_channel(Channel* c);
 // A synchronous ID: takes its next event, which must be `expected`
 // (errno from its status otherwise). Called without g_mu.
 int sync_wait(rdma_cm_id* id, rdma_cm_event_type expected);
