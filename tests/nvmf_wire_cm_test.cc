@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <future>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "nvmf/rdma_host.h"
 #include "nvmf/rdma_target.h"
 #include "nvmf/subsystem.h"
+#include "nvmf/wire_cm.h"
 
 namespace srdma::nvmf {
 namespace {
@@ -122,6 +124,40 @@ TEST_F(NvmfWireCm, OnlyAllowedHostsConnect) {
   o.hostnqn = "nqn.2026-12.io.softrdma:friend";
   auto friendly = HostController::connect(host_dev_, target_dev_.address(), kPort, o);
   EXPECT_TRUE(friendly) << friendly.error().to_string();
+}
+
+// A listener that leaves from inside its own connection request: the
+// device's CM agent then loses its last reference on the agent's thread
+// and is destroyed on another one.
+class LeavingListener : public CmListener {
+ public:
+  std::atomic<WireListener*> listener{nullptr};
+  Result<CmReply> on_connect_request(const CmRequest&, const std::shared_ptr<CmConnection>&) override {
+    delete listener.exchange(nullptr, std::memory_order_acq_rel);
+    return make_error(ECONNREFUSED, "the listener left");
+  }
+};
+
+TEST_F(NvmfWireCm, AnAgentGoneInItsOwnHandlerGivesWayToTheNext) {
+  constexpr std::uint16_t kOtherPort = kPort + 7;
+  for (int round = 0; round < 20; ++round) {
+    LeavingListener l;
+    // The next agent on the device waits for the old one to release the
+    // GSI QP (QP1) rather than failing with EBUSY while it still exists.
+    auto w = wire_listen(host_dev_, kOtherPort, &l);
+    ASSERT_TRUE(w) << "round " << round << ": " << w.error().to_string();
+    l.listener.store(w->release(), std::memory_order_release);
+    CmRequest req;
+    req.peer_qpn = 0x100;
+    auto c = wire_connect(target_dev_, host_dev_.address(), kOtherPort, req);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().code, ECONNREFUSED) << c.error().to_string();
+    delete l.listener.exchange(nullptr, std::memory_order_acq_rel);
+  }
+  // One more waits for the last round's agent, and this one goes here: no
+  // agent outlives the test holding the device's address.
+  LeavingListener last;
+  EXPECT_TRUE(wire_listen(host_dev_, kOtherPort, &last));
 }
 
 TEST_F(NvmfWireCm, DiscoveryListsWhatThisHostMayReach) {

@@ -23,27 +23,47 @@ using cm::CmEventType;
 // QPs' connect() sets too.
 constexpr std::uint8_t kRdAtomic = 16;
 
-// The devices' agents: shared by their users, gone with the last one.
+// The devices' agents: shared by their users, gone with the last one. An
+// entry stays until its agent is destroyed, not only unreferenced: the
+// device has one GSI QP, so a new agent waits for the old one to release it.
 std::mutex agents_mu;
+std::condition_variable agents_cv;
 std::map<std::uint64_t, std::weak_ptr<CmAgent>> agents;
+
+void agent_destroyed(std::uint64_t address) {
+  std::lock_guard lock(agents_mu);
+  agents.erase(address);
+  agents_cv.notify_all();
+}
 
 Result<std::shared_ptr<CmAgent>> agent_for(Device& dev) {
   if (!is_roce_address(dev.address()))
     return make_error(EINVAL, "the wire CM needs a device on the RoCEv2 link (--ip)");
-  std::lock_guard lock(agents_mu);
-  if (auto a = agents[dev.address()].lock()) return a;
+  const std::uint64_t address = dev.address();
+  std::unique_lock lock(agents_mu);
+  for (;;) {
+    auto it = agents.find(address);
+    if (it == agents.end()) break;
+    if (auto a = it->second.lock()) return a;
+    agents_cv.wait(lock);  // the last user left and the agent is being destroyed
+  }
   auto a = CmAgent::create(dev);
   if (!a) return std::unexpected(a.error());
   // The last reference can go in one of the agent's own handlers (a
   // connection freed there): the agent is then destroyed on another
   // thread, which joins the agent's once the handler has returned.
-  std::shared_ptr<CmAgent> shared(a->release(), [](CmAgent* p) {
-    if (p->on_agent_thread())
-      std::thread([p] { delete p; }).detach();
-    else
+  std::shared_ptr<CmAgent> shared(a->release(), [address](CmAgent* p) {
+    if (p->on_agent_thread()) {
+      std::thread([p, address] {
+        delete p;
+        agent_destroyed(address);
+      }).detach();
+    } else {
       delete p;
+      agent_destroyed(address);
+    }
   });
-  agents[dev.address()] = shared;
+  agents[address] = shared;
   return shared;
 }
 
