@@ -53,15 +53,14 @@ Result<std::shared_ptr<CmAgent>> agent_for(Device& dev) {
   // connection freed there): the agent is then destroyed on another
   // thread, which joins the agent's once the handler has returned.
   std::shared_ptr<CmAgent> shared(a->release(), [address](CmAgent* p) {
-    if (p->on_agent_thread()) {
-      std::thread([p, address] {
-        delete p;
-        agent_destroyed(address);
-      }).detach();
-    } else {
+    auto destroy = [p, address] {
       delete p;
       agent_destroyed(address);
-    }
+    };
+    if (p->on_agent_thread())
+      std::thread(destroy).detach();
+    else
+      destroy();
   });
   agents[address] = shared;
   return shared;
