@@ -47,6 +47,14 @@ class Translation {
   void for_each_piece(F&& f) const {
     const std::uint64_t page_size = std::uint64_t{1} << page_shift_;
     std::uint64_t off = offset_, left = length_;
+    if (left == 0) return;
+    if (const std::uint64_t in_page = off & (page_size - 1); in_page + left <= page_size) [[likely]] {
+      // Inside one page (a small message): one piece, no run to merge.
+      const std::uint64_t entry =
+          std::atomic_ref<const std::uint64_t>(mtt_[off >> page_shift_]).load(std::memory_order_relaxed);
+      f(MemPiece{reinterpret_cast<std::byte*>((entry & ~(page_size - 1)) + in_page), left});
+      return;
+    }
     MemPiece run;
     while (left > 0) {
       std::uint64_t in_page = off & (page_size - 1);

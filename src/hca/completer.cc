@@ -99,17 +99,10 @@ void Qp::rewind_to(std::uint64_t index, std::uint32_t psn) {
 }
 
 void Qp::retire_wqe() {
-  SendWqe& w = wqe(comp_.consumer);
-  const std::uint32_t byte_len =
-      w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd ? 8 : w.length;
-  complete_send(w, WcStatus::kSuccess, false, byte_len);
-  if (is_rd_atomic(w.opcode)) --req_.rd_atomic_outstanding;
-  comp_.psn = psn_add(w.psn, w.npsn);
-  ++comp_.consumer;
-  retire_local_wqes();  // in order: local operations executed behind it complete now
-  // Progress resets the retry counters (IBA 9.7.5.2.8).
-  req_.rnr_retries_left = req_.rnr_retry;
-  req_.retries_left = req_.retry_cnt;
+  retire_oldest(wqe(comp_.consumer));
+  // in order: local operations executed behind it complete now
+  if (comp_.consumer != req_.next && wqe(comp_.consumer).local_done) retire_local_wqes();
+  note_retired();
 }
 
 void Qp::completer_handle(Packet& pkt) {
@@ -164,15 +157,33 @@ Qp::CompState Qp::comp_check_psn(Packet& pkt) {
 // IBA 9.7.5.1.2 (coalesced acknowledgement): a response for PSN p
 // acknowledges every SEND and WRITE before p. A READ or atomic before p
 // cannot be implied (its data did not arrive): it is asked again.
+// One ACK usually retires a run of unsignaled WQEs: each costs a look at
+// its PSNs and flags, nothing more. Every WQE in [consumer, next) has
+// been sent or is a local operation that executed (the requester executes
+// one as it reaches it), so a local one met here retires in its turn.
 Qp::CompState Qp::comp_implied_acks(Packet& pkt) {
+  const std::uint64_t first = comp_.consumer;
+  CompState next = req_.offset != 0 ? CompState::kCheckOpcode : CompState::kDone;
   while (comp_.consumer != req_.next) {
-    const SendWqe& w = wqe(comp_.consumer);
-    if (!psn_before(last_psn(w.psn, w.npsn), pkt.psn)) return CompState::kCheckOpcode;  // w holds pkt.psn
-    if (is_rd_atomic(w.opcode)) return CompState::kRetryRead;
-    retire_wqe();
+    SendWqe& w = wqe(comp_.consumer);
+    if (w.local_done) [[unlikely]] {
+      complete_send(w, WcStatus::kSuccess, false, 0);
+      ++comp_.consumer;
+      continue;
+    }
+    if (!psn_before(last_psn(w.psn, w.npsn), pkt.psn)) {  // w holds pkt.psn
+      next = CompState::kCheckOpcode;
+      break;
+    }
+    if (is_rd_atomic(w.opcode)) {
+      next = CompState::kRetryRead;
+      break;
+    }
+    retire_oldest(w);
   }
-  // Only the WQE being sent is left, and it holds pkt.psn.
-  return req_.offset != 0 ? CompState::kCheckOpcode : CompState::kDone;
+  // (Otherwise only the WQE being sent is left, and it holds pkt.psn.)
+  if (comp_.consumer != first) note_retired();
+  return next;
 }
 
 Qp::CompState Qp::comp_check_opcode(Packet& pkt) {

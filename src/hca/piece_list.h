@@ -42,13 +42,11 @@ class PieceList {
   }
 
   void push_back(MemPiece p) {
-    if (size_ < kInline) {
+    if (size_ < kInline) [[likely]] {
       inline_[size_++] = p;
       return;
     }
-    if (size_ == kInline) spill_.assign(inline_, inline_ + kInline);
-    spill_.push_back(p);
-    ++size_;
+    push_back_spilled(p);
   }
   void clear() {
     size_ = 0;
@@ -61,6 +59,11 @@ class PieceList {
   operator std::span<const MemPiece>() const { return {data(), size_}; }
 
  private:
+  [[gnu::noinline]] void push_back_spilled(MemPiece p) {
+    if (size_ == kInline) spill_.assign(inline_, inline_ + kInline);
+    spill_.push_back(p);
+    ++size_;
+  }
   void copy_inline(const PieceList& o) {
     for (std::size_t i = 0; i < std::min(size_, kInline); ++i) inline_[i] = o.inline_[i];
   }

@@ -286,11 +286,24 @@ class Qp : public std::enable_shared_from_this<Qp> {
  private:
 
   Result<void> modify_locked(const QpAttr& attr, std::uint32_t mask);  // takes and drops the locks
+  // post_send's parts (REQUIRES sq_mu_): whether `wr` is an RC SEND or
+  // WRITE that needs no check beyond these (its length then in `length`),
+  // the WQE such a WR makes, and every other WR, checked and queued.
+  bool plain_data_wr(const SendWr& wr, std::uint64_t& length) const;
+  void fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length);
+  [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah);
   // Send side, REQUIRES sq_mu_.
   // check_timeout: the engine timer's run (see requester.cc).
   void run_send_side(bool check_timeout = false);
   ReqStep requester_next_step();
   void requester_send_one();
+  void requester_send_only(SendWqe& w);  // an RC SEND or WRITE in one packet
+  // Whether the packet ending at `last_psn` (the WQE's last if `last`)
+  // asks for an ACK.
+  bool wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const;
+  // `p` went out taking `psns` PSNs: the counters and the next PSN move.
+  void note_sent(const Packet& p, std::uint32_t psns);
+  void time_if_unanswered();  // the transport timer for a request just sent
   // The next packet (or train) of a SEND or WRITE longer than the MTU, or
   // resumed in its middle: false if its memory does not translate.
   [[gnu::noinline]] bool segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last);
@@ -316,6 +329,22 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // (REQUIRES sq_mu_, index < req_.next and the WQE holds `psn`).
   void rewind_to(std::uint64_t index, std::uint32_t psn);
   void retire_wqe();  // the oldest outstanding WQE completed successfully
+  // retire_wqe's steps: the WQE `w` (the oldest) completes and leaves the
+  // queue; after one or more, the retry counters start again (IBA
+  // 9.7.5.2.8: progress).
+  void retire_oldest(SendWqe& w) {
+    if (init_.sq_sig_all || (w.flags & SEND_SIGNALED)) complete_send(w, WcStatus::kSuccess, false, wc_byte_len(w));
+    if (is_rd_atomic(w.opcode)) [[unlikely]] --req_.rd_atomic_outstanding;
+    comp_.psn = psn_add(w.psn, w.npsn);
+    ++comp_.consumer;
+  }
+  void note_retired() {
+    req_.rnr_retries_left = req_.rnr_retry;
+    req_.retries_left = req_.retry_cnt;
+  }
+  static std::uint32_t wc_byte_len(const SendWqe& w) {
+    return w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd ? 8 : w.length;
+  }
   void completer_check_timeout();
   void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);
   void flush_send_queue();
@@ -385,6 +414,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // a division per WQE lookup was a measurable part of a small message);
   // the depth the consumer asked for is what post_send/post_recv enforce.
   SendWqe& wqe(std::uint64_t index) { return sq_[index & sq_mask_]; }
+  const SendWqe& wqe(std::uint64_t index) const { return sq_[index & sq_mask_]; }
   std::uint64_t sq_depth() const { return std::max<std::uint32_t>(init_.caps.max_send_wr, 1); }
   void push_cqe(Cq& cq, const Wc& wc, bool solicited);
   // `transport`: `at` is a transport deadline (now + the timeout req_.timeout

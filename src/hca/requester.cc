@@ -226,8 +226,80 @@ bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
   return true;
 }
 
+bool Qp::wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const {
+  // The AckReq policy (IBA 9.7.5.1.2 lets the requester choose): a READ or
+  // atomic is always answered; otherwise ask on the last packet of a WQE
+  // that will need its completion, every kAckEveryPsns PSNs (so the window
+  // reopens), when half the send queue waits for completions, and when a
+  // local operation or a fenced WR right behind waits for this one. The
+  // responder coalesces the rest: an ACK acknowledges every PSN before it.
+  // (A train's packets before its last ask by the PSN rule: unroll().)
+  if (is_rd_atomic(w.opcode)) return true;
+  if (last && (init_.sq_sig_all || (w.flags & SEND_SIGNALED))) return true;
+  if ((last_psn & (kAckEveryPsns - 1)) == kAckEveryPsns - 1) return true;
+  if (!last) return false;
+  if ((req_.next + 1 - comp_.consumer) * 2 >= sq_depth()) return true;
+  if (req_.next + 1 == sq_prod_) return false;
+  const SendWqe& after = wqe(req_.next + 1);
+  return is_local_op(after.opcode) || (after.flags & SEND_FENCE);
+}
+
+void Qp::note_sent(const Packet& p, std::uint32_t psns) {
+  send_counters_.requests_sent.bump(p.count);
+  if (psn_before(p.psn, req_.sent_end_psn)) [[unlikely]]
+    send_counters_.retransmissions.bump(std::min<std::uint32_t>(psn_diff(req_.sent_end_psn, p.psn), p.count));
+  req_.next_psn = psn_add(req_.next_psn, psns);
+  if (!psn_before(req_.next_psn, req_.sent_end_psn)) req_.sent_end_psn = req_.next_psn;
+}
+
+void Qp::time_if_unanswered() {
+  // Start the transport timer only if the answer is not already here (a
+  // synchronous link usually has delivered it by now).
+  if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
+      !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
+    start_transport_timer();
+}
+
+void Qp::requester_send_only(SendWqe& w) {
+  // What requester_send_one does for it, without the branches this case
+  // never takes. Every local byte through translate() (IBA 10.6.3: local
+  // read access is implied by the lkey).
+  w.psn = req_.next_psn;
+  w.npsn = 1;
+  Packet p;
+  p.transport = QpType::kRc;
+  p.op = send_opcode(w.opcode, true, true);
+  p.src_addr = engine_.address();
+  p.dst_addr = req_.dest_addr;
+  p.src_qpn = qpn_;
+  p.dst_qpn = req_.dest_qpn;
+  p.udp_sport = udp_sport_;
+  p.psn = req_.next_psn;
+  if (w.is_inline) {
+    if (w.length) p.payload.push_back(MemPiece{w.inline_data.data(), std::uint64_t{w.length}});
+  } else if (!translate_local(w.sges, 0, p.payload)) {
+    return fail_wqe(req_.next, WcStatus::kLocProtErr);
+  }
+  p.payload_length = w.length;
+  p.va = w.remote_addr;  // RETH (read only for a WRITE)
+  p.rkey = w.rkey;
+  p.dma_length = w.length;
+  p.imm = w.imm;  // ImmDt or IETH (read only where the opcode has one)
+  p.solicited = w.flags & SEND_SOLICITED;
+  p.ack_req = wants_ack(w, p.psn, true);
+  note_sent(p, 1);
+  ++req_.next;
+  // An unknown destination loses the request; the transport timer retries.
+  (void)engine_.link().send(std::move(p));
+  time_if_unanswered();
+}
+
 void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
+  // The common case first: an RC SEND or WRITE that fits one packet.
+  if (init_.type == QpType::kRc && w.opcode <= WrOpcode::kRdmaWriteWithImm && req_.offset == 0 &&
+      w.length <= req_.mtu) [[likely]]
+    return requester_send_only(w);
   if (is_local_op(w.opcode)) [[unlikely]]
     return requester_execute_local(w);
   if (init_.type == QpType::kUd) return requester_send_datagram(w);
@@ -302,33 +374,9 @@ void Qp::requester_send_one() {
       return;  // executed above
   }
 
-  // The AckReq policy (IBA 9.7.5.1.2 lets the requester choose): a READ or
-  // atomic is always answered; otherwise ask on the last packet of a WQE
-  // that will need its completion, every kAckEveryPsns PSNs (so the window
-  // reopens), when half the send queue waits for completions, and when a
-  // local operation or a fenced WR right behind waits for this one. The
-  // responder coalesces the rest: an ACK acknowledges every PSN before it.
-  if (init_.type == QpType::kUc) {
-    p.ack_req = false;  // nothing answers UC
-  } else if (is_rd_atomic(w.opcode)) {
-    p.ack_req = true;
-  } else {
-    // (A train's packets before its last ask by the PSN rule: unroll().)
-    p.ack_req = (last && signaled) || (last_psn_of(p) & (kAckEveryPsns - 1)) == kAckEveryPsns - 1;
-    if (!p.ack_req && last) {
-      p.ack_req = (req_.next + 1 - comp_.consumer) * 2 >= sq_depth();
-      if (!p.ack_req && req_.next + 1 != sq_prod_) {
-        const SendWqe& after = wqe(req_.next + 1);
-        p.ack_req = is_local_op(after.opcode) || (after.flags & SEND_FENCE);
-      }
-    }
-  }
-
-  send_counters_.requests_sent.bump(p.count);
-  if (psn_before(p.psn, req_.sent_end_psn)) [[unlikely]]
-    send_counters_.retransmissions.bump(std::min<std::uint32_t>(psn_diff(req_.sent_end_psn, p.psn), p.count));
-  req_.next_psn = psn_add(req_.next_psn, psns);
-  if (!psn_before(req_.next_psn, req_.sent_end_psn)) req_.sent_end_psn = req_.next_psn;
+  // Nothing answers UC; the rest ask as wants_ack() says.
+  p.ack_req = init_.type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
+  note_sent(p, psns);
   if (last) {
     if (is_rd_atomic(w.opcode)) ++req_.rd_atomic_outstanding;
     ++req_.next;
@@ -342,11 +390,7 @@ void Qp::requester_send_one() {
     if (last) retire_sent_wqe();
     return;
   }
-  // Start the transport timer only if the answer is not already here (a
-  // synchronous link usually has delivered it by now).
-  if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
-      !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
-    start_transport_timer();
+  time_if_unanswered();
 }
 
 void Qp::requester_send_datagram(SendWqe& w) {
