@@ -46,6 +46,8 @@ class FastMutex {
     std::uint32_t c = 0;
     return state_.compare_exchange_strong(c, 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
+  // Whether some thread holds it (a snapshot, for a Dekker pair's check).
+  bool locked() const { return state_.load(std::memory_order_relaxed) != 0; }
   void unlock() {
     state_.store(0, std::memory_order_release);
     asymmetric_light_fence();

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/asymmetric_fence.h"
 #include "hca/cq.h"
 #include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
@@ -353,10 +354,11 @@ void Qp::take_stranded_responses() {
   // A response that arrived while we held sq_mu_, after run_send_side()
   // last looked, found kick() locked out: take it now, or it would wait for
   // the next post or timer (the send side arms no timer for an answer it
-  // saw arrive). The fence orders our unlock (a plain store) before the
-  // load: with kick()'s locked try_lock after the push, one of the two
-  // sees the other (a Dekker pair).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // saw arrive). Our unlock (a plain store) must be ordered before the
+  // load: a Dekker pair with kick(), whose side is the rare one (another
+  // thread's response found us holding sq_mu_), so the poster pays only
+  // the light half of an asymmetric fence and kick() the heavy one.
+  asymmetric_light_fence();
   if (inbox_ready_.load(std::memory_order_relaxed)) kick();
 }
 
@@ -366,10 +368,20 @@ void Qp::kick() {
   for (;;) {
     {
       std::unique_lock lock(sq_mu_, std::try_to_lock);
-      if (!lock.owns_lock()) return;  // the holder takes it (take_stranded_responses)
+      if (!lock.owns_lock()) {
+        // A send side running on this thread (its request was answered
+        // synchronously) drains the inbox in its loop, before it returns.
+        if (SendSideHere::runs(this)) return;
+        // Another thread holds it, and looks at the inbox after it lets go
+        // (take_stranded_responses, the light half): after the heavy half,
+        // either it sees our response or we see it gone.
+        asymmetric_heavy_fence();
+        if (sq_mu_.locked()) return;
+        continue;
+      }
       run_send_side();
     }
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // as in take_stranded_responses
+    asymmetric_light_fence();  // as in take_stranded_responses
     if (!inbox_ready_.load(std::memory_order_relaxed)) return;
   }
 }

@@ -289,15 +289,18 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // post_send's parts (REQUIRES sq_mu_): whether `wr` is an RC SEND or
   // WRITE that needs no check beyond these (its length then in `length`),
   // the WQE such a WR makes, and every other WR, checked and queued.
-  bool plain_data_wr(const SendWr& wr, std::uint64_t& length) const;
-  void fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length);
+  // (Inline, and defined in qp.cc, its only user: part of every post.)
+  [[gnu::always_inline]] inline bool plain_data_wr(const SendWr& wr, std::uint64_t& length) const;
+  [[gnu::always_inline]] inline void fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length);
   [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah);
   // Send side, REQUIRES sq_mu_.
   // check_timeout: the engine timer's run (see requester.cc).
   void run_send_side(bool check_timeout = false);
   ReqStep requester_next_step();
   void requester_send_one();
-  void requester_send_only(SendWqe& w);  // an RC SEND or WRITE in one packet
+  // An RC SEND or WRITE in one packet: every message of a small-message
+  // stream, so what it calls is inlined into it (flatten).
+  [[gnu::flatten]] void requester_send_only(SendWqe& w);
   // Whether the packet ending at `last_psn` (the WQE's last if `last`)
   // asks for an ACK.
   bool wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const;
@@ -423,6 +426,24 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // The transport timer for what is outstanding (REQUIRES sq_mu_).
   void start_transport_timer();
   void note_progress();  // a response moved the window: retry count and timer restart
+
+  // The send sides running on this thread, innermost first (one delivers
+  // to a peer QP, whose response can run another inside it): a response
+  // that finds sq_mu_ held by one of them is drained by that one's loop.
+  struct SendSideHere {
+    explicit SendSideHere(const Qp* q) : qp(q), outer(top) { top = this; }
+    ~SendSideHere() { top = outer; }
+    SendSideHere(const SendSideHere&) = delete;
+    SendSideHere& operator=(const SendSideHere&) = delete;
+    static bool runs(const Qp* q) {
+      for (const SendSideHere* s = top; s != nullptr; s = s->outer)
+        if (s->qp == q) return true;
+      return false;
+    }
+    const Qp* qp;
+    SendSideHere* outer;
+    static inline thread_local SendSideHere* top = nullptr;
+  };
 
   QueueEngine& engine_;
   TranslationTables& tables_;

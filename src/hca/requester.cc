@@ -23,6 +23,7 @@
 namespace srdma::hca {
 
 void Qp::run_send_side(bool check_timeout) {
+  SendSideHere here(this);  // a response this thread delivers meanwhile is ours to drain (kick)
   // A link with a wire sends what we send here together, before sq_mu_
   // (held by our callers) lets another thread send for this QP.
   SendBatch batch(engine_.link(), SendBatch::kOrdered);
@@ -319,7 +320,6 @@ void Qp::requester_send_one() {
   p.dst_qpn = req_.dest_qpn;
   p.udp_sport = udp_sport_;
   p.psn = req_.next_psn;
-  const bool signaled = init_.sq_sig_all || (w.flags & SEND_SIGNALED);
   std::uint32_t psns = 1;  // this packet takes
   bool last = true;        // of the WQE
 
