@@ -120,6 +120,33 @@ TEST_F(FmrTest, MapTranslatesExactlyThePageList) {
   EXPECT_EQ(dev_.translate(f.rkey(), kIova, 1, 0, pd_.pd_num() + 1).error(), Refusal::kPdMismatch);
 }
 
+TEST_F(FmrTest, ARemapTranslatesItsOwnLayoutWhetherThePagesFollowEachOtherOrNot) {
+  // Pages that follow each other translate as one piece, from the page the
+  // access starts in; a remap onto scattered pages must not keep that.
+  Fmr f = alloc();
+  ASSERT_TRUE(f.map_phys(mem_.list(0, 4), kIova));
+  auto whole = tr(f.rkey(), kIova + 10, 4 * 4096 - 10).value().pieces();
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].addr, reinterpret_cast<std::byte*>(mem_.page(0) + 10));
+  EXPECT_EQ(whole[0].length, 4u * 4096 - 10);
+  auto inner = tr(f.rkey(), kIova + 4096 + 8, 4096).value().pieces();
+  ASSERT_EQ(inner.size(), 1u);
+  EXPECT_EQ(inner[0].addr, reinterpret_cast<std::byte*>(mem_.page(1) + 8));
+  ASSERT_TRUE(f.unmap());
+  const std::vector<std::uint64_t> scattered = {mem_.page(5), mem_.page(2), mem_.page(9)};
+  ASSERT_TRUE(f.map_phys(scattered, kIova));
+  auto spread = tr(f.rkey(), kIova, 3 * 4096).value().pieces();
+  ASSERT_EQ(spread.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(spread[i].addr, reinterpret_cast<std::byte*>(scattered[i])) << i;
+    EXPECT_EQ(spread[i].length, 4096u) << i;
+  }
+  ASSERT_TRUE(f.map_phys(mem_.list(6, 2), kIova)) << "a remap without an unmap, back to following pages";
+  auto again = tr(f.rkey(), kIova + 100, 2 * 4096 - 100).value().pieces();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].addr, reinterpret_cast<std::byte*>(mem_.page(6) + 100));
+}
+
 TEST_F(FmrTest, MapRejectsBadListsAndTooManyMaps) {
   Fmr f = alloc(4, 3);
   EXPECT_EQ(code(f.map_phys(mem_.list(0, 5), kIova)), EINVAL) << "list_len > max_pages";

@@ -226,6 +226,29 @@ TEST_F(Frwr, LocalInvWithAStaleKeyIsAnError) {
   EXPECT_EQ(poll_one(*target.cq).status, WcStatus::kMemMgmtOpErr);
 }
 
+TEST_F(Frwr, ReRegistrationOverScatteredPagesAfterFollowingOnesPlacesEachPage) {
+  // First over two pages that follow each other (one piece per access),
+  // then, after LOCAL_INV, over two far apart: nothing of the first
+  // layout survives into the second (a second page written next to the
+  // first would be a store outside the new registration).
+  for (std::size_t second : {std::size_t{1}, std::size_t{9}}) {
+    std::vector<Sge> sg{{target.buf.addr(0), kPage, 0}, {target.buf.addr(second * kPage), kPage, 0}};
+    frmr.inc_rkey();
+    ASSERT_EQ(frmr.map_mr_sg(sg, kPage).value(), 2);
+    ASSERT_TRUE(target.qp->post_send(test::reg_wr(frmr, kRw, 51)));
+    ASSERT_EQ(poll_one(*target.cq).status, WcStatus::kSuccess);
+    std::memset(target.buf.data(), 0, 10 * kPage);
+    for (std::size_t i = 0; i < 2 * kPage; ++i) peer.buf.data()[i] = static_cast<std::uint8_t>(second + i % 251);
+    ASSERT_EQ(test::rdma(peer, 0, 2 * kPage, WrOpcode::kRdmaWrite, frmr.iova(), frmr.rkey()).status,
+              WcStatus::kSuccess);
+    EXPECT_EQ(std::memcmp(target.buf.data(), peer.buf.data(), kPage), 0) << second;
+    EXPECT_EQ(std::memcmp(target.buf.data() + second * kPage, peer.buf.data() + kPage, kPage), 0) << second;
+    if (second != 1) EXPECT_EQ(target.buf.data()[kPage], 0) << "the page after the first is not registered";
+    ASSERT_TRUE(target.qp->post_send(test::inv_wr(frmr.rkey())));
+    ASSERT_EQ(poll_one(*target.cq).status, WcStatus::kSuccess);
+  }
+}
+
 TEST_F(Frwr, ReRegistrationAfterInvalidationWorksUnderTheNextKey) {
   for (int round = 0; round < 300; ++round) {  // more than 256: the key byte wraps
     frmr.inc_rkey();

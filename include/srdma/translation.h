@@ -36,9 +36,10 @@ struct MemPiece {
 class Translation {
  public:
   Translation() = default;  // zero length: touches nothing
+  // `contiguous`: the MTT entries are consecutive pages (MPT_FLAG_CONTIGUOUS).
   Translation(const std::uint64_t* mtt, std::uint64_t offset, std::uint64_t length,
-              std::uint8_t page_shift)
-      : mtt_(mtt), offset_(offset), length_(length), page_shift_(page_shift) {}
+              std::uint8_t page_shift, bool contiguous = false)
+      : mtt_(mtt), offset_(offset), length_(length), page_shift_(page_shift), contiguous_(contiguous) {}
 
   std::uint64_t length() const { return length_; }
 
@@ -48,8 +49,9 @@ class Translation {
     const std::uint64_t page_size = std::uint64_t{1} << page_shift_;
     std::uint64_t off = offset_, left = length_;
     if (left == 0) return;
-    if (const std::uint64_t in_page = off & (page_size - 1); in_page + left <= page_size) [[likely]] {
-      // Inside one page (a small message): one piece, no run to merge.
+    if (const std::uint64_t in_page = off & (page_size - 1); contiguous_ || in_page + left <= page_size) [[likely]] {
+      // Inside one page (a small message), or over pages that follow each
+      // other: one piece, from the page the access starts in.
       const std::uint64_t entry =
           std::atomic_ref<const std::uint64_t>(mtt_[off >> page_shift_]).load(std::memory_order_relaxed);
       f(MemPiece{reinterpret_cast<std::byte*>((entry & ~(page_size - 1)) + in_page), left});
@@ -85,6 +87,7 @@ class Translation {
   std::uint64_t offset_ = 0;            // from the start of the first page
   std::uint64_t length_ = 0;
   std::uint8_t page_shift_ = 12;
+  bool contiguous_ = false;
 };
 
 }  // namespace srdma

@@ -11,7 +11,9 @@
 // seqlock; writers are serialised by the owner (the translation tables' control lock).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "alloc/index_allocator.h"
 #include "alloc/zeroed_array.h"
@@ -29,7 +31,18 @@ enum MptFlags : std::uint8_t {
   MPT_FLAG_PHYSICAL = 1u << 1,  // addresses are physical: no MTT
   MPT_FLAG_FMR = 1u << 2,       // remapped by map_phys_fmr, not firmware
   MPT_FLAG_FAST_REG = 1u << 3,  // FRWR: registered by REG_MR work requests
+  // The MTT entries are consecutive pages (each the one before plus the
+  // page size): every translation is one piece, found without walking
+  // them. Set with the MTTs, by whoever writes them.
+  MPT_FLAG_CONTIGUOUS = 1u << 4,
 };
+
+// MPT_FLAG_CONTIGUOUS for `pages`, each 2^page_shift aligned.
+inline std::uint8_t contiguity_flag(std::span<const std::uint64_t> pages, std::uint8_t page_shift) {
+  for (std::size_t i = 1; i < pages.size(); ++i)
+    if (pages[i] != pages[0] + (std::uint64_t{i} << page_shift)) return 0;
+  return MPT_FLAG_CONTIGUOUS;
+}
 
 // The fields of one MPT entry, as the device sees them.
 struct MptFields {

@@ -61,7 +61,7 @@ Result<std::uint32_t> TranslationTables::reg_mr(const MrAttr& attr, std::span<co
   mtt_.write(mtt_.first_entry(*range), page_addrs);
   MptFields f;
   f.status = kMptStatusHw;
-  f.flags = MPT_FLAG_REGION;
+  f.flags = MPT_FLAG_REGION | contiguity_flag(page_addrs, attr.page_shift);
   f.access = static_cast<std::uint8_t>(attr.access);
   f.page_shift = attr.page_shift;
   f.key = *key;

@@ -212,7 +212,7 @@ inline std::expected<Translation, Refusal> TranslationTables::translate(std::uin
   std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
   std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
   const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
-  return Translation(mtt, offset, length, f.page_shift);
+  return Translation(mtt, offset, length, f.page_shift, (f.flags & MPT_FLAG_CONTIGUOUS) != 0);
 }
 
 }  // namespace srdma::hca

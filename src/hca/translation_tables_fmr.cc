@@ -103,6 +103,7 @@ Result<std::uint32_t> TranslationTables::map_phys_fmr(std::uint32_t key, std::sp
   // 2. The MTTs (relaxed stores; published by step 4's release).
   mtt_.write(mtt_.first_entry(slot->mtts), page_list);
   // 3. Key, start and length, still software-owned.
+  f.flags = static_cast<std::uint8_t>((f.flags & ~MPT_FLAG_CONTIGUOUS) | contiguity_flag(page_list, f.page_shift));
   f.key = new_key;
   f.start = iova;
   f.length = length;

@@ -112,6 +112,7 @@ Result<void> TranslationTables::fast_reg(std::uint32_t key, std::uint32_t pdn, s
   f.key = key;
   f.access = static_cast<std::uint8_t>(access);
   f.page_shift = page_shift;
+  f.flags = static_cast<std::uint8_t>((f.flags & ~MPT_FLAG_CONTIGUOUS) | contiguity_flag(pages, page_shift));
   f.start = iova;
   f.length = length;
   ++f.map_count;
