@@ -342,6 +342,13 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
 }
 
 void Qp::receive_response(Packet&& pkt) {
+  // An answer delivered by the thread whose send side is running (the
+  // in-process link answers a request before send() returns) is that send
+  // side's to take: it holds sq_mu_, so no inbox lock and no kick.
+  if (SendSideHere::runs(this)) {
+    own_inbox_.push_back(std::move(pkt));
+    return;
+  }
   {
     std::lock_guard lock(inbox_mu_);
     inbox_.push_back(std::move(pkt));

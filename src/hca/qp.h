@@ -466,6 +466,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   PieceList req_pieces_;              // scratch for translations
   PieceList comp_pieces_;             // the completer's
   std::vector<Packet> drain_;        // the inbox's other half, reused
+  // Responses that the thread running the send side delivered itself
+  // (receive_response): taken by that send side's loop before it returns.
+  std::vector<Packet> own_inbox_;
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
   std::uint8_t timer_armed_timeout_ = 0xff;  // req_.timeout it was a transport deadline for, else 0xff
 

@@ -34,6 +34,15 @@ void Qp::run_send_side(bool check_timeout) {
   // cost a clock read.
   for (;;) {
     // Completer first: responses retire WQEs and may stop the requester.
+    // (Handling them sends nothing, so none arrives meanwhile; and every
+    // way out of this loop below sends nothing either: own_inbox_ is empty
+    // when it returns.)
+    if (!own_inbox_.empty()) {
+      drain_.swap(own_inbox_);
+      for (auto& m : drain_) completer_handle(m);
+      drain_.clear();
+      continue;
+    }
     if (inbox_ready_.load(std::memory_order_acquire)) {
       {
         std::lock_guard lock(inbox_mu_);
@@ -257,7 +266,7 @@ void Qp::time_if_unanswered() {
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
   if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
-      !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
+      own_inbox_.empty() && !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
     start_transport_timer();
 }
 
