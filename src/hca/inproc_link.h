@@ -27,6 +27,7 @@ class InprocLink final : public Link {
   // Packets of one message go together: nothing between the devices
   // would see them apart.
   bool carries_trains() const override { return true; }
+  bool answers_inline() const override { return true; }
 };
 
 }  // namespace srdma::hca

@@ -26,6 +26,12 @@ class Link {
   // link that has no per-packet wire between the devices. Every other one
   // gets single packets. Fixed for the link's life.
   virtual bool carries_trains() const { return false; }
+  // Whether a request's answer comes back on the sending thread before
+  // send() returns (the peer's responder runs inside it): then a response
+  // from another thread is rare, and the send side's Dekker pair with it
+  // is made asymmetric (qp.cc, take_stranded_responses). Fixed for the
+  // link's life.
+  virtual bool answers_inline() const { return false; }
   // Hands what the calling thread has pending (see SendBatch) to the wire.
   virtual void end_batch() {}
   // Receives what has arrived, in the calling thread (a consumer polling the

@@ -20,6 +20,7 @@ namespace srdma::hca {
 
 Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init)
     : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)), trains_(engine.link().carries_trains()),
+      answers_inline_(engine.link().answers_inline()),
       udp_sport_(entropy_port(qpn)), recv_pdn_(init_.srq ? init_.srq->pdn() : init_.pdn) {
   sq_.resize(std::bit_ceil(sq_depth()));
   sq_mask_ = sq_.size() - 1;
@@ -362,11 +363,21 @@ void Qp::take_stranded_responses() {
   // last looked, found kick() locked out: take it now, or it would wait for
   // the next post or timer (the send side arms no timer for an answer it
   // saw arrive). Our unlock (a plain store) must be ordered before the
-  // load: a Dekker pair with kick(), whose side is the rare one (another
-  // thread's response found us holding sq_mu_), so the poster pays only
-  // the light half of an asymmetric fence and kick() the heavy one.
-  asymmetric_light_fence();
+  // load: a Dekker pair with kick(). Where answers come back on the
+  // sending thread (answers_inline_), kick()'s side is the rare one
+  // (another thread's response found us holding sq_mu_): the poster pays
+  // the light half of an asymmetric fence and kick() the heavy one. Where
+  // they come from a wire's receive thread, that happens all the time: a
+  // full fence here, against kick()'s locked try_lock.
+  poster_fence();
   if (inbox_ready_.load(std::memory_order_relaxed)) kick();
+}
+
+void Qp::poster_fence() const {
+  if (answers_inline_)
+    asymmetric_light_fence();
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void Qp::kick() {
@@ -377,18 +388,20 @@ void Qp::kick() {
       std::unique_lock lock(sq_mu_, std::try_to_lock);
       if (!lock.owns_lock()) {
         // A send side running on this thread (its request was answered
-        // synchronously) drains the inbox in its loop, before it returns.
-        if (SendSideHere::runs(this)) return;
+        // synchronously) drains the inbox in its loop, before it returns;
+        // without answers_inline_ the holder's full fence after it lets
+        // go pairs with our locked try_lock.
+        if (SendSideHere::runs(this) || !answers_inline_) return;
         // Another thread holds it, and looks at the inbox after it lets go
-        // (take_stranded_responses, the light half): after the heavy half,
-        // either it sees our response or we see it gone.
+        // behind only the light half: after the heavy half, either it sees
+        // our response or we see it gone.
         asymmetric_heavy_fence();
         if (sq_mu_.locked()) return;
         continue;
       }
       run_send_side();
     }
-    asymmetric_light_fence();  // as in take_stranded_responses
+    poster_fence();  // as in take_stranded_responses
     if (!inbox_ready_.load(std::memory_order_relaxed)) return;
   }
 }

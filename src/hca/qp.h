@@ -146,6 +146,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // After letting go of sq_mu_: runs the send side for a response that
   // arrived while we held it.
   void take_stranded_responses();
+  // Its fence: the poster's half of the Dekker pair with kick() (qp.cc).
+  void poster_fence() const;
   // The engine timer's callback: runs the send side (waits for the lock).
   void on_timer();
   Clock::time_point timer_deadline() const;
@@ -450,6 +452,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   const std::uint32_t qpn_;
   const QpInit init_;
   const bool trains_;  // the device's link carries trains (packet.h)
+  const bool answers_inline_;  // the device's link answers on the sending thread (link.h)
   const std::uint16_t udp_sport_;  // RoCEv2 UDP source port of its packets
   std::atomic<QpState> state_{QpState::kReset};
 
