@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "cm/cm_agent.h"
 #include "cm/cma_header.h"
@@ -30,6 +32,34 @@ std::mutex agents_mu;
 std::condition_variable agents_cv;
 std::map<std::uint64_t, std::weak_ptr<CmAgent>> agents;
 
+// The threads that destroy an agent whose last reference went in one of its
+// own handlers. Joined, never detached: the next such destruction joins the
+// ones before it, and the process's exit joins the rest before the statics
+// they use go (this is made at an agent's creation, after the device's
+// statics, so it is destroyed before them; the registry above outlives it).
+class AgentReaper {
+ public:
+  void run(std::function<void()> f) {
+    std::lock_guard lock(mu_);
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+    threads_.emplace_back(std::move(f));
+  }
+  ~AgentReaper() {
+    std::lock_guard lock(mu_);
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+AgentReaper& reaper() {
+  static AgentReaper r;
+  return r;
+}
+
 void agent_destroyed(std::uint64_t address) {
   std::lock_guard lock(agents_mu);
   agents.erase(address);
@@ -49,6 +79,7 @@ Result<std::shared_ptr<CmAgent>> agent_for(Device& dev) {
   }
   auto a = CmAgent::create(dev);
   if (!a) return std::unexpected(a.error());
+  (void)reaper();  // made now, while the device's statics exist (see AgentReaper)
   // The last reference can go in one of the agent's own handlers (a
   // connection freed there): the agent is then destroyed on another
   // thread, which joins the agent's once the handler has returned.
@@ -58,7 +89,7 @@ Result<std::shared_ptr<CmAgent>> agent_for(Device& dev) {
       agent_destroyed(address);
     };
     if (p->on_agent_thread())
-      std::thread(destroy).detach();
+      reaper().run(destroy);
     else
       destroy();
   });
