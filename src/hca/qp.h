@@ -309,6 +309,11 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // `p` went out taking `psns` PSNs: the counters and the next PSN move.
   void note_sent(const Packet& p, std::uint32_t psns);
   void time_if_unanswered();  // the transport timer for a request just sent
+  // A request's BTH fields from the QP (its next PSN).
+  void start_request(Packet& p) const;
+  // The rest of an ONLY packet carrying the whole WQE `w`: false if its
+  // memory does not translate.
+  bool fill_only(const SendWqe& w, Packet& p) const;
   // The next packet (or train) of a SEND or WRITE longer than the MTU, or
   // resumed in its middle: false if its memory does not translate.
   [[gnu::noinline]] bool segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last);

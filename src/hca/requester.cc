@@ -270,25 +270,24 @@ void Qp::time_if_unanswered() {
     start_transport_timer();
 }
 
-void Qp::requester_send_only(SendWqe& w) {
-  // What requester_send_one does for it, without the branches this case
-  // never takes. Every local byte through translate() (IBA 10.6.3: local
-  // read access is implied by the lkey).
-  w.psn = req_.next_psn;
-  w.npsn = 1;
-  Packet p;
-  p.transport = QpType::kRc;
-  p.op = send_opcode(w.opcode, true, true);
+void Qp::start_request(Packet& p) const {
+  p.transport = init_.type;
   p.src_addr = engine_.address();
   p.dst_addr = req_.dest_addr;
   p.src_qpn = qpn_;
   p.dst_qpn = req_.dest_qpn;
   p.udp_sport = udp_sport_;
   p.psn = req_.next_psn;
+}
+
+bool Qp::fill_only(const SendWqe& w, Packet& p) const {
+  // Every local byte through translate() (IBA 10.6.3: local read access is
+  // implied by the lkey).
+  p.op = send_opcode(w.opcode, true, true);
   if (w.is_inline) {
-    if (w.length) p.payload.push_back(MemPiece{w.inline_data.data(), std::uint64_t{w.length}});
+    if (w.length) p.payload.push_back(MemPiece{const_cast<std::byte*>(w.inline_data.data()), std::uint64_t{w.length}});
   } else if (!translate_local(w.sges, 0, p.payload)) {
-    return fail_wqe(req_.next, WcStatus::kLocProtErr);
+    return false;
   }
   p.payload_length = w.length;
   p.va = w.remote_addr;  // RETH (read only for a WRITE)
@@ -296,6 +295,18 @@ void Qp::requester_send_only(SendWqe& w) {
   p.dma_length = w.length;
   p.imm = w.imm;  // ImmDt or IETH (read only where the opcode has one)
   p.solicited = w.flags & SEND_SOLICITED;
+  return true;
+}
+
+void Qp::requester_send_only(SendWqe& w) {
+  // What requester_send_one does for it, without the branches this case
+  // never takes. Every local byte through translate() (IBA 10.6.3: local
+  // read access is implied by the lkey).
+  w.psn = req_.next_psn;
+  w.npsn = 1;
+  Packet p;
+  start_request(p);
+  if (!fill_only(w, p)) return fail_wqe(req_.next, WcStatus::kLocProtErr);
   p.ack_req = wants_ack(w, p.psn, true);
   note_sent(p, 1);
   ++req_.next;
@@ -322,13 +333,7 @@ void Qp::requester_send_one() {
     w.npsn = is_rd_atomic(w.opcode) && w.opcode != WrOpcode::kRdmaRead ? 1 : packets_at_mtu(w.length);
   }
   Packet p;
-  p.transport = init_.type;
-  p.src_addr = engine_.address();
-  p.dst_addr = req_.dest_addr;
-  p.src_qpn = qpn_;
-  p.dst_qpn = req_.dest_qpn;
-  p.udp_sport = udp_sport_;
-  p.psn = req_.next_psn;
+  start_request(p);
   std::uint32_t psns = 1;  // this packet takes
   bool last = true;        // of the WQE
 
@@ -338,24 +343,10 @@ void Qp::requester_send_one() {
     case WrOpcode::kSendWithInv:
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaWriteWithImm:
-      // Every local byte through translate() (IBA 10.6.3: local read
-      // access is implied by the lkey).
-      if (req_.offset == 0 && w.length <= req_.mtu) [[likely]] {  // ONLY: the whole WQE in one packet
-        p.op = send_opcode(w.opcode, true, true);
-        if (w.is_inline) {
-          if (w.length) p.payload.push_back(MemPiece{w.inline_data.data(), std::uint64_t{w.length}});
-        } else if (!translate_local(w.sges, 0, p.payload)) {
-          return fail_wqe(req_.next, WcStatus::kLocProtErr);
-        }
-        p.payload_length = w.length;
-        p.va = w.remote_addr;  // RETH (read only for a WRITE)
-        p.rkey = w.rkey;
-        p.dma_length = w.length;
-        p.imm = w.imm;  // ImmDt or IETH (read only where the opcode has one)
-        p.solicited = w.flags & SEND_SOLICITED;
-      } else if (!segment(w, p, psns, last)) {
+      // ONLY (a UC WQE; RC's took requester_send_only), or the next
+      // packet or train of a longer one.
+      if (const bool only = req_.offset == 0 && w.length <= req_.mtu; !(only ? fill_only(w, p) : segment(w, p, psns, last)))
         return fail_wqe(req_.next, WcStatus::kLocProtErr);
-      }
       break;
     case WrOpcode::kRdmaRead:
       // The local SGEs are checked for LOCAL_WRITE before the request goes
