@@ -300,9 +300,11 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void run_send_side(bool check_timeout = false);
   ReqStep requester_next_step();
   void requester_send_one();
-  // An RC SEND or WRITE in one packet: every message of a small-message
-  // stream, so what it calls is inlined into it (flatten).
-  [[gnu::flatten]] void requester_send_only(SendWqe& w);
+  // An RC SEND or WRITE sent whole from its start: in one packet (n == 1,
+  // every message of a small-message stream, so what it calls is inlined
+  // into it: flatten), or as one train of all its n packets where the link
+  // carries trains and the window has room for them.
+  [[gnu::flatten]] void requester_send_whole(SendWqe& w, std::uint32_t n);
   // Whether the packet ending at `last_psn` (the WQE's last if `last`)
   // asks for an ACK.
   bool wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const;

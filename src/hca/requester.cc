@@ -68,6 +68,11 @@ void Qp::run_send_side(bool check_timeout) {
         return;
       case ReqStep::kSend:
         requester_send_one();
+        // The usual end of a post: nothing came back, nothing is left to
+        // send (what the next turn would find, one turn sooner).
+        if (req_.next == sq_prod_ && own_inbox_.empty() && !inbox_ready_.load(std::memory_order_acquire) &&
+            state() == QpState::kRts)
+          return;
         break;
     }
   }
@@ -298,17 +303,22 @@ bool Qp::fill_only(const SendWqe& w, Packet& p) const {
   return true;
 }
 
-void Qp::requester_send_only(SendWqe& w) {
-  // What requester_send_one does for it, without the branches this case
-  // never takes. Every local byte through translate() (IBA 10.6.3: local
-  // read access is implied by the lkey).
+void Qp::requester_send_whole(SendWqe& w, std::uint32_t n) {
+  // What requester_send_one (and segment, for a train) does for it,
+  // without the branches this case never takes. Every local byte through
+  // translate() (IBA 10.6.3: local read access is implied by the lkey).
   w.psn = req_.next_psn;
-  w.npsn = 1;
+  w.npsn = n;
   Packet p;
   start_request(p);
   if (!fill_only(w, p)) return fail_wqe(req_.next, WcStatus::kLocProtErr);
-  p.ack_req = wants_ack(w, p.psn, true);
-  note_sent(p, 1);
+  if (n > 1) {  // FIRST, MIDDLE..., LAST: the headers fill_only wrote are theirs
+    p.op = send_opcode(w.opcode, true, false);
+    p.last_op = send_opcode(w.opcode, false, true);
+    p.count = n;
+  }
+  p.ack_req = wants_ack(w, last_psn_of(p), true);
+  note_sent(p, n);
   ++req_.next;
   // An unknown destination loses the request; the transport timer retries.
   (void)engine_.link().send(std::move(p));
@@ -317,10 +327,18 @@ void Qp::requester_send_only(SendWqe& w) {
 
 void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
-  // The common case first: an RC SEND or WRITE that fits one packet.
-  if (init_.type == QpType::kRc && w.opcode <= WrOpcode::kRdmaWriteWithImm && req_.offset == 0 &&
-      w.length <= req_.mtu) [[likely]]
-    return requester_send_only(w);
+  // The common cases first: an RC SEND or WRITE that fits one packet, or
+  // that goes whole as one train.
+  if (init_.type == QpType::kRc && w.opcode <= WrOpcode::kRdmaWriteWithImm && req_.offset == 0) [[likely]] {
+    if (w.length <= req_.mtu) [[likely]]
+      return requester_send_whole(w, 1);
+    if (trains_) {
+      const std::uint32_t n = packets_at_mtu(w.length);
+      if (comp_.consumer == req_.next ||
+          static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn) >= static_cast<std::int32_t>(n))
+        return requester_send_whole(w, n);
+    }
+  }
   if (is_local_op(w.opcode)) [[unlikely]]
     return requester_execute_local(w);
   if (init_.type == QpType::kUd) return requester_send_datagram(w);
@@ -343,7 +361,7 @@ void Qp::requester_send_one() {
     case WrOpcode::kSendWithInv:
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaWriteWithImm:
-      // ONLY (a UC WQE; RC's took requester_send_only), or the next
+      // ONLY (a UC WQE; RC's took requester_send_whole), or the next
       // packet or train of a longer one.
       if (const bool only = req_.offset == 0 && w.length <= req_.mtu; !(only ? fill_only(w, p) : segment(w, p, psns, last)))
         return fail_wqe(req_.next, WcStatus::kLocProtErr);

@@ -440,6 +440,7 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
   const bool timed = s.duration_s > 0;
   const std::uint64_t per_qp = timed ? std::numeric_limits<std::uint64_t>::max() : s.iterations;
   std::vector<std::uint64_t> scnt(q, 0), ccnt(q, 0), limit(q, per_qp);
+  std::vector<std::uint32_t> until_signaled(q, s.cq_mod);
 
   // send_bw: the server reposts receives, in its own thread (as perftest's
   // server process does) or, with --single-thread, between polls here.
@@ -496,23 +497,32 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
       SendWr& w = wr[i];
       while (scnt[i] < limit[i] && scnt[i] - ccnt[i] < s.tx_depth) {
         const std::uint64_t k = ++scnt[i];
-        const std::uint32_t signaled = (k % s.cq_mod == 0 || k == limit[i]) ? SEND_SIGNALED : 0u;
+        // Every cq_mod-th WR (k % cq_mod == 0, counted down: no division
+        // per post) and the last one are signaled.
+        std::uint32_t signaled = k == limit[i] ? SEND_SIGNALED : 0u;
+        if (--until_signaled[i] == 0) {
+          until_signaled[i] = s.cq_mod;
+          signaled = SEND_SIGNALED;
+        }
         w.wr_id = (k << 16) | i;
         if (s.verify) fill_pattern(source(i), size, k, i);
         ++posted;
-        Result<void> r;
-        if (!read_back) {
+        if (!read_back) [[likely]] {
           w.send_flags = base_flags | signaled;
-          r = post(*c.qps[i], w);
-        } else {  // one completion, the second WR's
-          SendWr& first = op == WrOpcode::kRdmaRead ? check_wr[i] : w;
-          SendWr& second = op == WrOpcode::kRdmaRead ? w : check_wr[i];
-          first.send_flags = 0;
-          second.send_flags = SEND_SIGNALED;
-          second.wr_id = w.wr_id;
-          r = post(*c.qps[i], first);
-          if (r) r = post(*c.qps[i], second);
+          if (auto r = c.qps[i]->post_send(w); !r) [[unlikely]] {
+            stop_server(true);
+            return make_error(r.error().code, "post_send: " + r.error().reason);
+          }
+          continue;
         }
+        // read_back: a pair, one completion, the second WR's.
+        SendWr& first = op == WrOpcode::kRdmaRead ? check_wr[i] : w;
+        SendWr& second = op == WrOpcode::kRdmaRead ? w : check_wr[i];
+        first.send_flags = 0;
+        second.send_flags = SEND_SIGNALED;
+        second.wr_id = w.wr_id;
+        Result<void> r = post(*c.qps[i], first);
+        if (r) r = post(*c.qps[i], second);
         if (!r) [[unlikely]] {
           stop_server(true);
           return std::unexpected(r.error());
