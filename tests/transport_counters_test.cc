@@ -37,6 +37,40 @@ TEST(TransportCounters, WriteAndReadCountEachPacketOnce) {
   EXPECT_EQ(a.dev->engine().counters().requests_sent, 2u);
 }
 
+// The in-process link remembers, per sending thread, the QP a stream of
+// packets goes to. Once that QP is destroyed and freed, what the sender
+// sends to its QPN is dropped and counted as for no QP (ASan: a stale
+// route would be a use after free), and the sender retries into
+// RETRY_EXC_ERR.
+TEST(TransportCounters, APeerDestroyedAfterTrafficIsSentNothingMore) {
+  ManualClock clock;
+  Side a(&clock), b(&clock);
+  pair::PathParams p;
+  p.retry_cnt = 1;
+  connect(a, b, p);
+  Sge sge{a.addr(), 8, a.key};
+  ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
+  auto first = poll_n(*a.scq, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].status, WcStatus::kSuccess);
+  auto unknown_qp = [&] { return b.dev->engine().counters().dropped_for(DropReason::kUnknownQp); };
+  ASSERT_EQ(unknown_qp(), 0u);
+  ASSERT_TRUE(b.dev->engine().destroy_qp(b.qp));
+  b.qp.reset();
+  ASSERT_TRUE(post(a, write_wr(2, sge, b.addr(), b.key)));
+  EXPECT_EQ(unknown_qp(), 1u);  // delivered (and dropped) inside post_send
+  std::vector<Wc> wcs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (wcs.empty() && std::chrono::steady_clock::now() < deadline) {
+    clock.advance(std::chrono::milliseconds(1));
+    wcs = poll_n(*a.scq, 1, std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(unknown_qp(), 2u);  // and its one retry
+  EXPECT_EQ(a.qp->counters().retransmissions, 1u);
+}
+
 // rnr_retry = 3 and no receive posted: the SEND draws exactly four RNR
 // NAKs and is resent exactly three times, then fails.
 TEST(TransportCounters, RnrRetryExceededCountsEveryRetry) {

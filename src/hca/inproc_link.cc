@@ -21,15 +21,20 @@ struct Registry {
   std::atomic<std::uint64_t> generation{1};
 };
 
-// Each thread remembers the last destinations it sent to (one per slot of a
-// small direct-mapped table, so that a request/response pair of devices
-// does not evict itself): a stream of packets to one peer then costs a
-// generation check instead of the registry's lock and lookup. The pointer
-// is good while the generation is current, inside a DeliveryScope.
+// Each thread remembers the last QPs it sent to (one per slot of a small
+// direct-mapped table, so that a request/response pair does not evict
+// itself): a stream of packets to one QP then costs two generation checks
+// instead of the registry's lock and lookup and the device's QP lookup.
+// The device pointer is good while the link's generation is current, the
+// QP pointer while the QP tables' is (queue_engine.h), inside a
+// DeliveryScope.
 struct Route {
   std::uint64_t addr = 0;
+  std::uint32_t qpn = 0;
   std::uint64_t generation = 0;
+  std::uint64_t qp_generation = 0;
   QueueEngine* dev = nullptr;
+  Qp* qp = nullptr;
 };
 constexpr std::size_t kRoutes = 4;
 thread_local std::array<Route, kRoutes> tls_routes;
@@ -69,23 +74,28 @@ bool InprocLink::knows(std::uint64_t addr) const {
 }
 
 bool InprocLink::send(Packet&& msg) {
-  DeliveryScope scope;  // before the generation check: see DeliveryScope
-  Route& route = tls_routes[msg.dst_addr % kRoutes];
-  if (route.dev != nullptr && route.addr == msg.dst_addr &&
-      route.generation == registry().generation.load(std::memory_order_seq_cst)) [[likely]] {
-    route.dev->receive(std::move(msg));  // detach waits for this scope to end
+  DeliveryScope scope;  // before the generation checks: see DeliveryScope
+  Route& route = tls_routes[(msg.dst_addr ^ msg.dst_qpn) % kRoutes];
+  if (route.qp != nullptr && route.addr == msg.dst_addr && route.qpn == msg.dst_qpn &&
+      route.generation == registry().generation.load(std::memory_order_seq_cst) &&
+      route.qp_generation == qp_table_generation()) [[likely]] {
+    route.dev->deliver(*route.qp, std::move(msg));  // detach and destroy_qp wait for this scope to end
     return true;
   }
   std::shared_ptr<QueueEngine> dst;
+  std::uint64_t generation = 0;
   {
     std::shared_lock lock(registry().mu);
     auto it = registry().devices.find(msg.dst_addr);
     if (it != registry().devices.end()) dst = it->second.lock();
-    // Only a live device is cached: one whose last reference is gone is
-    // about to detach (its destructor's first step).
-    if (dst) route = Route{msg.dst_addr, registry().generation.load(std::memory_order_relaxed), dst.get()};
+    generation = registry().generation.load(std::memory_order_relaxed);
   }
   if (!dst) return false;
+  // Only a live device is cached (one whose last reference is gone is about
+  // to detach: its destructor's first step), and a QP it has.
+  const std::uint64_t qp_generation = qp_table_generation();  // before the lookup
+  if (Qp* qp = dst->find_qp(msg.dst_qpn))
+    route = Route{msg.dst_addr, msg.dst_qpn, generation, qp_generation, dst.get(), qp};
   dst->receive(std::move(msg));  // the shared_ptr keeps the peer open meanwhile
   return true;
 }

@@ -14,11 +14,6 @@
 namespace srdma::hca {
 namespace {
 
-// Bumped (under the device's queues_mu_) by every QP creation and
-// destruction on any device; a cached dispatch entry is good while the
-// generation it was taken at is current.
-std::atomic<std::uint64_t> qp_generation{1};
-
 // Each thread remembers the last QPs it delivered to (a few, for ping-pong
 // and request/response pairs): a stream of messages to one QP then costs a
 // generation check instead of the device's shared lock, hash lookup and
@@ -56,6 +51,9 @@ QueueEngine::~QueueEngine() {
   {
     std::unique_lock lock(queues_mu_);
     qps_.clear();
+    // (The link detached this device first, which retires the senders'
+    // routes to it; this retires the QP pointers too.)
+    detail::qp_generation.fetch_add(1, std::memory_order_seq_cst);
   }
   eqs_.clear();
   async_.reset();
@@ -206,7 +204,7 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
   // Published only once built: a message can find it from now on.
   std::unique_lock lock(queues_mu_);
   qps_[qpn & 0xffffff] = qp;
-  qp_generation.fetch_add(1, std::memory_order_release);
+  detail::qp_generation.fetch_add(1, std::memory_order_release);
   return qp;
 }
 
@@ -215,7 +213,7 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
     std::unique_lock lock(queues_mu_);
     if (qps_.erase(qp->qpn() & 0xffffff) == 0)
       return make_error(EINVAL, fmt::format("QP {:#x} is not on this device", qp->qpn()));
-    qp_generation.fetch_add(1, std::memory_order_seq_cst);
+    detail::qp_generation.fetch_add(1, std::memory_order_seq_cst);
   }
   // A delivery that found the QP through a route cache may still run in it.
   quiesce_deliveries();
@@ -276,7 +274,7 @@ void QueueEngine::receive(Packet&& msg) {
   QpRoute& route = tls_qp_routes[(msg.dst_qpn ^ (msg.dst_qpn >> 4) ^ address_) % kQpRoutes];
   // The generation is read before the table: an entry cached below is
   // tagged no newer than the table it came from.
-  const std::uint64_t generation = qp_generation.load(std::memory_order_seq_cst);
+  const std::uint64_t generation = qp_table_generation();
   Qp* qp;
   std::shared_ptr<Qp> held;  // on the locked path only
   if (route.generation == generation && route.dev_addr == address_ && route.qpn == msg.dst_qpn) [[likely]] {
@@ -294,18 +292,13 @@ void QueueEngine::receive(Packet&& msg) {
     route = QpRoute{generation, address_, msg.dst_qpn, held.get()};
     qp = held.get();
   }
-  // IBA 9.6.1.5: a packet of another transport than the QP's is dropped.
-  if (msg.transport != qp->type()) [[unlikely]] {
-    dropped_wrong_transport_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  // From a wire whose RC packets do not name their source QP: the QP's
-  // peer is the only one it would hear anyway.
-  if (msg.src_qpn == kSrcQpnFromPath) msg.src_qpn = qp->peer_qpn();
-  if (is_request(msg.op))
-    qp->receive_request(std::move(msg));
-  else
-    qp->receive_response(std::move(msg));
+  dispatch(*qp, std::move(msg));
+}
+
+Qp* QueueEngine::find_qp(std::uint32_t qpn) const {
+  std::shared_lock lock(queues_mu_);
+  auto it = qps_.find(qpn & 0xffffff);
+  return it != qps_.end() && it->second->qpn() == qpn ? it->second.get() : nullptr;
 }
 
 void QueueEngine::use_manual_clock(ManualClock& clock) {

@@ -39,6 +39,16 @@ namespace srdma::hca {
 class EngineTimer;
 class TranslationTables;
 
+namespace detail {
+// Bumped (under the device's queues_mu_) by every QP creation and
+// destruction on any device: a cached QP pointer is good while the
+// generation it was taken at is current.
+inline std::atomic<std::uint64_t> qp_generation{1};
+}  // namespace detail
+// Read before looking a QP up for a cache (seq_cst: the DeliveryScope
+// handshake with destroy_qp).
+inline std::uint64_t qp_table_generation() { return detail::qp_generation.load(std::memory_order_seq_cst); }
+
 class QueueEngine {
  public:
   QueueEngine(const Profile& profile, TranslationTables& tables, alloc::IndexAllocator qp,
@@ -102,7 +112,21 @@ class QueueEngine {
   // Whether polling is how the wire gets received when consumers spin
   // (the RoCEv2 link); the in-process link delivers by itself.
   bool link_is_polled() const { return polled_link_; }
+  // A packet for this device: dropped if corrupted or for no QP here,
+  // else handed to its QP.
   void receive(Packet&& msg);
+  // For a sender's route cache (the in-process link's): the QP `qpn` names
+  // here, or null. The pointer stays good while qp_table_generation(), read
+  // BEFORE this call, is current, inside a DeliveryScope.
+  Qp* find_qp(std::uint32_t qpn) const;
+  // receive() for a packet whose QP the sender's cache found.
+  void deliver(Qp& qp, Packet&& msg) {
+    if (msg.corrupted) [[unlikely]] {
+      dropped_bad_icrc_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    dispatch(qp, std::move(msg));
+  }
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
   void kick_later(std::shared_ptr<Qp> qp);
 
@@ -114,6 +138,21 @@ class QueueEngine {
   std::vector<CqUsage> cq_usage() const;
 
  private:
+  // A packet for `qp` (found by its QPN): to its responder or completer.
+  void dispatch(Qp& qp, Packet&& msg) {
+    // IBA 9.6.1.5: a packet of another transport than the QP's is dropped.
+    if (msg.transport != qp.type()) [[unlikely]] {
+      dropped_wrong_transport_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    // From a wire whose RC packets do not name their source QP: the QP's
+    // peer is the only one it would hear anyway.
+    if (msg.src_qpn == kSrcQpnFromPath) msg.src_qpn = qp.peer_qpn();
+    if (is_request(msg.op))
+      qp.receive_request(std::move(msg));
+    else
+      qp.receive_response(std::move(msg));
+  }
   // The engine, started with the first CQ or QP so that an idle device
   // costs no threads.
   void start_engine();
