@@ -2,6 +2,7 @@
 // level: a registered buffer per side, connect(), post(), and CQ polling.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -108,6 +109,21 @@ inline Result<void> post(Side& s, SendWr wr) {
 }
 
 using srdma::test::poll_n;  // wait.h: polls until n completions arrived or a generous deadline passed
+
+// For a QP on a manual clock: polls `cq` until n completions arrived,
+// advancing the clock 1 ms between polls (the transport and RNR timers
+// run on it), or until 10 s of real time passed (a hang fails, it does not
+// wait forever).
+inline std::vector<Wc> poll_n_advancing(ManualClock& clock, Cq& cq, std::size_t n) {
+  std::vector<Wc> wcs;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (wcs.size() < n && std::chrono::steady_clock::now() < deadline) {
+    clock.advance(std::chrono::milliseconds(1));
+    auto more = poll_n(cq, n - wcs.size(), std::chrono::milliseconds(1));
+    wcs.insert(wcs.end(), more.begin(), more.end());
+  }
+  return wcs;
+}
 
 inline SendWr write_wr(std::uint64_t wr_id, const Sge& sge, std::uint64_t remote_addr, std::uint32_t rkey,
                        std::uint32_t flags = SEND_SIGNALED) {

@@ -59,12 +59,7 @@ TEST(TransportCounters, APeerDestroyedAfterTrafficIsSentNothingMore) {
   b.qp.reset();
   ASSERT_TRUE(post(a, write_wr(2, sge, b.addr(), b.key)));
   EXPECT_EQ(unknown_qp(), 1u);  // delivered (and dropped) inside post_send
-  std::vector<Wc> wcs;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (wcs.empty() && std::chrono::steady_clock::now() < deadline) {
-    clock.advance(std::chrono::milliseconds(1));
-    wcs = poll_n(*a.scq, 1, std::chrono::milliseconds(1));
-  }
+  std::vector<Wc> wcs = pair::poll_n_advancing(clock, *a.scq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
   EXPECT_EQ(unknown_qp(), 2u);  // and its one retry
@@ -83,12 +78,7 @@ TEST(TransportCounters, RnrRetryExceededCountsEveryRetry) {
   SendWr s = write_wr(1, sge, 0, 0);
   s.opcode = WrOpcode::kSend;
   ASSERT_TRUE(post(a, s));
-  std::vector<Wc> wcs;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (wcs.empty() && std::chrono::steady_clock::now() < deadline) {
-    clock.advance(std::chrono::milliseconds(1));
-    wcs = poll_n(*a.scq, 1, std::chrono::milliseconds(1));
-  }
+  std::vector<Wc> wcs = pair::poll_n_advancing(clock, *a.scq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::kRnrRetryExcErr);
   TransportCounters ca = a.qp->counters(), cb = b.qp->counters();
@@ -155,12 +145,7 @@ TEST(TransportCounters, SequenceNakOutsideTheWindowIsDroppedAndTheTimerRetries) 
   std::memset(b.buf.data(), 0, 16);
   Sge sge{a.addr(), 16, a.key};
   ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
-  std::vector<Wc> wcs;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (wcs.empty() && std::chrono::steady_clock::now() < deadline) {
-    clock.advance(std::chrono::milliseconds(1));
-    wcs = poll_n(*a.scq, 1, std::chrono::milliseconds(1));
-  }
+  std::vector<Wc> wcs = pair::poll_n_advancing(clock, *a.scq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
   TransportCounters ca = a.qp->counters(), cb = b.qp->counters();

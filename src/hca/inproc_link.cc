@@ -94,8 +94,8 @@ bool InprocLink::send(Packet&& msg) {
   // Only a live device is cached (one whose last reference is gone is about
   // to detach: its destructor's first step), and a QP it has.
   const std::uint64_t qp_generation = qp_table_generation();  // before the lookup
-  if (Qp* qp = dst->find_qp(msg.dst_qpn))
-    route = Route{msg.dst_addr, msg.dst_qpn, generation, qp_generation, dst.get(), qp};
+  if (auto qp = dst->find_qp(msg.dst_qpn))
+    route = Route{msg.dst_addr, msg.dst_qpn, generation, qp_generation, dst.get(), qp.get()};
   dst->receive(std::move(msg));  // the shared_ptr keeps the peer open meanwhile
   return true;
 }

@@ -299,6 +299,11 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // check_timeout: the engine timer's run (see requester.cc).
   void run_send_side(bool check_timeout = false);
   ReqStep requester_next_step();
+  // PSNs the window has left while something is outstanding:
+  // kMaxUnackedPsns less those sent since the oldest unacknowledged one.
+  std::int32_t window_room() const {
+    return static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn);
+  }
   void requester_send_one();
   // An RC SEND or WRITE sent whole from its start: in one packet (n == 1,
   // every message of a small-message stream, so what it calls is inlined

@@ -280,12 +280,8 @@ void QueueEngine::receive(Packet&& msg) {
   if (route.generation == generation && route.dev_addr == address_ && route.qpn == msg.dst_qpn) [[likely]] {
     qp = route.qp;
   } else {
-    {
-      std::shared_lock lock(queues_mu_);
-      auto it = qps_.find(msg.dst_qpn & 0xffffff);
-      if (it != qps_.end()) held = it->second;
-    }
-    if (!held || held->qpn() != msg.dst_qpn) {  // no such QP: dropped (IBA 9.6.1.5)
+    held = find_qp(msg.dst_qpn);
+    if (!held) {  // no such QP: dropped (IBA 9.6.1.5)
       dropped_unknown_qp_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -295,10 +291,10 @@ void QueueEngine::receive(Packet&& msg) {
   dispatch(*qp, std::move(msg));
 }
 
-Qp* QueueEngine::find_qp(std::uint32_t qpn) const {
+std::shared_ptr<Qp> QueueEngine::find_qp(std::uint32_t qpn) const {
   std::shared_lock lock(queues_mu_);
   auto it = qps_.find(qpn & 0xffffff);
-  return it != qps_.end() && it->second->qpn() == qpn ? it->second.get() : nullptr;
+  return it != qps_.end() && it->second->qpn() == qpn ? it->second : nullptr;
 }
 
 void QueueEngine::use_manual_clock(ManualClock& clock) {

@@ -115,10 +115,10 @@ class QueueEngine {
   // A packet for this device: dropped if corrupted or for no QP here,
   // else handed to its QP.
   void receive(Packet&& msg);
-  // For a sender's route cache (the in-process link's): the QP `qpn` names
-  // here, or null. The pointer stays good while qp_table_generation(), read
-  // BEFORE this call, is current, inside a DeliveryScope.
-  Qp* find_qp(std::uint32_t qpn) const;
+  // The QP `qpn` names here, or null. A cache may keep the plain pointer
+  // while qp_table_generation(), read BEFORE this call, is current, inside
+  // a DeliveryScope.
+  std::shared_ptr<Qp> find_qp(std::uint32_t qpn) const;
   // receive() for a packet whose QP the sender's cache found.
   void deliver(Qp& qp, Packet&& msg) {
     if (msg.corrupted) [[unlikely]] {

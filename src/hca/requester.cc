@@ -90,7 +90,7 @@ Qp::ReqStep Qp::requester_next_step() {
   }
   const bool outstanding = comp_.consumer != req_.next;
   // The window: an ACK (asked for every kAckEveryPsns packets) reopens it.
-  if (outstanding && psn_diff(req_.next_psn, comp_.psn) >= static_cast<std::int32_t>(kMaxUnackedPsns)) [[unlikely]]
+  if (outstanding && window_room() <= 0) [[unlikely]]
     return ReqStep::kIdle;
   const SendWqe& w = wqe(req_.next);
   // Fence: wait for the completions of everything before (a response runs
@@ -211,10 +211,7 @@ bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
   std::uint32_t n = 1;
   if (trains_ && left > req_.mtu) {
     n = packets_at_mtu(left);
-    if (comp_.consumer != req_.next) {
-      const std::int32_t room = static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn);
-      n = std::clamp<std::int64_t>(room, 1, n);
-    }
+    if (comp_.consumer != req_.next) n = std::clamp<std::int64_t>(window_room(), 1, n);
   }
   const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, std::uint64_t{n} * req_.mtu));
   const bool first = req_.offset == 0;
@@ -334,8 +331,7 @@ void Qp::requester_send_one() {
       return requester_send_whole(w, 1);
     if (trains_) {
       const std::uint32_t n = packets_at_mtu(w.length);
-      if (comp_.consumer == req_.next ||
-          static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(req_.next_psn, comp_.psn) >= static_cast<std::int32_t>(n))
+      if (comp_.consumer == req_.next || window_room() >= static_cast<std::int32_t>(n))
         return requester_send_whole(w, n);
     }
   }
