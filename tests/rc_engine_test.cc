@@ -269,6 +269,27 @@ TEST(RcEngine, LocalProtectionAndLengthErrors) {
   EXPECT_EQ(poll_n(*c.scq, 1)[0].status, WcStatus::kRemInvReqErr);
 }
 
+// A WRITE of several packets goes whole as one train on the in-process
+// link: a local key that does not cover all of it fails the WQE with
+// LOC_PROT_ERR before anything is sent, an unknown lkey and an SGE running
+// past its region's end alike.
+TEST(RcEngine, AMultiPacketWriteWithBadLocalMemoryIsLocProtErr) {
+  for (int bad_end = 0; bad_end < 2; ++bad_end) {
+    Side a, b;
+    connect(a, b);
+    std::memset(b.buf.data(), 0x5a, b.buf.size());
+    std::memset(a.buf.data(), 0x33, a.buf.size());
+    const std::uint32_t len = 4 * 4096;  // four packets at the MTU of 4096
+    Sge s = bad_end ? Sge{a.addr(a.buf.size() - len / 2), len, a.key} : Sge{a.addr(), len, a.key + 0x100};
+    ASSERT_TRUE(post(a, pair::write_wr(1, s, b.addr(), b.key)));
+    auto wcs = poll_n(*a.scq, 1);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::kLocProtErr) << "bad_end " << bad_end;
+    EXPECT_EQ(a.qp->counters().requests_sent, 0u);
+    for (std::size_t i = 0; i < len; ++i) ASSERT_EQ(b.buf[i], 0x5a) << "byte " << i;
+  }
+}
+
 TEST(RcEngine, RemoteAccessDeniedByQpAccessFlags) {
   Side a, b;
   connect(a, b, {.access = ACCESS_REMOTE_READ});  // no remote write on either QP
