@@ -139,6 +139,26 @@ void Qp::completer_handle(Packet& pkt) {
     start_transport_timer();
 }
 
+void Qp::completer_handle_ack(const Ack& ack) {
+  // What completer_handle's states do for an ACK of the oldest WQE's last
+  // PSN (check_psn, implied_acks finding nothing before it, check_opcode,
+  // ack, complete), each check of theirs made here too; anything else
+  // goes through them as a packet.
+  const bool common = ack.src_addr == req_.dest_addr && ack.src_qpn == req_.dest_qpn &&
+                      state() != QpState::kErr && comp_.consumer != req_.next && !comp_.read_retry_pending &&
+                      !psn_before(ack.psn, comp_.psn) && psn_before(ack.psn, req_.next_psn);
+  if (common) [[likely]] {
+    const SendWqe& w = wqe(comp_.consumer);
+    if (!w.local_done && !is_rd_atomic(w.opcode) && ack.psn == last_psn(w.psn, w.npsn)) [[likely]] {
+      send_counters_.responses_received.bump();
+      (void)comp_complete_now();
+      return;
+    }
+  }
+  Packet p = ack.packet();
+  completer_handle(p);
+}
+
 // IBA 9.7.5.1.3 (the requester's PSN checks): a response answers a PSN
 // between the oldest unacknowledged one and the last one sent; an older one
 // is a duplicate (late, or answering a resend) and is dropped, so that no
@@ -274,10 +294,13 @@ Qp::CompState Qp::comp_atomic_data(Packet& pkt) {
   return CompState::kComplete;
 }
 
-Qp::CompState Qp::comp_complete(Packet&) {
+Qp::CompState Qp::comp_complete(Packet&) { return comp_complete_now(); }
+
+Qp::CompState Qp::comp_complete_now() {
   retire_wqe();
   comp_.timeout_at = {};
   comp_.timeout_unstamped = false;
+  // (Work still outstanding is timed: what completer_handle's end would do.)
   if (comp_.consumer != req_.next || req_.offset != 0) start_transport_timer();
   return CompState::kDone;
 }

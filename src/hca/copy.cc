@@ -173,8 +173,15 @@ void sampling_copy(void* dst, const void* src, std::size_t n) {
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (t_last.n == n && t_last.counts) {
+  const std::size_t seen = e.seen;
+  const std::size_t period = kBlock + kGap;
+  const bool sampled = seen >= kWarmUp && (seen - kWarmUp) % period < kBlock;
+  // The clock is read only where an interval ends or starts: most copies
+  // while deciding are neither, and a clock read per copy would cost the
+  // run more than the sampling does.
+  const bool closes = t_last.n == n && t_last.counts;
+  const auto now = closes || sampled ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (closes) {
     const std::size_t c = t_last.candidate;
     if (e.count[c] < kSamples)
       e.ns_per_kib[c][e.count[c]++] = static_cast<float>(
@@ -194,9 +201,8 @@ void sampling_copy(void* dst, const void* src, std::size_t n) {
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
   }
-  const std::size_t seen = e.seen++;
-  const std::size_t period = kBlock + kGap;
-  if (seen < kWarmUp || (seen - kWarmUp) % period >= kBlock) {  // not sampled
+  ++e.seen;
+  if (!sampled) {
     t_last.n = 0;
     e.sampling.clear(std::memory_order_release);
     return e.prior(dst, src, n);

@@ -174,6 +174,9 @@ class Cq {
   std::atomic<std::uint32_t> cqe_;      // the logical size
   std::atomic<bool> error_{false};
   std::atomic<std::uint64_t> events_{0};
+  // NOTIFY_NEXT_COMP | NOTIFY_SOLICITED bits, 0 = disarmed; written under
+  // mu_. Read by every push, so it sits on the line the push reads anyway.
+  std::atomic<std::uint32_t> armed_{0};
 
   // Producers' line: the next position to reserve (kFrozen while resizing)
   // and a lower bound of head that spares them the consumer's line.
@@ -184,9 +187,8 @@ class Cq {
   alignas(64) mutable FastMutex poll_mu_;
   std::atomic<std::uint64_t> head_{0};  // next position to poll; written under poll_mu_
 
-  // Arming and moderation, under mu_; armed_ is also read by every push.
+  // Arming (armed_, above) and moderation, under mu_.
   alignas(64) mutable FastMutex mu_;
-  std::atomic<std::uint32_t> armed_{0};  // NOTIFY_NEXT_COMP | NOTIFY_SOLICITED bits, 0 = disarmed
   bool event_due_ = false;               // an event was decided and not yet delivered
   bool timer_pending_ = false;           // armed, moderation timer running until timer_deadline_
   Clock::time_point timer_deadline_{};

@@ -73,15 +73,35 @@ bool InprocLink::knows(std::uint64_t addr) const {
   return registry().devices.count(addr) != 0;
 }
 
-bool InprocLink::send(Packet&& msg) {
-  DeliveryScope scope;  // before the generation checks: see DeliveryScope
-  Route& route = tls_routes[(msg.dst_addr ^ msg.dst_qpn) % kRoutes];
-  if (route.qp != nullptr && route.addr == msg.dst_addr && route.qpn == msg.dst_qpn &&
+namespace {
+// The route cache's entry for (addr, qpn) if it is current, else null.
+// REQUIRES: inside a DeliveryScope opened before the call.
+Route* cached_route(std::uint64_t addr, std::uint32_t qpn) {
+  Route& route = tls_routes[(addr ^ qpn) % kRoutes];
+  if (route.qp != nullptr && route.addr == addr && route.qpn == qpn &&
       route.generation == registry().generation.load(std::memory_order_seq_cst) &&
-      route.qp_generation == qp_table_generation()) [[likely]] {
-    route.dev->deliver(*route.qp, std::move(msg));  // detach and destroy_qp wait for this scope to end
+      route.qp_generation == qp_table_generation()) [[likely]]
+    return &route;
+  return nullptr;
+}
+}  // namespace
+
+bool InprocLink::send_ack(const Ack& ack) {
+  DeliveryScope scope;
+  if (Route* route = cached_route(ack.dst_addr, ack.dst_qpn)) [[likely]] {
+    route->dev->deliver_ack(*route->qp, ack);
     return true;
   }
+  return send(ack.packet());  // finds (and caches) the route
+}
+
+bool InprocLink::send(Packet&& msg) {
+  DeliveryScope scope;  // before the generation checks: see DeliveryScope
+  if (Route* route = cached_route(msg.dst_addr, msg.dst_qpn)) [[likely]] {
+    route->dev->deliver(*route->qp, std::move(msg));  // detach and destroy_qp wait for this scope to end
+    return true;
+  }
+  Route& route = tls_routes[(msg.dst_addr ^ msg.dst_qpn) % kRoutes];
   std::shared_ptr<QueueEngine> dst;
   std::uint64_t generation = 0;
   {

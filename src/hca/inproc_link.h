@@ -24,6 +24,7 @@ class InprocLink final : public Link {
   void detach(std::uint64_t addr);
   bool knows(std::uint64_t addr) const override;
   bool send(Packet&& msg) override;
+  bool send_ack(const Ack& ack) override;
   // Packets of one message go together: nothing between the devices
   // would see them apart.
   bool carries_trains() const override { return true; }

@@ -22,6 +22,9 @@ class Link {
   virtual ~Link() = default;
   // false if the destination device is unknown (the message is dropped).
   virtual bool send(Packet&& msg) = 0;
+  // send() of ack.packet(): a link that can deliver a plain ACK without
+  // the packet (the in-process link) does.
+  virtual bool send_ack(const Ack& ack) { return send(ack.packet()); }
   // Whether the roles may hand this link trains (Packet::count > 1): a
   // link that has no per-packet wire between the devices. Every other one
   // gets single packets. Fixed for the link's life.

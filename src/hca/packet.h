@@ -183,6 +183,38 @@ struct Packet {
 };
 
 inline Opcode last_opcode(const Packet& p) { return p.count > 1 ? p.last_op : p.op; }
+
+// A plain RC ACK (AETH syndrome ACK, one PSN, no payload) by its fields:
+// the responder's usual answer handed to a link without building a Packet
+// (Link::send_ack), and what a QP keeps of one for its send side.
+struct Ack {
+  std::uint64_t src_addr = 0;
+  std::uint64_t dst_addr = 0;
+  std::uint32_t src_qpn = 0;
+  std::uint32_t dst_qpn = 0;
+  std::uint32_t psn = 0;
+  std::uint32_t msn = 0;
+  std::uint16_t udp_sport = 0;
+
+  static bool is(const Packet& p) {
+    return p.transport == QpType::kRc && p.op == Opcode::kAck && p.syndrome == Syndrome::kAck && p.count == 1 &&
+           p.payload_length == 0 && p.payload.empty() && !p.owned && !p.corrupted;
+  }
+  static Ack of(const Packet& p) { return Ack{p.src_addr, p.dst_addr, p.src_qpn, p.dst_qpn, p.psn, p.msn, p.udp_sport}; }
+  Packet packet() const {
+    Packet p;
+    p.op = Opcode::kAck;
+    p.syndrome = Syndrome::kAck;
+    p.src_addr = src_addr;
+    p.dst_addr = dst_addr;
+    p.src_qpn = src_qpn;
+    p.dst_qpn = dst_qpn;
+    p.psn = psn;
+    p.msn = msn;
+    p.udp_sport = udp_sport;
+    return p;
+  }
+};
 inline std::uint32_t last_psn_of(const Packet& p) { return psn_add(p.psn, p.count - 1); }
 
 // The AckReq bit of a train's packets: the last one's is the train's

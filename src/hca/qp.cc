@@ -347,6 +347,11 @@ void Qp::receive_response(Packet&& pkt) {
   // in-process link answers a request before send() returns) is that send
   // side's to take: it holds sq_mu_, so no inbox lock and no kick.
   if (SendSideHere::runs(this)) {
+    if (!own_answers_pending() && Ack::is(pkt)) {
+      own_ack_ = Ack::of(pkt);
+      own_ack_valid_ = true;
+      return;
+    }
     own_inbox_.push_back(std::move(pkt));
     return;
   }
@@ -356,6 +361,15 @@ void Qp::receive_response(Packet&& pkt) {
     inbox_ready_.store(true, std::memory_order_release);
   }
   kick();
+}
+
+void Qp::receive_ack(const Ack& ack) {
+  if (SendSideHere::runs(this) && !own_answers_pending()) [[likely]] {
+    own_ack_ = ack;
+    own_ack_valid_ = true;
+    return;
+  }
+  receive_response(ack.packet());
 }
 
 void Qp::take_stranded_responses() {

@@ -139,6 +139,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // From the link: a request for the responder, a response for the completer.
   void receive_request(Packet&& pkt);
   void receive_response(Packet&& pkt);
+  // receive_response() of ack.packet() (QueueEngine::deliver_ack).
+  void receive_ack(const Ack& ack);
   // Moves the QP to ERR and flushes (CQ overrun, device fatal, class C errors).
   void set_error();
   // Runs the send side if no thread does (timer expiry, new responses).
@@ -331,6 +333,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void retire_sent_wqe();
   void retire_local_wqes();
   void completer_handle(Packet& pkt);
+  // A plain ACK (own_ack_) through the completer: its common case, the
+  // last PSN of the oldest WQE, without building a packet; any other as a
+  // packet through completer_handle.
+  void completer_handle_ack(const Ack& ack);
   CompState comp_check_psn(Packet& pkt);
   CompState comp_implied_acks(Packet& pkt);
   CompState comp_check_opcode(Packet& pkt);
@@ -338,6 +344,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   CompState comp_read_data(Packet& pkt);
   CompState comp_atomic_data(Packet& pkt);
   CompState comp_complete(Packet& pkt);
+  CompState comp_complete_now();  // comp_complete's work
   CompState comp_retry_read(Packet& pkt);
   CompState comp_rnr_nak(Packet& pkt);
   CompState comp_sequence_nak(Packet& pkt);
@@ -420,6 +427,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // The expected PSN moves past `pkt` (and past a READ's response PSNs).
   void advance_expected(std::uint32_t next_psn);
   void respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn);
+  // respond() with a plain ACK of `psn`, handed over as an Ack.
+  void acknowledge(const Packet& req, std::uint32_t psn);
   void nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer = 0);
   void flush_recv_queue();
   // `imm` is the immediate data with WC_WITH_IMM, the invalidated rkey with
@@ -483,7 +492,14 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::vector<Packet> drain_;        // the inbox's other half, reused
   // Responses that the thread running the send side delivered itself
   // (receive_response): taken by that send side's loop before it returns.
+  // The usual one, a plain ACK with nothing before it, waits in own_ack_
+  // (older than all of own_inbox_): the in-process link answers every
+  // signaled WRITE with one, and a slot costs no packet moved and none
+  // destroyed.
+  Ack own_ack_;
+  bool own_ack_valid_ = false;
   std::vector<Packet> own_inbox_;
+  bool own_answers_pending() const { return own_ack_valid_ || !own_inbox_.empty(); }
   Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
   std::uint8_t timer_armed_timeout_ = 0xff;  // req_.timeout it was a transport deadline for, else 0xff
 

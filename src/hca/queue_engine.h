@@ -127,6 +127,14 @@ class QueueEngine {
     }
     dispatch(qp, std::move(msg));
   }
+  // deliver() of ack.packet(), without building it.
+  void deliver_ack(Qp& qp, const Ack& ack) {
+    if (qp.type() != QpType::kRc) [[unlikely]] {  // as dispatch: another transport's packet
+      dropped_wrong_transport_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    qp.receive_ack(ack);
+  }
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
   void kick_later(std::shared_ptr<Qp> qp);
 

@@ -35,8 +35,14 @@ void Qp::run_send_side(bool check_timeout) {
   for (;;) {
     // Completer first: responses retire WQEs and may stop the requester.
     // (Handling them sends nothing, so none arrives meanwhile; and every
-    // way out of this loop below sends nothing either: own_inbox_ is empty
-    // when it returns.)
+    // way out of this loop below sends nothing either: own_ack_ and
+    // own_inbox_ are empty when it returns.)
+    if (own_ack_valid_) {  // older than own_inbox_
+      own_ack_valid_ = false;
+      const Ack ack = own_ack_;
+      completer_handle_ack(ack);
+      continue;
+    }
     if (!own_inbox_.empty()) {
       drain_.swap(own_inbox_);
       for (auto& m : drain_) completer_handle(m);
@@ -70,7 +76,7 @@ void Qp::run_send_side(bool check_timeout) {
         requester_send_one();
         // The usual end of a post: nothing came back, nothing is left to
         // send (what the next turn would find, one turn sooner).
-        if (req_.next == sq_prod_ && own_inbox_.empty() && !inbox_ready_.load(std::memory_order_acquire) &&
+        if (req_.next == sq_prod_ && !own_answers_pending() && !inbox_ready_.load(std::memory_order_acquire) &&
             state() == QpState::kRts)
           return;
         break;
@@ -268,7 +274,7 @@ void Qp::time_if_unanswered() {
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
   if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
-      own_inbox_.empty() && !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
+      !own_answers_pending() && !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
     start_transport_timer();
 }
 

@@ -131,7 +131,7 @@ bool Qp::responder_unlocked(const Packet& pkt) {
   const std::uint32_t last = last_psn_of(pkt);
   resp_.expected_psn.store(psn_add(last, 1), std::memory_order_release);
   // One ACK for the train's last PSN covers every packet in it that asked.
-  if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) respond(pkt, Opcode::kAck, Packet{}, last);
+  if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) acknowledge(pkt, last);
   return true;
 }
 
@@ -146,6 +146,12 @@ void Qp::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn)
   if (has_aeth(op)) resp.msn = resp_.msn.load(std::memory_order_relaxed);
   recv_counters_.responses_sent.bump(resp.count);
   engine_.link().send(std::move(resp));
+}
+
+void Qp::acknowledge(const Packet& req, std::uint32_t psn) {
+  recv_counters_.responses_sent.bump();
+  engine_.link().send_ack(Ack{engine_.address(), req.src_addr, qpn_, req.src_qpn, psn,
+                              resp_.msn.load(std::memory_order_relaxed), udp_sport_});
 }
 
 void Qp::nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer) {
@@ -507,7 +513,7 @@ Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
 Qp::RespState Qp::resp_acknowledge(Packet& pkt) {
   const std::uint32_t last = last_psn_of(pkt);
   advance_expected(psn_add(last, 1));
-  if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) respond(pkt, Opcode::kAck, Packet{}, last);
+  if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) acknowledge(pkt, last);
   return RespState::kDone;
 }
 
@@ -527,7 +533,7 @@ void Qp::acknowledge_before_completion(Packet& pkt) {
 // duplicate no resource remembers is dropped (rxe does the same).
 Qp::RespState Qp::resp_duplicate(Packet& pkt) {
   if (is_send(pkt.op) || is_write(pkt.op)) {
-    respond(pkt, Opcode::kAck, Packet{}, pkt.psn);
+    acknowledge(pkt, pkt.psn);
     return RespState::kDone;
   }
   RdAtomicResource* res = find_resource(pkt.psn);

@@ -424,23 +424,32 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
     check_wr[i].rkey = peer.rkey[i];
   }
 
-  std::vector<Sge> sge(q);
-  std::vector<SendWr> wr(q);
-  for (std::uint32_t i = 0; i < q; ++i) {
-    sge[i] = Sge{c.addr(i), static_cast<std::uint32_t>(size), c.mrs[i].lkey()};
-    wr[i].sg_list = &sge[i];
-    wr[i].num_sge = 1;
-    wr[i].opcode = op;
-    if (op != WrOpcode::kSend) {
-      wr[i].remote_addr = peer.addr[i];
-      wr[i].rkey = peer.rkey[i];
-    }
-  }
-
   const bool timed = s.duration_s > 0;
   const std::uint64_t per_qp = timed ? std::numeric_limits<std::uint64_t>::max() : s.iterations;
-  std::vector<std::uint64_t> scnt(q, 0), ccnt(q, 0), limit(q, per_qp);
-  std::vector<std::uint32_t> until_signaled(q, s.cq_mod);
+  // What the loop below touches per WR of QP i, together in qps[i] (the
+  // tool's own cache footprint is part of every rate it measures).
+  struct QpRun {
+    SendWr wr;
+    Sge sge;
+    QueuePair* qp = nullptr;
+    std::uint64_t scnt = 0, ccnt = 0, limit = 0;  // posted, completed, to post
+    std::uint32_t until_signaled = 0;
+  };
+  std::vector<QpRun> qps(q);
+  for (std::uint32_t i = 0; i < q; ++i) {
+    QpRun& r = qps[i];
+    r.sge = Sge{c.addr(i), static_cast<std::uint32_t>(size), c.mrs[i].lkey()};
+    r.wr.sg_list = &r.sge;
+    r.wr.num_sge = 1;
+    r.wr.opcode = op;
+    if (op != WrOpcode::kSend) {
+      r.wr.remote_addr = peer.addr[i];
+      r.wr.rkey = peer.rkey[i];
+    }
+    r.qp = c.qps[i].get();
+    r.limit = per_qp;
+    r.until_signaled = s.cq_mod;
+  }
 
   // send_bw: the server reposts receives, in its own thread (as perftest's
   // server process does) or, with --single-thread, between polls here.
@@ -494,14 +503,15 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
 
   for (;;) {
     for (std::uint32_t i = 0; i < q; ++i) {
-      SendWr& w = wr[i];
-      while (scnt[i] < limit[i] && scnt[i] - ccnt[i] < s.tx_depth) {
-        const std::uint64_t k = ++scnt[i];
+      QpRun& run = qps[i];
+      SendWr& w = run.wr;
+      while (run.scnt < run.limit && run.scnt - run.ccnt < s.tx_depth) {
+        const std::uint64_t k = ++run.scnt;
         // Every cq_mod-th WR (k % cq_mod == 0, counted down: no division
         // per post) and the last one are signaled.
-        std::uint32_t signaled = k == limit[i] ? SEND_SIGNALED : 0u;
-        if (--until_signaled[i] == 0) {
-          until_signaled[i] = s.cq_mod;
+        std::uint32_t signaled = k == run.limit ? SEND_SIGNALED : 0u;
+        if (--run.until_signaled == 0) {
+          run.until_signaled = s.cq_mod;
           signaled = SEND_SIGNALED;
         }
         w.wr_id = (k << 16) | i;
@@ -509,7 +519,7 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
         ++posted;
         if (!read_back) [[likely]] {
           w.send_flags = base_flags | signaled;
-          if (auto r = c.qps[i]->post_send(w); !r) [[unlikely]] {
+          if (auto r = run.qp->post_send(w); !r) [[unlikely]] {
             stop_server(true);
             return make_error(r.error().code, "post_send: " + r.error().reason);
           }
@@ -521,8 +531,8 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
         first.send_flags = 0;
         second.send_flags = SEND_SIGNALED;
         second.wr_id = w.wr_id;
-        Result<void> r = post(*c.qps[i], first);
-        if (r) r = post(*c.qps[i], second);
+        Result<void> r = post(*run.qp, first);
+        if (r) r = post(*run.qp, second);
         if (!r) [[unlikely]] {
           stop_server(true);
           return std::unexpected(r.error());
@@ -531,7 +541,7 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
     }
     if (stopping) {
       bool all = true;
-      for (std::uint32_t i = 0; i < q; ++i) all = all && ccnt[i] == limit[i];
+      for (const QpRun& r : qps) all = all && r.ccnt == r.limit;
       if (all) break;
     }
     const int n = c.send_w.next(wc);
@@ -546,8 +556,8 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
       }
       const std::uint32_t i = static_cast<std::uint32_t>(wc[j].wr_id & 0xffff);
       const std::uint64_t k = wc[j].wr_id >> 16;
-      completed += k - ccnt[i];
-      ccnt[i] = k;
+      completed += k - qps[i].ccnt;
+      qps[i].ccnt = k;
       if (s.verify && !(remote && op == WrOpcode::kSend)) {  // every WR signaled, one in flight: WR k's data
         if (s.before_verify) s.before_verify(i, k, std::span<std::uint8_t>(destination(i), size));
         if (auto r = check_pattern(destination(i), size, k, i); !r) [[unlikely]] {
@@ -577,13 +587,16 @@ Result<BwRow> run_bw(Side& c, const PeerBuffers& peer, Side* server, const PerfS
       if (!stopping && now >= deadline) {
         // Stop at the next signaled WR of each QP, so every WR completes.
         stopping = true;
-        for (std::uint32_t i = 0; i < q; ++i) limit[i] = round_up(scnt[i], s.cq_mod);
+        for (QpRun& r : qps) r.limit = round_up(r.scnt, s.cq_mod);
       }
     }
   }
   const auto end = Clock::now();
   cps.push_back({end, posted, completed});
-  if (posted_per_qp) *posted_per_qp = scnt;
+  if (posted_per_qp) {
+    posted_per_qp->clear();
+    for (const QpRun& r : qps) posted_per_qp->push_back(r.scnt);
+  }
 
   if (sends) {
     target.store(completed, std::memory_order_release);
