@@ -155,6 +155,10 @@ void Qp::completer_handle_ack(const Ack& ack) {
       return;
     }
   }
+  completer_handle_packet(ack);
+}
+
+void Qp::completer_handle_packet(const Ack& ack) {
   Packet p = ack.packet();
   completer_handle(p);
 }

@@ -84,6 +84,11 @@ Route* cached_route(std::uint64_t addr, std::uint32_t qpn) {
     return &route;
   return nullptr;
 }
+
+// Out of line: its Packet would widen send_ack's stack frame.
+[[gnu::noinline, gnu::cold]] bool send_uncached_ack(InprocLink& link, const Ack& ack) {
+  return link.send(ack.packet());  // finds (and caches) the route
+}
 }  // namespace
 
 bool InprocLink::send_ack(const Ack& ack) {
@@ -92,7 +97,7 @@ bool InprocLink::send_ack(const Ack& ack) {
     route->dev->deliver_ack(*route->qp, ack);
     return true;
   }
-  return send(ack.packet());  // finds (and caches) the route
+  return send_uncached_ack(*this, ack);
 }
 
 bool InprocLink::send(Packet&& msg) {

@@ -369,8 +369,10 @@ void Qp::receive_ack(const Ack& ack) {
     own_ack_valid_ = true;
     return;
   }
-  receive_response(ack.packet());
+  receive_response_packet(ack);
 }
+
+void Qp::receive_response_packet(const Ack& ack) { receive_response(ack.packet()); }
 
 void Qp::take_stranded_responses() {
   // A response that arrived while we held sq_mu_, after run_send_side()

@@ -337,6 +337,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // last PSN of the oldest WQE, without building a packet; any other as a
   // packet through completer_handle.
   void completer_handle_ack(const Ack& ack);
+  // Their uncommon cases, out of line (a Packet would widen the frames of
+  // the common ones).
+  [[gnu::noinline, gnu::cold]] void completer_handle_packet(const Ack& ack);
+  [[gnu::noinline, gnu::cold]] void receive_response_packet(const Ack& ack);
   CompState comp_check_psn(Packet& pkt);
   CompState comp_implied_acks(Packet& pkt);
   CompState comp_check_opcode(Packet& pkt);
