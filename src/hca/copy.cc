@@ -108,6 +108,12 @@ struct Engine {
   float ns_per_kib[kCandidatesMax][kSamples] = {};
   int count[kCandidatesMax] = {};
   std::size_t tries = 0;  // copies under the sampling flag so far
+  // What decided, written into choice.how when the choice is read (guarded
+  // by mu): formatting it at the decision would put a first use of fmt's
+  // code, several microseconds, on the copy that decides.
+  enum class Outcome { kNone, kTimed, kKept } outcome = Outcome::kNone;
+  CopyRoutine prior_routine = CopyRoutine::kMemcpy;
+  double median[kCandidatesMax] = {};
 };
 
 // A thread's previous copy, if it was sampled: when it started, its size
@@ -132,34 +138,52 @@ Engine& engine() {
 
 std::atomic<CopyFn> g_copy{nullptr};
 
-void publish(Engine& e, CopyRoutine chosen, std::string how) {
+void publish(Engine& e, CopyRoutine chosen, Engine::Outcome outcome) {
   {
     std::lock_guard lock(e.mu);
+    e.prior_routine = e.choice.routine;
     e.choice.routine = chosen;
-    e.choice.how = std::move(how);
     e.choice.deciding = false;
+    e.outcome = outcome;
   }
   g_copy.store(routine_fn(chosen), std::memory_order_release);
 }
 
+// The description of a decision, once (REQUIRES: e.mu held).
+void describe_outcome(Engine& e) {
+  switch (e.outcome) {
+    case Engine::Outcome::kNone:
+      return;
+    case Engine::Outcome::kTimed:
+      e.choice.how = fmt::format(
+          "per machine: {}, prior {}; chosen on the engine's own copies of >= 4 KiB, median per copy cycle",
+          features(), copy_routine_name(e.prior_routine));
+      for (std::size_t i = 0; i < e.n_candidates; ++i)
+        e.choice.how += fmt::format(" {} {:.1f}", copy_routine_name(e.candidates[i]),
+                                    e.median[i] > 0 ? 1024 / e.median[i] : 0.0);
+      e.choice.how += " GB/s";
+      break;
+    case Engine::Outcome::kKept:
+      e.choice.how = fmt::format(
+          "per machine: {}, prior {}; kept: the engine's copies of >= 4 KiB did not follow each other "
+          "closely enough to be timed",
+          features(), copy_routine_name(e.prior_routine));
+      break;
+  }
+  e.outcome = Engine::Outcome::kNone;
+}
+
 void decide(Engine& e) {
-  double median[kCandidatesMax] = {};
   std::size_t prior = 0, pick = 0;
   for (std::size_t i = 0; i < e.n_candidates; ++i) {
     std::sort(e.ns_per_kib[i], e.ns_per_kib[i] + kSamples);
-    median[i] = e.ns_per_kib[i][kSamples / 2];
+    e.median[i] = e.ns_per_kib[i][kSamples / 2];
     if (e.candidates[i] == e.choice.routine) prior = i;
   }
   pick = prior;
   for (std::size_t i = 0; i < e.n_candidates; ++i)
-    if (median[i] * 1.03 < median[prior] && median[i] < median[pick]) pick = i;
-  std::string how =
-      fmt::format("per machine: {}, prior {}; chosen on the engine's own copies of >= 4 KiB, median per copy cycle",
-                  features(), copy_routine_name(e.choice.routine));
-  for (std::size_t i = 0; i < e.n_candidates; ++i)
-    how += fmt::format(" {} {:.1f}", copy_routine_name(e.candidates[i]), median[i] > 0 ? 1024 / median[i] : 0.0);
-  how += " GB/s";
-  publish(e, e.candidates[pick], std::move(how));
+    if (e.median[i] * 1.03 < e.median[prior] && e.median[i] < e.median[pick]) pick = i;
+  publish(e, e.candidates[pick], Engine::Outcome::kTimed);
 }
 
 void sampling_copy(void* dst, const void* src, std::size_t n) {
@@ -193,10 +217,7 @@ void sampling_copy(void* dst, const void* src, std::size_t n) {
     if (full)
       decide(e);
     else
-      publish(e, e.choice.routine,
-              fmt::format("per machine: {}, prior {}; kept: the engine's copies of >= 4 KiB did not follow each other "
-                          "closely enough to be timed",
-                          features(), copy_routine_name(e.choice.routine)));
+      publish(e, e.choice.routine, Engine::Outcome::kKept);
     t_last.n = 0;
     e.sampling.clear(std::memory_order_release);
     return routine_fn(engine_copy_choice().routine)(dst, src, n);
@@ -288,8 +309,11 @@ CopyChoice engine_copy_choice() {
   }();
   (void)once;
   std::lock_guard lock(e.mu);
+  describe_outcome(e);
   return e.choice;
 }
+
+void prepare_engine_copy() { (void)engine_copy_choice(); }
 
 void copy_bytes_large(void* dst, const void* src, std::size_t n) {
   if (n >= kChosenBelow) [[unlikely]]

@@ -70,13 +70,17 @@ struct CopyChoice {
 // then the engine's own first copies of 4 KiB or more take turns among the
 // candidates, timed, and the fastest (median) stays for the process
 // (copy.cc). An unknown value, or "avx2" on a CPU without AVX2, falls back
-// to the per-machine choice with a warning. The engine calls this once, at
-// its first copy of 256 bytes or more, with getenv("SRDMA_COPY"), and
-// prints the warning to stderr.
+// to the per-machine choice with a warning. The engine calls this once, when
+// the first device opens or at its first copy of 256 bytes or more if that
+// comes first, with getenv("SRDMA_COPY"), and prints the warning to stderr.
 CopyChoice choose_copy_routine(const char* env);
 // The engine's choice so far (read from the environment now if no copy has
 // done it yet).
 CopyChoice engine_copy_choice();
+// Reads SRDMA_COPY and publishes the routine (or the sampling) now, if no
+// copy has: a device does it when it opens, so that its first WRITE does
+// not pay for it (tens of microseconds of first-time code).
+void prepare_engine_copy();
 
 // "memcpy", "inline" or the chosen routine's name: what copy_bytes uses for
 // n bytes in this process.

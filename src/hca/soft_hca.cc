@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "hca/copy.h"
 #include "hca/inproc_link.h"
 
 namespace srdma::hca {
@@ -27,6 +28,7 @@ Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, st
 }  // namespace
 
 Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p, const NetConfig* net) try {
+  prepare_engine_copy();  // once per process, here rather than in the first WRITE
   auto mpt = MptTable::create(static_cast<std::uint32_t>(p.num_mpt), static_cast<std::uint32_t>(p.reserved_mrws));
   if (!mpt) return std::unexpected(mpt.error());
   auto mtt = MttTable::create(static_cast<std::uint32_t>(p.num_mtt_segs), static_cast<int>(p.log_mtts_per_seg),
