@@ -16,6 +16,8 @@
 
 #include "common/vector_copy.h"
 #include "hca/copy.h"
+#include "hca/soft_hca.h"
+#include "test_profile.h"
 
 namespace srdma::hca {
 namespace {
@@ -150,6 +152,27 @@ TEST(CopyDeathTest, AnUnknownValueWarnsAndChoosesPerMachine) {
   EXPECT_EXIT(copy_once_and_report("fastest"), ::testing::ExitedWithCode(0),
               "srdma: warning: SRDMA_COPY=fastest is not one of avx2, movsb, memcpy, auto; choosing per "
               "machine\nroutine=[a-z0-9]+ how=per machine");
+}
+
+// A device reads SRDMA_COPY when it opens, so that no WRITE pays for it:
+// the warning for an unknown value is out before the open returns, with
+// no copy made.
+void open_and_report(const char* value) {
+  setenv("SRDMA_COPY", value, 1);
+  bool opened = false;
+  {
+    auto dev = SoftHca::open(validate_profile(test::small_profile()).value());
+    opened = dev.has_value();
+  }  // closed before the exit
+  std::fprintf(stderr, "opened=%d\n", opened ? 1 : 0);
+  std::exit(0);
+}
+
+TEST(CopyDeathTest, ADeviceSetsUpTheRoutineWhenItOpens) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(open_and_report("fastest"), ::testing::ExitedWithCode(0),
+              "srdma: warning: SRDMA_COPY=fastest is not one of avx2, movsb, memcpy, auto; choosing per "
+              "machine\nopened=1");
 }
 
 // Per machine, the engine's copies of 4 KiB or more take turns among
