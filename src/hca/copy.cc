@@ -112,8 +112,6 @@ struct Engine {
   // by mu): formatting it at the decision would put a first use of fmt's
   // code, several microseconds, on the copy that decides.
   enum class Outcome { kNone, kTimed, kKept } outcome = Outcome::kNone;
-  CopyRoutine prior_routine = CopyRoutine::kMemcpy;
-  double median[kCandidatesMax] = {};
 };
 
 // A thread's previous copy, if it was sampled: when it started, its size
@@ -141,7 +139,6 @@ std::atomic<CopyFn> g_copy{nullptr};
 void publish(Engine& e, CopyRoutine chosen, Engine::Outcome outcome) {
   {
     std::lock_guard lock(e.mu);
-    e.prior_routine = e.choice.routine;
     e.choice.routine = chosen;
     e.choice.deciding = false;
     e.outcome = outcome;
@@ -149,7 +146,11 @@ void publish(Engine& e, CopyRoutine chosen, Engine::Outcome outcome) {
   g_copy.store(routine_fn(chosen), std::memory_order_release);
 }
 
-// The description of a decision, once (REQUIRES: e.mu held).
+// A candidate's median, ns per KiB, once decide() has sorted its samples.
+double median_of(const Engine& e, std::size_t i) { return e.ns_per_kib[i][kSamples / 2]; }
+
+// The description of a decision, once (REQUIRES: e.mu held). The prior is
+// what sampling started from: always the CPU features' choice.
 void describe_outcome(Engine& e) {
   switch (e.outcome) {
     case Engine::Outcome::kNone:
@@ -157,17 +158,17 @@ void describe_outcome(Engine& e) {
     case Engine::Outcome::kTimed:
       e.choice.how = fmt::format(
           "per machine: {}, prior {}; chosen on the engine's own copies of >= 4 KiB, median per copy cycle",
-          features(), copy_routine_name(e.prior_routine));
+          features(), copy_routine_name(prior_routine()));
       for (std::size_t i = 0; i < e.n_candidates; ++i)
         e.choice.how += fmt::format(" {} {:.1f}", copy_routine_name(e.candidates[i]),
-                                    e.median[i] > 0 ? 1024 / e.median[i] : 0.0);
+                                    median_of(e, i) > 0 ? 1024 / median_of(e, i) : 0.0);
       e.choice.how += " GB/s";
       break;
     case Engine::Outcome::kKept:
       e.choice.how = fmt::format(
           "per machine: {}, prior {}; kept: the engine's copies of >= 4 KiB did not follow each other "
           "closely enough to be timed",
-          features(), copy_routine_name(e.prior_routine));
+          features(), copy_routine_name(prior_routine()));
       break;
   }
   e.outcome = Engine::Outcome::kNone;
@@ -177,12 +178,11 @@ void decide(Engine& e) {
   std::size_t prior = 0, pick = 0;
   for (std::size_t i = 0; i < e.n_candidates; ++i) {
     std::sort(e.ns_per_kib[i], e.ns_per_kib[i] + kSamples);
-    e.median[i] = e.ns_per_kib[i][kSamples / 2];
     if (e.candidates[i] == e.choice.routine) prior = i;
   }
   pick = prior;
   for (std::size_t i = 0; i < e.n_candidates; ++i)
-    if (e.median[i] * 1.03 < e.median[prior] && e.median[i] < e.median[pick]) pick = i;
+    if (median_of(e, i) * 1.03 < median_of(e, prior) && median_of(e, i) < median_of(e, pick)) pick = i;
   publish(e, e.candidates[pick], Engine::Outcome::kTimed);
 }
 
