@@ -140,19 +140,28 @@ void Qp::completer_handle(Packet& pkt) {
 }
 
 void Qp::completer_handle_ack(const Ack& ack) {
-  // What completer_handle's states do for an ACK of the oldest WQE's last
-  // PSN (check_psn, implied_acks finding nothing before it, check_opcode,
+  // What completer_handle's states do for an ACK of the last PSN of an
+  // outstanding WQE (check_psn; implied_acks retiring the SENDs and WRITEs
+  // before it, the unsignaled run that CQ moderation leaves; check_opcode,
   // ack, complete), each check of theirs made here too; anything else
-  // goes through them as a packet.
+  // (a READ, an atomic or a local operation on the way, an ACK inside a
+  // WQE) goes through them as a packet, before anything is retired.
   const bool common = ack.src_addr == req_.dest_addr && ack.src_qpn == req_.dest_qpn &&
                       state() != QpState::kErr && comp_.consumer != req_.next && !comp_.read_retry_pending &&
                       !psn_before(ack.psn, comp_.psn) && psn_before(ack.psn, req_.next_psn);
   if (common) [[likely]] {
-    const SendWqe& w = wqe(comp_.consumer);
-    if (!w.local_done && !is_rd_atomic(w.opcode) && ack.psn == last_psn(w.psn, w.npsn)) [[likely]] {
-      send_counters_.responses_received.bump();
-      (void)comp_complete_now();
-      return;
+    for (std::uint64_t i = comp_.consumer;;) {
+      const SendWqe& w = wqe(i);
+      if (w.local_done || is_rd_atomic(w.opcode)) [[unlikely]]
+        break;
+      const std::uint32_t last = last_psn(w.psn, w.npsn);
+      if (ack.psn == last) [[likely]] {
+        send_counters_.responses_received.bump();
+        while (comp_.consumer != i) retire_oldest(wqe(comp_.consumer));
+        (void)comp_complete_now();  // retires w; the retry counters start again
+        return;
+      }
+      if (!psn_before(last, ack.psn) || ++i == req_.next) break;
     }
   }
   completer_handle_packet(ack);
