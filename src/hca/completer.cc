@@ -141,27 +141,21 @@ void Qp::completer_handle(Packet& pkt) {
 
 void Qp::completer_handle_ack(const Ack& ack) {
   // What completer_handle's states do for an ACK of the last PSN of an
-  // outstanding WQE (check_psn; implied_acks retiring the SENDs and WRITEs
-  // before it, the unsignaled run that CQ moderation leaves; check_opcode,
-  // ack, complete), each check of theirs made here too; anything else
-  // (a READ, an atomic or a local operation on the way, an ACK inside a
-  // WQE) goes through them as a packet, before anything is retired.
+  // outstanding WQE (check_psn; implied_acks, which retires the SENDs and
+  // WRITEs before it: the unsignaled run that CQ moderation leaves;
+  // check_opcode, ack, complete), each check of theirs made here too.
+  // Anything else (a READ or an atomic before it or in it, an ACK inside a
+  // WQE) goes on through them as a packet from where implied_acks left it,
+  // which check_psn and implied_acks then pass as they would have.
   const bool common = ack.src_addr == req_.dest_addr && ack.src_qpn == req_.dest_qpn &&
                       state() != QpState::kErr && comp_.consumer != req_.next && !comp_.read_retry_pending &&
                       !psn_before(ack.psn, comp_.psn) && psn_before(ack.psn, req_.next_psn);
-  if (common) [[likely]] {
-    for (std::uint64_t i = comp_.consumer;;) {
-      const SendWqe& w = wqe(i);
-      if (w.local_done || is_rd_atomic(w.opcode)) [[unlikely]]
-        break;
-      const std::uint32_t last = last_psn(w.psn, w.npsn);
-      if (ack.psn == last) [[likely]] {
-        send_counters_.responses_received.bump();
-        while (comp_.consumer != i) retire_oldest(wqe(comp_.consumer));
-        (void)comp_complete_now();  // retires w; the retry counters start again
-        return;
-      }
-      if (!psn_before(last, ack.psn) || ++i == req_.next) break;
+  if (common && comp_implied_acks_before(ack.psn) == CompState::kCheckOpcode) [[likely]] {
+    const SendWqe& w = wqe(comp_.consumer);
+    if (comp_.consumer != req_.next && !is_rd_atomic(w.opcode) && ack.psn == last_psn(w.psn, w.npsn)) [[likely]] {
+      send_counters_.responses_received.bump();
+      (void)comp_complete_now();
+      return;
     }
   }
   completer_handle_packet(ack);
@@ -194,7 +188,7 @@ Qp::CompState Qp::comp_check_psn(Packet& pkt) {
 // its PSNs and flags, nothing more. Every WQE in [consumer, next) has
 // been sent or is a local operation that executed (the requester executes
 // one as it reaches it), so a local one met here retires in its turn.
-Qp::CompState Qp::comp_implied_acks(Packet& pkt) {
+Qp::CompState Qp::comp_implied_acks_before(std::uint32_t psn) {
   const std::uint64_t first = comp_.consumer;
   CompState next = req_.offset != 0 ? CompState::kCheckOpcode : CompState::kDone;
   while (comp_.consumer != req_.next) {
@@ -204,7 +198,7 @@ Qp::CompState Qp::comp_implied_acks(Packet& pkt) {
       ++comp_.consumer;
       continue;
     }
-    if (!psn_before(last_psn(w.psn, w.npsn), pkt.psn)) {  // w holds pkt.psn
+    if (!psn_before(last_psn(w.psn, w.npsn), psn)) {  // w holds psn
       next = CompState::kCheckOpcode;
       break;
     }
@@ -214,7 +208,7 @@ Qp::CompState Qp::comp_implied_acks(Packet& pkt) {
     }
     retire_oldest(w);
   }
-  // (Otherwise only the WQE being sent is left, and it holds pkt.psn.)
+  // (Otherwise only the WQE being sent is left, and it holds psn.)
   if (comp_.consumer != first) note_retired();
   return next;
 }

@@ -334,15 +334,17 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void retire_local_wqes();
   void completer_handle(Packet& pkt);
   // A plain ACK (own_ack_) through the completer: its common case, the
-  // last PSN of the oldest WQE, without building a packet; any other as a
-  // packet through completer_handle.
+  // last PSN of an outstanding WQE with only SENDs and WRITEs before it,
+  // without building a packet; any other as a packet through
+  // completer_handle.
   void completer_handle_ack(const Ack& ack);
   // Their uncommon cases, out of line (a Packet would widen the frames of
   // the common ones).
   [[gnu::noinline, gnu::cold]] void completer_handle_packet(const Ack& ack);
   [[gnu::noinline, gnu::cold]] void receive_response_packet(const Ack& ack);
   CompState comp_check_psn(Packet& pkt);
-  CompState comp_implied_acks(Packet& pkt);
+  CompState comp_implied_acks(Packet& pkt) { return comp_implied_acks_before(pkt.psn); }
+  CompState comp_implied_acks_before(std::uint32_t psn);  // comp_implied_acks' work
   CompState comp_check_opcode(Packet& pkt);
   CompState comp_ack(Packet& pkt);
   CompState comp_read_data(Packet& pkt);
