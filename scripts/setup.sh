@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages softrdma needs (skips what is present).
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev liburing-dev zlib1g-dev clang libclang-rt-14-dev
-  libisal-dev tshark python3 iproute2
+  libisal-dev libssl-dev tshark python3 iproute2
   libibverbs-dev ibverbs-utils perftest librdmacm-dev rdmacm-utils)
 missing=()
 for p in "${packages[@]}"; do
