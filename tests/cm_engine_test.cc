@@ -44,7 +44,11 @@ struct Side : CmEngine::Port {
 class CmEngineTest : public ::testing::Test {
  protected:
   Side a_, b_;
-  CmEngine ea_{a_, 0xAAAA, 100}, eb_{b_, 0xBBBB, 500};
+  // Timeouts as short as the tests' own (10): the admission limits'
+  // floor is tested apart (CmAdmissionTest).
+  static constexpr CmLimits kFastLimits{.min_remote_timeout = 0};
+  CmEngine ea_{a_, 0xAAAA, CmEngine::sequential_ids(100), kFastLimits};
+  CmEngine eb_{b_, 0xBBBB, CmEngine::sequential_ids(500), kFastLimits};
   CmTime now_{};
   int listen_ctx_ = 0;
 
@@ -552,6 +556,161 @@ TEST_F(CmEngineTest, DestroyMidHandshakeRejectsAndForgets) {
   advance(kTimewait);
   EXPECT_EQ(ea_.connections(), 0u);
   EXPECT_EQ(eb_.state(bid), CmState::kIdle);
+}
+
+// A passive side with the default limits, and REQs made by engines that
+// play the peers (hostile or not).
+class CmAdmissionTest : public ::testing::Test {
+ protected:
+  Side b_, peer_;
+  CmEngine eb_{b_, 0xBBBB, CmEngine::sequential_ids(500)};
+  CmTime now_{};
+  int listen_ctx_ = 0;
+  std::uint32_t next_peer_id_ = 0x1000;
+
+  void SetUp() override { ASSERT_TRUE(eb_.listen(kService, &listen_ctx_)); }
+
+  // A REQ as `peer` would send it, with the peer's choice of CM timeout
+  // and retries (the largest the format allows by default).
+  Mad req_mad(std::uint8_t timeout = 31, std::uint8_t retries = 15) {
+    CmEngine e{peer_, 0xEEEE, CmEngine::sequential_ids(next_peer_id_++)};
+    ConnectParams p;
+    p.peer = kB;
+    p.service_id = kService;
+    p.req.local_qpn = 0x321;
+    p.req.path_mtu = PathMtu::k1024;
+    p.response_timeout = timeout;
+    p.max_cm_retries = retries;
+    EXPECT_TRUE(e.connect(p, now_));
+    Mad m = peer_.out.back().mad;
+    peer_.out.clear();
+    return m;
+  }
+  // Accepts every REQ the listener has been given so far.
+  void accept_all() {
+    for (const CmEvent& e : b_.events)
+      if (e.type == CmEventType::kReqReceived && eb_.state(e.id) == CmState::kReqRcvd) {
+        Rep rep;
+        rep.local_qpn = 0x999;
+        ASSERT_TRUE(eb_.accept(e.id, rep, now_));
+      }
+  }
+  std::size_t sent(AttributeId what) {
+    std::size_t n = 0;
+    for (const Sent& s : b_.out) {
+      MadHeader h;
+      EXPECT_TRUE(decode_header(s.mad, h).ok());
+      n += h.attribute_id == what;
+    }
+    return n;
+  }
+};
+
+TEST_F(CmAdmissionTest, AReqsOwnTimeoutAndRetriesAreClampedSoItGetsAFewFramesInSeconds) {
+  // Timeout 31 and 15 retries would keep a REP going out for 16 x 2.4 h.
+  eb_.receive(kMallory, req_mad(31, 15), now_);
+  accept_all();
+  EXPECT_EQ(eb_.counters().clamped_timeouts, 1u);
+  const CmLimits lim;
+  const auto deadline = now_ + std::chrono::duration_cast<CmClock::duration>(
+                                   cm_timeout(lim.max_remote_timeout) * (lim.max_remote_retries + 1));
+  while (auto d = eb_.next_deadline()) {
+    ASSERT_LE(*d, deadline) << "a REQ's timer runs past the clamped bound";
+    now_ = *d;
+    eb_.tick(now_);
+  }
+  EXPECT_EQ(sent(AttributeId::kRep), 1u + lim.max_remote_retries);
+  EXPECT_EQ(sent(AttributeId::kRej), 1u);  // the timeout's
+  EXPECT_EQ(eb_.half_open(), 0u);
+}
+
+TEST_F(CmAdmissionTest, ReplayedReqsShareTheRepsResendBudget) {
+  const Mad req = req_mad();
+  eb_.receive(kMallory, req, now_);
+  accept_all();
+  for (int i = 0; i < 100; ++i) eb_.receive(kMallory, req, now_);  // a reflection attempt
+  EXPECT_EQ(sent(AttributeId::kRep), 1u + CmLimits{}.max_remote_retries);
+  EXPECT_EQ(eb_.counters().duplicates_unanswered, 100u - CmLimits{}.max_remote_retries);
+}
+
+TEST_F(CmAdmissionTest, HalfOpenConnectionsAreCappedPerSourceAndInTotal) {
+  const CmLimits lim;
+  for (std::size_t i = 0; i < lim.max_half_open_per_source; ++i) eb_.receive(kMallory, req_mad(), now_);
+  accept_all();  // REP sent, no RTU ever: half open
+  EXPECT_EQ(eb_.half_open(), lim.max_half_open_per_source);
+  b_.out.clear();
+  eb_.receive(kMallory, req_mad(), now_);
+  ASSERT_EQ(b_.out.size(), 1u);
+  const Rej rej = b_.front_as<Rej>();
+  EXPECT_EQ(rej.reason, RejectReason::kConsumerDefined);
+  EXPECT_EQ(eb_.counters().refused_half_open_per_source, 1u);
+  EXPECT_EQ(eb_.half_open(), lim.max_half_open_per_source) << "a refused REQ keeps nothing";
+
+  // Spoofed sources fill the total. A real host's REQ still gets in: the
+  // oldest half-open connection makes room (a REJ and kTimedOut for it).
+  const std::uint32_t oldest = b_.events.front().id;
+  std::uint64_t src = 0x100;
+  while (eb_.half_open() < lim.max_half_open) {
+    eb_.receive(src++, req_mad(), now_);
+    accept_all();
+  }
+  b_.out.clear();
+  const std::size_t before = b_.events.size();
+  eb_.receive(kA, req_mad(), now_);
+  ASSERT_EQ(b_.events.size(), before + 2);
+  EXPECT_EQ(b_.events[before].type, CmEventType::kTimedOut);
+  EXPECT_EQ(b_.events[before].id, oldest);
+  EXPECT_EQ(b_.events[before + 1].type, CmEventType::kReqReceived);
+  EXPECT_EQ(b_.events[before + 1].peer, kA);
+  EXPECT_EQ(eb_.state(oldest), CmState::kIdle);
+  EXPECT_EQ(eb_.counters().evicted_half_open, 1u);
+  EXPECT_EQ(eb_.half_open(), lim.max_half_open);
+  ASSERT_EQ(b_.out.size(), 1u);  // the evicted one's REJ, nothing more
+  EXPECT_EQ(b_.front_as<Rej>().reason, RejectReason::kTimeout);
+  // Every timer ends within the clamped bound, and nothing stays half open.
+  accept_all();
+  while (auto d = eb_.next_deadline()) {
+    now_ = *d;
+    eb_.tick(now_);
+  }
+  EXPECT_EQ(eb_.half_open(), 0u);
+}
+
+TEST_F(CmEngineTest, ARejMustNameThePeersCommIdOnceItIsKnown) {
+  auto id = ea_.connect(params(), now_);
+  ASSERT_TRUE(id);
+  pass_a();  // REQ
+  Rep rep;
+  ASSERT_TRUE(eb_.accept(b_.events.back().id, rep, now_));
+  pass_b();  // REP: A knows B's comm ID now
+  ASSERT_EQ(ea_.state(*id), CmState::kRepRcvd);
+  Rej forged;
+  forged.local_comm_id = 0;  // "no ID": once skipped the check
+  forged.remote_comm_id = *id;
+  forged.reason = RejectReason::kConsumerDefined;
+  Mad mad;
+  ASSERT_TRUE(encode(forged, 1, mad).ok());
+  const auto dropped = ea_.counters().dropped_unexpected;
+  ea_.receive(kB, mad, now_);
+  EXPECT_EQ(ea_.counters().dropped_unexpected, dropped + 1);
+  EXPECT_EQ(ea_.state(*id), CmState::kRepRcvd);
+}
+
+TEST(CmEngineIds, RandomCommIdsAreNotASequence) {
+  Side s;
+  CmEngine e{s, 1, CmEngine::random_ids()};
+  std::vector<std::uint32_t> ids;
+  for (int i = 0; i < 32; ++i) {
+    ConnectParams p;
+    p.peer = kB;
+    p.service_id = kService;
+    auto id = e.connect(p, CmTime{});
+    ASSERT_TRUE(id);
+    ids.push_back(*id);
+  }
+  int steps_of_one = 0;
+  for (std::size_t i = 1; i < ids.size(); ++i) steps_of_one += ids[i] == ids[i - 1] + 1;
+  EXPECT_LT(steps_of_one, 2);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 
 #include <array>
 #include <cstring>
-#include <random>
 
 #include "srdma/access.h"
 #include "srdma/net.h"
@@ -26,15 +25,14 @@ std::uint64_t guid_of(std::uint64_t address) { return 0x0200'0000'0000'0000ull |
 }  // namespace
 
 Result<std::unique_ptr<CmAgent>> CmAgent::create(Device& dev) {
-  std::random_device rd;
-  std::unique_ptr<CmAgent> a(new CmAgent(dev, guid_of(dev.address()), rd()));
+  std::unique_ptr<CmAgent> a(new CmAgent(dev, guid_of(dev.address())));
   if (auto r = a->init(); !r) return std::unexpected(r.error());
   a->thread_ = std::thread([p = a.get()] { p->run(); });
   return a;
 }
 
-CmAgent::CmAgent(Device& dev, std::uint64_t guid, std::uint32_t first_comm_id)
-    : dev_(dev.share()), guid_(guid), engine_(*this, guid, first_comm_id) {}
+CmAgent::CmAgent(Device& dev, std::uint64_t guid)
+    : dev_(dev.share()), guid_(guid), engine_(*this, guid, CmEngine::random_ids()) {}
 
 Result<void> CmAgent::init() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -85,6 +83,7 @@ CmAgent::~CmAgent() {
   if (thread_.joinable()) thread_.join();
   // The QP goes before the CQ, the AHs and the MR it uses.
   qp_.reset();
+  send_ahs_ = {};
   ahs_.clear();
   if (mr_.valid()) (void)mr_.dereg();
   if (cq_) (void)cq_->destroy();
@@ -125,6 +124,7 @@ void CmAgent::drain_cq() {
       const Wc& wc = wcs[static_cast<std::size_t>(i)];
       const auto slot = static_cast<std::uint32_t>(wc.wr_id);
       if ((wc.wr_id & ~0xFFFF'FFFFull) == kSendTag) {
+        send_ahs_[slot].reset();  // an AH evicted from the cache goes with its last send
         free_sends_.push_back(slot);
         continue;
       }
@@ -194,17 +194,34 @@ void CmAgent::dispatch() {
   }
 }
 
-void CmAgent::send_mad(std::uint64_t peer, const Mad& mad) {
-  auto it = ahs_.find(peer);
-  if (it == ahs_.end()) {
-    auto ah = pd_.create_ah(AhAttr{.dest_addr = peer});
-    if (!ah) {
-      ++send_failures_;
-      return;
-    }
-    it = ahs_.emplace(peer, std::move(*ah)).first;
+std::shared_ptr<AddressHandle> CmAgent::ah_for(std::uint64_t peer) {
+  if (auto it = ahs_.find(peer); it != ahs_.end()) {
+    ah_lru_.splice(ah_lru_.begin(), ah_lru_, it->second.second);  // most recently used first
+    return it->second.first;
   }
+  auto ah = pd_.create_ah(AhAttr{.dest_addr = peer});
+  if (!ah) return nullptr;
+  // Bounded: every source address a stranger spoofs would otherwise keep
+  // an AH here for ever. The least recently used goes (a send still
+  // posted with it holds it until its completion).
+  if (ahs_.size() >= kMaxAhs) {
+    ahs_.erase(ah_lru_.back());
+    ah_lru_.pop_back();
+    ++ah_evictions_;
+  }
+  ah_lru_.push_front(peer);
+  std::shared_ptr<AddressHandle> shared(std::move(*ah));
+  ahs_.emplace(peer, std::pair{shared, ah_lru_.begin()});
+  return shared;
+}
+
+void CmAgent::send_mad(std::uint64_t peer, const Mad& mad) {
   if (free_sends_.empty()) {
+    ++send_failures_;
+    return;
+  }
+  std::shared_ptr<AddressHandle> ah = ah_for(peer);
+  if (!ah) {
     ++send_failures_;
     return;
   }
@@ -219,13 +236,15 @@ void CmAgent::send_mad(std::uint64_t peer, const Mad& mad) {
   wr.num_sge = 1;
   wr.opcode = WrOpcode::kSend;
   wr.send_flags = SEND_SIGNALED;
-  wr.ud.ah = it->second.get();
+  wr.ud.ah = ah.get();
   wr.ud.remote_qpn = kGsiQpn;
   wr.ud.remote_qkey = kGsiQkey;
   if (!qp_->post_send(wr)) {
     free_sends_.push_back(slot);
     ++send_failures_;
+    return;
   }
+  send_ahs_[slot] = std::move(ah);
 }
 
 void CmAgent::on_event(const CmEvent& e) {
@@ -303,6 +322,11 @@ std::optional<CmState> CmAgent::state(std::uint32_t id) const {
 CmCounters CmAgent::counters() const {
   std::lock_guard lock(mu_);
   return engine_.counters();
+}
+
+std::size_t CmAgent::cached_ahs() const {
+  std::lock_guard lock(mu_);
+  return ahs_.size();
 }
 
 std::uint64_t CmAgent::send_failures() const {

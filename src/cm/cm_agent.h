@@ -16,7 +16,9 @@
 // engine counts what it drops.
 #pragma once
 
+#include <array>
 #include <condition_variable>
+#include <list>
 #include <functional>
 #include <map>
 #include <memory>
@@ -67,6 +69,9 @@ class CmAgent final : private CmEngine::Port {
   // MADs the agent could not send (no send slot free, no address handle):
   // the engine's retries cover them.
   std::uint64_t send_failures() const;
+  // Address handles cached (at most kMaxAhs).
+  std::size_t cached_ahs() const;
+  static constexpr std::size_t kMaxAhs = 256;
   std::uint64_t local_ca_guid() const { return guid_; }
   // True on the agent's own thread (in a handler): an owner must not
   // destroy the agent there, since the destructor joins that thread.
@@ -78,7 +83,10 @@ class CmAgent final : private CmEngine::Port {
   static constexpr std::uint32_t kGrhBytes = 40;
   static constexpr std::uint32_t kRecvSlotBytes = kGrhBytes + kMadBytes;
 
-  CmAgent(Device& dev, std::uint64_t guid, std::uint32_t first_comm_id);
+  CmAgent(Device& dev, std::uint64_t guid);
+  // REQUIRES mu_. The peer's AH from the bounded LRU cache; null if the
+  // device refuses one.
+  std::shared_ptr<AddressHandle> ah_for(std::uint64_t peer);
   Result<void> init();
   void run();
   void wake();
@@ -103,7 +111,11 @@ class CmAgent final : private CmEngine::Port {
 
   mutable std::mutex mu_;
   CmEngine engine_;
-  std::map<std::uint64_t, std::unique_ptr<AddressHandle>> ahs_;
+  // Address handles by peer, least recently used last in ah_lru_.
+  std::map<std::uint64_t, std::pair<std::shared_ptr<AddressHandle>, std::list<std::uint64_t>::iterator>> ahs_;
+  std::list<std::uint64_t> ah_lru_;
+  std::uint64_t ah_evictions_ = 0;
+  std::array<std::shared_ptr<AddressHandle>, kSendSlots> send_ahs_;  // the AH each posted send uses
   std::vector<std::uint32_t> free_sends_;
   std::map<std::uint32_t, Handler> handlers_;        // by local comm ID
   std::map<std::uint64_t, std::unique_ptr<Handler>> listeners_;  // by service ID; the engine's context

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/secure_random.h"
+
 namespace srdma::cm {
 
 std::chrono::nanoseconds cm_timeout(std::uint8_t t) {
@@ -57,13 +59,38 @@ bool in_handshake(CmState s) {
 
 }  // namespace
 
-CmEngine::CmEngine(Port& port, std::uint64_t local_ca_guid, std::uint32_t first_comm_id)
+CmEngine::IdSource CmEngine::random_ids() { return [] { return secure_random_u32(); }; }
+
+CmEngine::IdSource CmEngine::sequential_ids(std::uint32_t first) {
+  return [next = first]() mutable { return next++; };
+}
+
+CmEngine::CmEngine(Port& port, std::uint64_t local_ca_guid, IdSource ids, const CmLimits& limits)
     : port_(port),
       guid_(local_ca_guid),
-      next_id_(first_comm_id),
-      // Transaction IDs from the same seed: another incarnation of the
+      ids_(std::move(ids)),
+      limits_(limits),
+      // Transaction IDs from the first comm ID: another incarnation of the
       // agent (a restarted process) does not repeat the last one's.
-      next_tid_(std::uint64_t{first_comm_id} << 32 | 1) {}
+      next_tid_(std::uint64_t{ids_()} << 32 | 1) {}
+
+void CmEngine::set_state(Conn& c, CmState s) {
+  const bool was = half_open_state(c);
+  c.state = s;
+  const bool is = half_open_state(c);
+  if (was == is) return;
+  if (is) {
+    ++half_open_;
+    ++half_open_by_peer_[c.peer];
+    c.half_open_seq = next_half_open_seq_++;
+    half_open_order_.emplace(c.half_open_seq, c.local_id);
+    return;
+  }
+  --half_open_;
+  half_open_order_.erase(c.half_open_seq);
+  auto it = half_open_by_peer_.find(c.peer);
+  if (--it->second == 0) half_open_by_peer_.erase(it);
+}
 
 Result<void> CmEngine::listen(std::uint64_t service_id, void* context) {
   if (!listeners_.emplace(service_id, context).second)
@@ -101,7 +128,7 @@ std::optional<CmState> CmEngine::state(std::uint32_t id) const {
 
 std::uint32_t CmEngine::new_comm_id() {
   for (;;) {
-    const std::uint32_t id = next_id_++;
+    const std::uint32_t id = ids_();
     if (id != 0 && !conns_.contains(id)) return id;
   }
 }
@@ -133,13 +160,13 @@ void CmEngine::arm(Conn& c, CmTime now, std::uint8_t timeout) {
 void CmEngine::enter_timewait(Conn& c, CmTime now) {
   // As long as the peer may still resend its DREQ: every duplicate in that
   // time gets a DREP, and a stale REQ a REJ.
-  c.state = CmState::kTimewait;
+  set_state(c, CmState::kTimewait);
   c.retries_left = 0;
   c.deadline = now + std::chrono::duration_cast<CmClock::duration>(cm_timeout(c.response_timeout) * (c.max_retries + 1));
 }
 
 void CmEngine::finish(Conn& c) {
-  c.state = CmState::kIdle;
+  set_state(c, CmState::kIdle);
   c.deadline.reset();
   c.retries_left = 0;
 }
@@ -199,7 +226,7 @@ Result<std::uint32_t> CmEngine::connect(const ConnectParams& p, CmTime now) {
   c.local_qpn = r.local_qpn;
   c.response_timeout = p.response_timeout;
   c.max_retries = p.max_cm_retries;
-  c.state = CmState::kReqSent;
+  set_state(c, CmState::kReqSent);
   c.retries_left = p.max_cm_retries;
   send(c, r, tid, true);
   arm(c, now, c.response_timeout);
@@ -218,7 +245,7 @@ Result<void> CmEngine::accept(std::uint32_t id, const Rep& rep, CmTime now) {
   Mad mad;
   if (MadStatus st = encode(r, c->tid, mad); !st.ok()) return make_error(EINVAL, describe(st));
   c->local_qpn = r.local_qpn;
-  c->state = CmState::kRepSent;
+  set_state(*c, CmState::kRepSent);
   c->retries_left = c->max_retries;
   send(*c, r, c->tid, true);
   arm(*c, now, c->response_timeout);
@@ -236,7 +263,7 @@ Result<void> CmEngine::ready(std::uint32_t id, std::span<const std::byte> pd) {
   r.local_comm_id = c->local_id;
   r.remote_comm_id = c->remote_id;
   r.private_data = *data;
-  c->state = CmState::kEstablished;
+  set_state(*c, CmState::kEstablished);
   c->deadline.reset();
   send(*c, r, c->tid, false);  // a duplicate REP gets it again
   return {};
@@ -275,7 +302,7 @@ Result<void> CmEngine::disconnect(std::uint32_t id, CmTime now, std::span<const 
   d.remote_comm_id = c->remote_id;
   d.remote_qpn_eecn = c->remote_qpn;
   d.private_data = *data;
-  c->state = CmState::kDreqSent;
+  set_state(*c, CmState::kDreqSent);
   c->retries_left = c->max_retries;
   send(*c, d, next_tid_++, true);
   arm(*c, now, c->response_timeout);
@@ -305,6 +332,7 @@ void CmEngine::destroy(std::uint32_t id, CmTime now) {
 void CmEngine::erase(std::uint32_t id) {
   Conn* c = find(id);
   if (!c) return;
+  set_state(*c, CmState::kIdle);  // (already so: erase follows finish or time wait)
   if (!c->active) by_remote_.erase({c->peer, c->remote_id});
   conns_.erase(id);
 }
@@ -351,7 +379,15 @@ void CmEngine::on_req(std::uint64_t from, const MadHeader& h, const Req& m, CmTi
     Conn& c = conns_.at(it->second);
     ++counters_.duplicates;
     if (c.state == CmState::kRepSent) {
-      ++counters_.resent;  // our REP was lost: the REQ came again
+      // Our REP was lost: the REQ came again. It takes one of the REP's
+      // resends (CmLimits): a REQ replayed from a spoofed address makes
+      // no more REPs than one REQ does.
+      if (c.retries_left <= 0) {
+        ++counters_.duplicates_unanswered;
+        return;
+      }
+      --c.retries_left;
+      ++counters_.resent;
       port_.send_mad(c.peer, c.resend);
     } else if (c.state == CmState::kIdle && c.last_answer) {
       port_.send_mad(c.peer, *c.last_answer);  // the REJ again
@@ -393,6 +429,14 @@ void CmEngine::refuse_parked(CmTime now) {
 void CmEngine::new_passive(std::uint64_t from, const MadHeader& h, const Req& m, void* listen_context) {
   if (m.transport_service_type != TransportServiceType::kRc && m.transport_service_type != TransportServiceType::kUc)
     return refuse_req(from, h, m, RejectReason::kInvalidTransportType);
+  // Admission: the half-open connections a stranger can hold are bounded,
+  // per source and in total; past either bound the REQ gets one REJ.
+  if (auto it = half_open_by_peer_.find(from);
+      it != half_open_by_peer_.end() && it->second >= limits_.max_half_open_per_source) {
+    ++counters_.refused_half_open_per_source;
+    return refuse_req(from, h, m, RejectReason::kConsumerDefined);
+  }
+  if (half_open_ >= limits_.max_half_open) evict_oldest_half_open();
   const std::uint32_t id = new_comm_id();
   Conn& c = conns_[id];
   c.local_id = id;
@@ -400,12 +444,28 @@ void CmEngine::new_passive(std::uint64_t from, const MadHeader& h, const Req& m,
   c.peer = from;
   c.tid = h.transaction_id;
   c.remote_qpn = m.local_qpn;
-  // The REP waits for the RTU as long as the active side said it takes.
-  c.response_timeout = m.local_cm_response_timeout;
-  c.max_retries = m.max_cm_retries;
-  c.state = CmState::kReqRcvd;
+  // The REP waits for the RTU as long as the active side said it takes,
+  // within CmLimits: a REQ's own fields must not keep us resending for
+  // hours (timeout 31, 15 retries: 16 x 2.4 h).
+  c.response_timeout =
+      std::clamp(m.local_cm_response_timeout, limits_.min_remote_timeout, limits_.max_remote_timeout);
+  c.max_retries = std::min(m.max_cm_retries, limits_.max_remote_retries);
+  if (c.response_timeout != m.local_cm_response_timeout || c.max_retries != m.max_cm_retries)
+    ++counters_.clamped_timeouts;
+  set_state(c, CmState::kReqRcvd);
   by_remote_[{from, m.local_comm_id}] = id;
   emit(CmEventType::kReqReceived, c, m, listen_context);
+}
+
+void CmEngine::evict_oldest_half_open() {
+  if (half_open_order_.empty()) return;
+  Conn& c = conns_.at(half_open_order_.begin()->second);
+  ++counters_.evicted_half_open;
+  const MsgRejected what = c.state == CmState::kReqRcvd ? MsgRejected::kReq : MsgRejected::kRep;
+  finish(c);
+  send(c, make_rej(c, what, RejectReason::kTimeout, {}), c.tid, false);
+  emit(CmEventType::kTimedOut, c, std::nullopt);
+  if (c.destroyed) erase(c.local_id);
 }
 
 void CmEngine::on_mra(std::uint64_t from, const Mra& m, CmTime now) {
@@ -414,9 +474,11 @@ void CmEngine::on_mra(std::uint64_t from, const Mra& m, CmTime now) {
   if (c->state == CmState::kReqSent && m.message_mraed == MsgMraed::kReq) {
     // The peer needs longer than our timeout: wait its service timeout
     // (on top of ours) once, without resending.
-    c->state = CmState::kMraReqRcvd;
+    set_state(*c, CmState::kMraReqRcvd);
     c->remote_id = m.local_comm_id;
-    c->deadline = now + std::chrono::duration_cast<CmClock::duration>(cm_timeout(m.service_timeout) +
+    const std::uint8_t service_timeout = std::min(m.service_timeout, limits_.max_remote_timeout);
+    if (service_timeout != m.service_timeout) ++counters_.clamped_timeouts;
+    c->deadline = now + std::chrono::duration_cast<CmClock::duration>(cm_timeout(service_timeout) +
                                                                        cm_timeout(c->response_timeout));
     return;
   }
@@ -430,9 +492,10 @@ void CmEngine::on_mra(std::uint64_t from, const Mra& m, CmTime now) {
 void CmEngine::on_rej(std::uint64_t from, const Rej& m) {
   Conn* c = addressed(from, m.remote_comm_id);
   if (!c) return;
-  // Once the peer's comm ID is known, a REJ must carry it (a REJ to a REQ
-  // may not: a listener-less device has no ID for us).
-  if (c->remote_id != 0 && m.local_comm_id != 0 && m.local_comm_id != c->remote_id) {
+  // Once the peer's comm ID is known, a REJ must carry it exactly (a REJ
+  // to a REQ may not: a listener-less device has no ID for us, and our own
+  // random comm ID is what a stranger would have to guess then).
+  if (c->remote_id != 0 && m.local_comm_id != c->remote_id) {
     ++counters_.dropped_unexpected;
     return;
   }
@@ -468,7 +531,7 @@ void CmEngine::on_rep(std::uint64_t from, const MadHeader& h, const Rep& m) {
     case CmState::kMraReqRcvd:
       c->remote_id = m.local_comm_id;
       c->remote_qpn = m.local_qpn;
-      c->state = CmState::kRepRcvd;
+      set_state(*c, CmState::kRepRcvd);
       c->deadline.reset();
       emit(CmEventType::kRepReceived, *c, m);
       return;
@@ -500,7 +563,7 @@ void CmEngine::on_rtu(std::uint64_t from, const Rtu& m) {
     return;
   }
   if (c->state == CmState::kRepSent) {
-    c->state = CmState::kEstablished;
+    set_state(*c, CmState::kEstablished);
     c->deadline.reset();
     emit(CmEventType::kEstablished, *c, m);
     return;

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -107,6 +108,37 @@ struct CmCounters {
   std::uint64_t duplicates = 0;           // a message seen before, answered again or ignored
   std::uint64_t rejects_sent = 0;
   std::uint64_t reqs_parked = 0;          // REQs that waited for a listener (kListenGrace)
+  // Admission (CmLimits): REQs refused with REJ (consumer defined) because
+  // too many passive connections sit between REQ and RTU, and REQs whose
+  // timeout or retry fields were clamped.
+  std::uint64_t refused_half_open_per_source = 0;
+  std::uint64_t evicted_half_open = 0;  // the oldest, to make room (CmLimits::max_half_open)
+  std::uint64_t clamped_timeouts = 0;
+  std::uint64_t duplicates_unanswered = 0;  // a duplicate REQ past the REP's resend budget
+};
+
+// What a stranger's REQ can make the passive side commit (docs/DESIGN.md,
+// threat model). The REQ's Local CM Response Timeout (how long our REP
+// waits for the RTU, 4.096 us x 2^t) and Max CM Retries are the peer's to
+// choose: clamped here. One REQ is then answered with at most
+// 1 + max_remote_retries REPs (resends and duplicate REQs share the one
+// budget) and one REJ, within (max_remote_retries + 1) x 4.096 us x
+// 2^max_remote_timeout: 4 x 1.07 s. (A real peer's RTU follows our REP
+// within a round trip; the timeout only bounds how long we wait for one
+// that never comes.)
+//
+// Passive connections between REQ and RTU are "half open". Past
+// max_half_open_per_source from one address a REQ gets a REJ; past
+// max_half_open in total the oldest half-open connection is dropped (a REJ,
+// kTimedOut to its consumer) to make room, as a SYN queue drops its oldest:
+// spoofed sources cannot lock out a real host, whose RTU comes long before
+// max_half_open more REQs do.
+struct CmLimits {
+  std::uint8_t min_remote_timeout = 14;  // 67 ms
+  std::uint8_t max_remote_timeout = 18;  // 1.07 s
+  std::uint8_t max_remote_retries = 3;
+  std::size_t max_half_open = 1024;
+  std::size_t max_half_open_per_source = 16;
 };
 
 // A REQ for a service nobody listens on waits this long for a listener
@@ -126,9 +158,15 @@ class CmEngine {
     virtual void on_event(const CmEvent& e) = 0;
   };
 
-  // `local_ca_guid` goes into REQs and REPs; `first_comm_id` seeds the comm
-  // ID sequence (random in the agent, fixed in tests).
-  CmEngine(Port& port, std::uint64_t local_ca_guid, std::uint32_t first_comm_id);
+  // Where local comm IDs come from: random (secure_random_u32) in the
+  // agent, so that a stranger cannot name a connection in a forged REJ,
+  // DREQ or RTU; a fixed sequence in tests (sequential_ids).
+  using IdSource = std::function<std::uint32_t()>;
+  static IdSource random_ids();
+  static IdSource sequential_ids(std::uint32_t first);
+
+  // `local_ca_guid` goes into REQs and REPs.
+  CmEngine(Port& port, std::uint64_t local_ca_guid, IdSource ids, const CmLimits& limits = {});
 
   Result<void> listen(std::uint64_t service_id, void* context);
   void stop_listening(std::uint64_t service_id);
@@ -155,6 +193,8 @@ class CmEngine {
 
   std::optional<CmState> state(std::uint32_t id) const;
   std::size_t connections() const { return conns_.size(); }
+  // Passive connections between REQ and RTU (CmLimits::max_half_open).
+  std::size_t half_open() const { return half_open_; }
   const CmCounters& counters() const { return counters_; }
 
  private:
@@ -176,8 +216,14 @@ class CmEngine {
     int retries_left = 0;
     std::optional<CmTime> deadline;
     std::optional<Mad> last_answer;
+    std::uint64_t half_open_seq = 0;  // its place in half_open_order_ while half open
   };
 
+  // Every state change goes through here: it keeps the half-open counts.
+  void set_state(Conn& c, CmState s);
+  static bool half_open_state(const Conn& c) {
+    return !c.active && (c.state == CmState::kReqRcvd || c.state == CmState::kRepSent);
+  }
   Conn* find(std::uint32_t id);
   void erase(std::uint32_t id);
   const Conn* find(std::uint32_t id) const;
@@ -211,7 +257,14 @@ class CmEngine {
 
   Port& port_;
   const std::uint64_t guid_;
-  std::uint32_t next_id_;
+  IdSource ids_;
+  const CmLimits limits_;
+  std::size_t half_open_ = 0;
+  std::map<std::uint64_t, std::size_t> half_open_by_peer_;
+  std::map<std::uint64_t, std::uint32_t> half_open_order_;  // oldest first: seq -> comm ID
+  std::uint64_t next_half_open_seq_ = 1;
+  // Drops the oldest half-open connection (CmLimits::max_half_open).
+  void evict_oldest_half_open();
   std::uint64_t next_tid_;
   std::map<std::uint32_t, Conn> conns_;
   // REQs waiting for a listener, oldest first (their deadlines in order).
