@@ -388,6 +388,12 @@ TEST(AuthWire, SqeBuildAndParse) {
   EXPECT_EQ(f.length, 72u);
   EXPECT_EQ(f.dptr.key(), 0x1234u);
 
+  const srdma::nvmf::NvmeCommand sqe = as_nvme_command(send);
+  EXPECT_EQ(sqe.opcode, 0x7F);
+  EXPECT_EQ(sqe.cid, 7);
+  EXPECT_EQ(sqe.cdw10, 0xE9010100u);  // SECP 31:24, SPSP1 23:16, SPSP0 15:8, NSSF 7:0
+  EXPECT_EQ(sqe.cdw11, 72u);          // TL
+
   AuthCommand recv = make_auth_receive(8, kAuthReceiveLength, sgl);
   EXPECT_EQ(reinterpret_cast<const std::uint8_t*>(&recv)[4], 0x06);
   parsed = parse_auth_command(std::as_bytes(std::span(&recv, 1)));

@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstddef>
+#include <bit>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <variant>
 
 #include "nvmf/status.h"
@@ -165,8 +167,13 @@ inline constexpr std::uint32_t kMaxAuthSendLength = 16384;
 // largest controller message, a Challenge with an ffdhe8192 value (1104).
 inline constexpr std::uint32_t kAuthReceiveLength = 4096;
 
+static_assert(std::is_trivially_copyable_v<AuthCommand>);
+
 AuthCommand make_auth_send(std::uint16_t cid, std::uint32_t tl, const NvmeSgl& dptr);
 AuthCommand make_auth_receive(std::uint16_t cid, std::uint32_t al, const NvmeSgl& dptr);
+
+// The same 64 bytes as the SQE a host queue submits.
+inline NvmeCommand as_nvme_command(const AuthCommand& c) { return std::bit_cast<NvmeCommand>(c); }
 
 // A validated AUTH_Send or AUTH_Receive SQE.
 struct AuthCommandFields {
