@@ -432,11 +432,11 @@ TEST_F(NvmfRdmaTest, TargetEndsAControllerWhoseHostStopsKeepingAlive) {
   target_.reset();
   start(nullptr, true, clock);  // KATO runs on the test's clock
   HostOptions o;
-  o.kato_ms = 100;
+  o.kato_ms = 1000;  // the target's minimum (ControllerLimits::min_kato_ms)
   o.keep_alive_interval_ms = 60'000;  // a host that falls silent
   auto c = connect(o);
   ASSERT_TRUE(c);
-  clock->advance(std::chrono::milliseconds(101));  // past KATO since Connect
+  clock->advance(std::chrono::milliseconds(1001));  // past KATO since Connect
   ASSERT_TRUE(test::eventually([&] { return c->failed(); }));  // the target closed its queues; the host noticed
   EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
   std::vector<std::byte> buf(kBlock);
@@ -496,10 +496,12 @@ TEST_F(NvmfRdmaTest, PoolCqsAreSizedLikeTheKernelUlps) {
   std::uint32_t host_used = 0;
   for (const auto& s : host_dev_.cq_pool_stats()) host_used += s.cqe_used;
   EXPECT_EQ(host_used, (4 * 32 + 1) + 2 * (4 * 16 + 1));
-  // Target: recv + 2 x send + 1 per queue.
+  // Target: recv + 2 x send + 1 per queue, each side with the admission
+  // slot's WRs (one receive, two sends) and the drain's.
   std::uint32_t target_used = 0;
   for (const auto& s : target_dev_.cq_pool_stats()) target_used += s.cqe_used;
-  EXPECT_EQ(target_used, (32 + 2 * 32 + 1 + 1) + 2 * (16 + 2 * 16 + 1 + 1));
+  auto per_queue = [](std::uint32_t size) { return (size + 2) + (2 * size + 3); };
+  EXPECT_EQ(target_used, per_queue(32) + 2 * per_queue(16));
 }
 
 TEST_F(NvmfRdmaTest, PrivateCqsWorkToo) {

@@ -78,7 +78,7 @@ class CmAgent final : private CmEngine::Port {
   bool on_agent_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
-  static constexpr std::uint32_t kRecvSlots = 64;
+  static constexpr std::uint32_t kRecvSlots = 256;  // a burst of REQs waits here, not dropped
   static constexpr std::uint32_t kSendSlots = 64;
   static constexpr std::uint32_t kGrhBytes = 40;
   static constexpr std::uint32_t kRecvSlotBytes = kGrhBytes + kMadBytes;

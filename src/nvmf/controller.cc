@@ -16,12 +16,17 @@ void set_ascii(char (&field)[N], std::string_view s) {
 
 }  // namespace
 
+std::uint32_t effective_kato_ms(std::uint32_t requested, const ControllerLimits& limits) {
+  if (requested == 0) return limits.default_kato_ms;
+  return std::clamp(requested, limits.min_kato_ms, std::max(limits.min_kato_ms, limits.max_kato_ms));
+}
+
 Controller::Controller(std::uint16_t cntlid, std::shared_ptr<Subsystem> subsys, std::string hostnqn,
                        std::uint32_t kato_ms, const ControllerLimits& limits, std::shared_ptr<const Clock> clock)
     : cntlid_(cntlid),
       subsys_(std::move(subsys)),
       hostnqn_(std::move(hostnqn)),
-      kato_ms_(kato_ms),
+      kato_ms_(effective_kato_ms(kato_ms, limits)),
       limits_(limits),
       clock_(std::move(clock)),
       last_keep_alive_ns_(now_ns()) {}

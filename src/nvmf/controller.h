@@ -27,11 +27,22 @@ struct ControllerLimits {
   std::uint32_t max_io_size = 128 * 1024;   // bytes per command (MDTS)
   std::uint32_t in_capsule_data_size = 0;   // I/O queues' in-capsule data (IOCCSZ * 16 - 64)
   std::uint16_t max_io_queues = 64;
+  // Keep-alive (KATO) bounds: a controller always ends when its host falls
+  // silent. KATO 0 ("no keep-alive") gets default_kato_ms, as nvmet gives a
+  // discovery controller; anything else is clamped into [min, max] (NVMe
+  // base 5.21.1.15 lets the controller round KATO).
+  std::uint32_t min_kato_ms = 1000;
+  std::uint32_t default_kato_ms = 120'000;
+  std::uint32_t max_kato_ms = 3'600'000;
 };
+
+// The keep-alive timeout a controller runs with for a host's requested one.
+std::uint32_t effective_kato_ms(std::uint32_t requested, const ControllerLimits& limits);
 
 class Controller {
  public:
-  // `clock` times KATO.
+  // `clock` times KATO; `kato_ms` is the host's, bounded by
+  // effective_kato_ms().
   Controller(std::uint16_t cntlid, std::shared_ptr<Subsystem> subsys, std::string hostnqn,
              std::uint32_t kato_ms, const ControllerLimits& limits, std::shared_ptr<const Clock> clock);
 
@@ -56,7 +67,8 @@ class Controller {
   // Keep Alive: any command counts as traffic (NVMe-oF 1.1 3.10: TBKAS off,
   // the Keep Alive command itself restarts the timer).
   void keep_alive() { last_keep_alive_ns_.store(now_ns(), std::memory_order_relaxed); }
-  // True when KATO is set and no Keep Alive came within it.
+  std::uint32_t kato_ms() const { return kato_ms_; }
+  // True when no Keep Alive came within KATO.
   bool keep_alive_expired() const;
 
  private:

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/secure_random.h"
 #include "nvmf/capsule.h"
 #include "nvmf/nvme_rdma_cm.h"
 #include "nvmf/wire_cm.h"
@@ -102,6 +103,7 @@ Result<void> HostQueue::connect(std::uint64_t target_addr, std::uint16_t port) {
   CmRequest req;
   req.peer_addr = dev_.address();
   req.peer_qpn = qp_->qp_num();
+  req.psn = random_psn();
   req.path_mtu = cfg_.path_mtu;
   NvmeRdmaCmRequest pdata;
   pdata.qid = cfg_.qid;
@@ -119,6 +121,8 @@ Result<void> HostQueue::connect(std::uint64_t target_addr, std::uint16_t port) {
   RcConnection c;
   c.peer_addr = target_addr;
   c.peer_qpn = reply->first.qpn;
+  c.sq_psn = req.psn;
+  c.rq_psn = reply->first.psn & 0xFFFFFF;
   c.access = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;  // the MRs say what is allowed
   c.path_mtu = cfg_.path_mtu;
   if (auto r = qp_->connect(c); !r) {

@@ -80,6 +80,7 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> ConnectionManager::con
     if (--it->second.running == 0) idle_.notify_all();
   }
   if (!reply) return std::unexpected(reply.error());
+  conn->mark_established();  // in process, the requester is who it says
   return std::pair{std::move(*reply), std::move(conn)};
 }
 

@@ -16,6 +16,7 @@
 // disconnecting thread with no CM lock held.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <condition_variable>
 #include <cstdint>
@@ -42,6 +43,10 @@ class CmConnection {
   // Idempotent: the first call from either side runs the other's handler.
   void disconnect(Side from);
   bool disconnected() const;
+  // The CM handshake is done (the RTU came): the requester owns the
+  // address it claimed, unlike a spoofed one. Set once, read anywhere.
+  void mark_established() { established_.store(true, std::memory_order_release); }
+  bool established() const { return established_.load(std::memory_order_acquire); }
   // What carries the connection (the wire CM's agent, wire_cm.h): kept
   // alive as long as the connection is.
   void hold(std::shared_ptr<void> transport) { transport_ = std::move(transport); }
@@ -53,11 +58,16 @@ class CmConnection {
   Handler handlers_[2];
   int running_[2] = {0, 0};
   bool disconnected_ = false;
+  std::atomic<bool> established_{false};
 };
 
 struct CmRequest {
   std::uint64_t peer_addr = 0;  // the active side's device
   std::uint32_t peer_qpn = 0;
+  // The active side's first PSN (its sq_psn; an IB CM REQ's Starting PSN).
+  // Random (common/secure_random.h): a stranger who knows the QPN must
+  // still guess 2^24 PSNs to inject into the connection.
+  std::uint32_t psn = 0;
   // The path MTU both ends run the connection at (an IB CM REQ's Path
   // Packet Payload MTU: the passive side takes it from the request).
   std::uint32_t path_mtu = 4096;
@@ -66,6 +76,7 @@ struct CmRequest {
 
 struct CmReply {
   std::uint32_t qpn = 0;  // the passive side's QP, connected to the requester
+  std::uint32_t psn = 0;  // the passive side's first PSN (a REP's Starting PSN), random as the request's
   std::vector<std::byte> private_data;
 };
 

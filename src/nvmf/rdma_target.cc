@@ -6,12 +6,19 @@
 #include <cstring>
 
 #include "nvmf/nvme_rdma_cm.h"
+#include "common/secure_random.h"
 #include "nvmf/target_queue.h"
 #include "srdma/net.h"
 
 namespace srdma::nvmf {
 namespace {
-constexpr auto kReaperPeriod = std::chrono::milliseconds(50);  // keep-alive checks
+constexpr auto kReaperPeriod = std::chrono::milliseconds(50);  // keep-alive and Connect deadline checks
+constexpr std::size_t kMaxCntlid = 0xFFEF;  // NVMe base: FFF0h-FFFFh are reserved
+
+// A host device's address as an operator reads it.
+std::string peer_name(std::uint64_t addr) {
+  return is_roce_address(addr) ? ipv4_str(roce_ipv4(addr)) : fmt::format("device {}", addr);
+}
 }
 
 Result<std::unique_ptr<RdmaTarget>> RdmaTarget::create(Device& dev, const TargetOptions& opts) {
@@ -32,7 +39,13 @@ Result<std::unique_ptr<RdmaTarget>> RdmaTarget::create(Device& dev, const Target
 }
 
 RdmaTarget::RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& opts)
-    : dev_(dev), pd_(std::move(pd)), opts_(opts) {
+    : dev_(dev),
+      pd_(std::move(pd)),
+      opts_(opts),
+      // Unconnected queues never take more than a quarter of the device's
+      // QPs: the rest stays for the hosts that connect.
+      unconnected_cap_(std::max<std::uint32_t>(
+          1, std::min(opts.admission.max_unconnected, dev.query().max_qp / 4))) {
   // A clock that jumps wakes the reaper to check keep-alives at once.
   clock_wake_ = opts_.clock->subscribe([this] {
     { std::lock_guard lock(mu_); }
@@ -138,38 +151,135 @@ std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const
   return page;
 }
 
+std::optional<cm::CmCounters> RdmaTarget::cm_counters() const {
+  std::lock_guard lock(mu_);
+  if (wire_listeners_.empty()) return std::nullopt;
+  return wire_listeners_.front()->counters();  // one agent per device: every listener's is the same
+}
+
 TargetStats RdmaTarget::stats() const {
   std::lock_guard lock(mu_);
   TargetStats s;
   s.commands = commands_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
   s.queues = queues_.size();
+  s.evicted_unconnected = refusals_.evicted_unconnected;
+  s.refused_unconnected_per_host = refusals_.refused_unconnected_per_host;
+  s.refused_queues = refusals_.refused_queues;
+  s.refused_requests = refusals_.refused_requests;
+  s.refused_connects = refusals_.refused_connects;
+  s.reaped_unconnected = refusals_.reaped_unconnected;
+  s.queue_alloc_failures = refusals_.queue_alloc_failures;
   for (auto& [id, c] : controllers_)
     if (!c.expired()) ++s.controllers;
   return s;
 }
 
+std::string RdmaTarget::admit(std::uint64_t host) {
+  const AdmissionLimits& a = opts_.admission;
+  TargetQueue* victim = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    // Queues being made count as unconnected: concurrent REQs cannot pass
+    // the limits together.
+    std::uint32_t being_made = 0, from_host = 0;
+    for (const auto& [addr, n] : admitting_) {
+      being_made += n;
+      if (addr == host) from_host += n;
+    }
+    std::uint32_t total = being_made;
+    // The victim, should one be needed: the oldest whose CM handshake is
+    // not done (a spoofed source never sends the RTU), else the oldest.
+    auto older = [](const TargetQueue* a, const TargetQueue* b) {
+      if (a->cm_established() != b->cm_established()) return !a->cm_established();
+      return a->admitted_seq < b->admitted_seq;
+    };
+    for (const auto& [q, owned] : queues_) {
+      if (q->connected() || q->closing()) continue;
+      ++total;
+      if (q->host_addr() == host) ++from_host;
+      if (!victim || older(q, victim)) victim = q;
+    }
+    if (queues_.size() + being_made >= a.max_queues) {
+      ++refusals_.refused_queues;
+      return fmt::format("{} queues, the limit", queues_.size() + being_made);
+    }
+    if (from_host >= a.max_unconnected_per_host) {
+      ++refusals_.refused_unconnected_per_host;
+      return fmt::format("{} queues from this host wait for their Connect, the limit", from_host);
+    }
+    if (total < unconnected_cap_) victim = nullptr;
+    if (victim) {
+      ++refusals_.evicted_unconnected;
+      ++pinned_;  // the reaper frees no queue until the victim's close() is done
+    }
+    ++admitting_[host];
+  }
+  if (victim) {
+    log(fmt::format("queue {} from {}: closed unconnected to make room ({} queues wait for their Connect)",
+                    victim->qid(), peer_name(victim->host_addr()), unconnected_cap_));
+    victim->close();
+    {
+      std::lock_guard lock(mu_);
+      --pinned_;
+    }
+    cv_.notify_all();
+  }
+  return {};
+}
+
 Result<CmReply> RdmaTarget::on_connect_request(const CmRequest& req, const std::shared_ptr<CmConnection>& conn) {
+  auto refuse_request = [&](int code, std::string why) -> Result<CmReply> {
+    {
+      std::lock_guard lock(mu_);
+      ++refusals_.refused_requests;
+    }
+    log(fmt::format("refused a connect request from {}: {}", peer_name(req.peer_addr), why));
+    return make_error(code, std::move(why));
+  };
   auto pd = parse_cm_private_data<NvmeRdmaCmRequest>(req.private_data);
-  if (!pd) return make_error(EPROTO, "the connect request carries no NVMe/RDMA private data");
-  if (pd->recfmt != 0) return make_error(EPROTO, fmt::format("record format {} is not 0", pd->recfmt));
+  if (!pd) return refuse_request(EPROTO, "the connect request carries no NVMe/RDMA private data");
+  if (pd->recfmt != 0) return refuse_request(EPROTO, fmt::format("record format {} is not 0", pd->recfmt));
   const std::uint32_t size = std::uint32_t{pd->hsqsize} + 1;
   if (size < 2 || size > opts_.limits.max_queue_size || pd->hrqsize < size)
-    return make_error(EINVAL, fmt::format("queue size {} outside 2..{} (host receive queue {})", size,
-                                          opts_.limits.max_queue_size, pd->hrqsize));
-  if (pd->qid > opts_.limits.max_io_queues) return make_error(EINVAL, fmt::format("queue id {} too large", pd->qid));
+    return refuse_request(EINVAL, fmt::format("queue size {} outside 2..{} (host receive queue {})", size,
+                                              opts_.limits.max_queue_size, pd->hrqsize));
+  if (pd->qid > opts_.limits.max_io_queues)
+    return refuse_request(EINVAL, fmt::format("queue id {} too large", pd->qid));
+  // Admission: a stranger's REQs hold at most a few unconnected queues
+  // (each a QP, a CQ lease and a few KiB), whatever addresses it spoofs.
+  if (std::string why = admit(req.peer_addr); !why.empty()) {
+    log(fmt::format("refused a connect request from {}: {}", peer_name(req.peer_addr), why));
+    return make_error(ECONNREFUSED, std::move(why));
+  }
   auto q = std::make_unique<TargetQueue>(*this, pd->qid, size, conn);
+  const std::uint32_t psn = random_psn();
   // On failure nothing ran on the queue yet: destroying it drops the
   // receives with the QP.
-  if (auto r = q->init(req.peer_addr, req.peer_qpn, req.path_mtu); !r) return std::unexpected(r.error());
+  auto made = q->init(req, psn);
+  auto done_admitting = [&] {  // REQUIRES mu_
+    auto it = admitting_.find(req.peer_addr);
+    if (--it->second == 0) admitting_.erase(it);
+  };
+  if (!made) {
+    {
+      std::lock_guard lock(mu_);
+      done_admitting();
+    }
+    log(fmt::format("refused a connect request from {}: {}", peer_name(req.peer_addr), made.error().reason));
+    return std::unexpected(made.error());
+  }
   TargetQueue* raw = q.get();
   conn->set_disconnect_handler(CmConnection::kPassive, [raw] { raw->close(); });
   CmReply reply;
   reply.qpn = raw->qpn();
+  reply.psn = psn;
   NvmeRdmaCmReply rep;
   rep.crqsize = static_cast<std::uint16_t>(size);
   reply.private_data = cm_private_data(rep);
   std::lock_guard lock(mu_);
+  done_admitting();
+  raw->admitted_seq = next_admitted_seq_++;
   queues_.emplace(raw, std::move(q));
   return reply;
 }
@@ -187,41 +297,51 @@ NvmeStatus RdmaTarget::connect_locked(TargetQueue& q, const ConnectFields& f, co
   std::lock_guard lock(mu_);
   auto sub = subsystems_.find(info.subnqn);
   if (!sub) {
+    ++refusals_.refused_connects;
     line = fmt::format("refused {}: no subsystem {}", info.hostnqn, info.subnqn);
     *dw0 = connect_ipo(true, 256);  // SUBNQN
     return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
   }
   if (sub->nqn() == kDiscoveryNqn && q.qid() != 0) {
+    ++refusals_.refused_connects;
     line = fmt::format("refused {}: an I/O queue for the discovery controller", info.hostnqn);
     *dw0 = connect_ipo(false, 42);  // QID
     return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
   }
   if (!sub->host_allowed(info.hostnqn)) {
+    ++refusals_.refused_connects;
     line = fmt::format("refused {} on {} (queue {}): the host is not allowed", info.hostnqn, info.subnqn, q.qid());
     return NvmeStatus::of(StatusCode::kConnectInvalidHost);
   }
   if (q.qid() == 0) {
     if (info.cntlid != kDynamicCntlid) {
+      ++refusals_.refused_connects;
+      line = fmt::format("refused {} on {}: an admin queue's Connect names controller {}", info.hostnqn, info.subnqn,
+                         info.cntlid);
       *dw0 = connect_ipo(true, 16);
       return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
     }
-    // cntlid 1..0xFFEF; skip ones still in use after a wrap.
-    for (int tries = 0; tries < 0xFFEF; ++tries) {
-      std::uint16_t id = next_cntlid_;
-      next_cntlid_ = next_cntlid_ >= 0xFFEF ? 1 : next_cntlid_ + 1;
-      auto it = controllers_.find(id);
-      if (it != controllers_.end() && !it->second.expired()) continue;
-      auto ctrl = std::make_shared<Controller>(id, sub, std::string(info.hostnqn), f.kato_ms, opts_.limits, opts_.clock);
-      controllers_[id] = ctrl;
-      *out = std::move(ctrl);
-      line = fmt::format("controller {} for {} on {}", id, info.hostnqn, info.subnqn);
-      return NvmeStatus::success();
-    }
-    return NvmeStatus::of(StatusCode::kConnectControllerBusy);
+    std::erase_if(controllers_, [](const auto& kv) { return kv.second.expired(); });
+    if (controllers_.size() >= kMaxCntlid) return NvmeStatus::of(StatusCode::kConnectControllerBusy);
+    // cntlid 1..0xFFEF, random: an I/O queue's Connect names its
+    // controller, and a guessable ID would let a host that is allowed on
+    // the subsystem try other hosts' (the host NQN must match as well).
+    std::uint16_t id = 0;
+    do {
+      id = static_cast<std::uint16_t>(1 + secure_random_u32() % kMaxCntlid);
+    } while (controllers_.contains(id));
+    auto ctrl = std::make_shared<Controller>(id, sub, std::string(info.hostnqn), f.kato_ms, opts_.limits, opts_.clock);
+    controllers_[id] = ctrl;
+    line = fmt::format("controller {} for {} on {} (KATO {} ms)", id, info.hostnqn, info.subnqn, ctrl->kato_ms());
+    *out = std::move(ctrl);
+    return NvmeStatus::success();
   }
   auto it = controllers_.find(info.cntlid);
   std::shared_ptr<Controller> ctrl = it == controllers_.end() ? nullptr : it->second.lock();
   if (!ctrl || ctrl->subsystem() != sub || ctrl->hostnqn() != info.hostnqn) {
+    ++refusals_.refused_connects;
+    line = fmt::format("refused {} on {} (queue {}): no controller {} of this host", info.hostnqn, info.subnqn,
+                       q.qid(), info.cntlid);
     *dw0 = connect_ipo(true, 16);  // CNTLID
     return NvmeStatus::of(StatusCode::kConnectInvalidParameters);
   }
@@ -240,6 +360,14 @@ void RdmaTarget::queue_closed(TargetQueue* q) {
   cv_.notify_all();
 }
 
+void RdmaTarget::queue_refused(TargetQueue& q, const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    ++refusals_.queue_alloc_failures;
+  }
+  log(fmt::format("queue {} from {}: {}", q.qid(), peer_name(q.host_addr()), why));
+}
+
 void RdmaTarget::reaper_loop() {
   const Clock& clock = *opts_.clock;
   // Due a period after the last keep-alive scan, not after the wait starts:
@@ -252,11 +380,24 @@ void RdmaTarget::reaper_loop() {
     next_scan = clock.now() + kReaperPeriod;
     // Keep-alive: a controller whose host went silent loses its queues.
     std::vector<TargetQueue*> expired;
-    for (auto& [q, owned] : queues_)
-      if (const Controller* c = q->controller_if_connected(); c && c->keep_alive_expired()) expired.push_back(q);
+    std::vector<std::string> lines;
+    const auto now = clock.now();
+    for (auto& [q, owned] : queues_) {
+      if (const Controller* c = q->controller_if_connected(); c && c->keep_alive_expired()) {
+        expired.push_back(q);
+      } else if (!c && !q->closing() && now - q->created() > opts_.admission.connect_timeout) {
+        // A queue that never connected (a stranger's REQ, or a host that
+        // died before its Connect) gives its QP and lease back.
+        ++refusals_.reaped_unconnected;
+        lines.push_back(fmt::format("queue {} from {}: no Connect within {} ms, closed", q->qid(),
+                                    peer_name(q->host_addr()), opts_.admission.connect_timeout.count()));
+        expired.push_back(q);
+      }
+    }
     auto closing = std::move(closing_);
     closing_.clear();
     lock.unlock();
+    for (const std::string& l : lines) log(l);
     for (TargetQueue* q : expired) q->close();  // comes back through closing_
     for (TargetQueue* q : closing) q->drain_and_destroy();
     lock.lock();

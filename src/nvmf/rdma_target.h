@@ -16,12 +16,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,10 +39,27 @@ namespace srdma::nvmf {
 
 class TargetQueue;
 
+// What a stranger may make the target commit before a Connect from an
+// allowed host (docs/DESIGN.md, threat model). A queue is "unconnected"
+// from its CM REQ until its Fabrics Connect succeeds; it holds a QP, a CQ
+// lease and one admission slot of a few KiB. Past max_unconnected_per_host
+// from one address a request is refused; past max_unconnected in total the
+// oldest unconnected queue is closed to make room, one whose CM handshake
+// is not done first: requests from spoofed addresses (which never send the
+// RTU) cannot lock a real host out.
+struct AdmissionLimits {
+  std::uint32_t max_unconnected = 256;         // in total (at most a quarter of the device's QPs)
+  std::uint32_t max_unconnected_per_host = 8;  // per source address
+  std::uint32_t max_queues = 1024;             // connected or not
+  // A queue whose Connect has not succeeded by then is closed.
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
 struct TargetOptions {
   bool pool_cqs = true;  // false: one private CQ per queue
   PollContext poll_ctx = PollContext::kWorkqueue;
   ControllerLimits limits;
+  AdmissionLimits admission;
   std::shared_ptr<Clock> clock = Clock::steady();  // times KATO (tests: a ManualClock)
   // One line per controller created or refused and per queue closed (a
   // service's log); called on the target's threads, never with a lock held
@@ -53,6 +72,14 @@ struct TargetStats {
   std::uint64_t errors = 0;       // commands answered with a non-success status
   std::uint64_t queues = 0;       // live
   std::uint64_t controllers = 0;  // live
+  // Refusals and reaping, each logged (TargetOptions::log) and counted.
+  std::uint64_t evicted_unconnected = 0;           // closed to make room (max_unconnected)
+  std::uint64_t refused_unconnected_per_host = 0;  // CM REQ over max_unconnected_per_host
+  std::uint64_t refused_queues = 0;                // CM REQ over max_queues
+  std::uint64_t refused_requests = 0;              // CM REQ with bad NVMe/RDMA private data
+  std::uint64_t refused_connects = 0;              // Fabrics Connect refused (host, subsystem, parameters)
+  std::uint64_t reaped_unconnected = 0;            // no Connect within connect_timeout
+  std::uint64_t queue_alloc_failures = 0;          // admitted, but its memory could not be had
 };
 
 class RdmaTarget final : public CmListener {
@@ -71,6 +98,9 @@ class RdmaTarget final : public CmListener {
   void disconnect_all();
 
   TargetStats stats() const;
+  // The CM agent's counters (half-open refusals, drops, ...) once the
+  // target listens on the wire; nullopt otherwise.
+  std::optional<cm::CmCounters> cm_counters() const;
   // The discovery log page (NVMe-oF 1.1 5.3) `hostnqn` sees: an entry per
   // subsystem that allows it and port listened on.
   std::vector<std::byte> discovery_log(std::string_view hostnqn) const;
@@ -88,6 +118,8 @@ class RdmaTarget final : public CmListener {
   // The queue closed (host disconnect, error, keep-alive expiry): tear it
   // down on the reaper thread.
   void queue_closed(TargetQueue* q);
+  // A queue admitted by Connect could not grow (its memory): logged, counted.
+  void queue_refused(TargetQueue& q, const std::string& why);
   void count_command(bool error) {
     commands_.fetch_add(1, std::memory_order_relaxed);
     if (error) errors_.fetch_add(1, std::memory_order_relaxed);
@@ -103,6 +135,7 @@ class RdmaTarget final : public CmListener {
   Device& dev_;
   ProtectionDomain pd_;
   const TargetOptions opts_;
+  const std::uint32_t unconnected_cap_;  // admission.max_unconnected within the device's QPs
   std::vector<std::uint16_t> ports_;
   std::vector<std::unique_ptr<WireListener>> wire_listeners_;
 
@@ -110,16 +143,26 @@ class RdmaTarget final : public CmListener {
   std::condition_variable cv_;
   SubsystemRegistry subsystems_;
   std::map<std::uint16_t, std::weak_ptr<Controller>> controllers_;
-  std::uint16_t next_cntlid_ = 1;
   std::map<TargetQueue*, std::unique_ptr<TargetQueue>> queues_;
+  std::map<std::uint64_t, std::uint32_t> admitting_;  // queues being made, by host address
+  std::uint64_t next_admitted_seq_ = 1;
   std::vector<TargetQueue*> closing_;
   int pinned_ = 0;  // disconnect_all() calls holding queue pointers
   bool stop_ = false;
   std::uint64_t clock_wake_ = 0;  // opts_.clock's subscription
   std::thread reaper_;
 
+  // A CM request from `host` within AdmissionLimits: counted as being
+  // admitted (admitting_) and "" returned; else the refusal, counted. A
+  // queue evicted to make room is closed here.
+  std::string admit(std::uint64_t host);
+  void log(const std::string& line) const {
+    if (opts_.log) opts_.log(line);
+  }
+
   std::atomic<std::uint64_t> commands_{0};
   std::atomic<std::uint64_t> errors_{0};
+  TargetStats refusals_;  // guarded by mu_: the refusal and reaping counts
 };
 
 }  // namespace srdma::nvmf

@@ -13,6 +13,9 @@
 namespace srdma::nvmf {
 namespace {
 constexpr std::size_t kRspStride = 64;  // responses a cache line apart
+// The admission slot's data: the Connect data (1 KiB) and room for the
+// in-band authentication messages that may follow it.
+constexpr std::size_t kAdmissionDataBytes = 4096;
 }
 
 TargetQueue::TargetQueue(RdmaTarget& target, std::uint16_t qid, std::uint32_t size,
@@ -23,17 +26,21 @@ TargetQueue::~TargetQueue() = default;
 
 std::uint32_t TargetQueue::qpn() const { return qp_ ? qp_->qp_num() : 0; }
 
-Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn, std::uint32_t path_mtu) {
+Result<void> TargetQueue::init(const CmRequest& req, std::uint32_t local_psn) {
   const TargetOptions& o = target_.options();
   Device& dev = target_.device();
+  host_addr_ = req.peer_addr;
+  created_ = o.clock->now();
   // The admin queue takes no in-capsule data (its IOCCSZ is the bare SQE).
   in_capsule_size_ = qid_ == 0 ? 0 : o.limits.in_capsule_data_size;
   capsule_stride_ = static_cast<std::uint32_t>((sizeof(NvmeCommand) + in_capsule_size_ + 63) / 64 * 64);
-  const std::uint32_t data_size = std::max<std::uint32_t>(o.limits.max_io_size, kIdentifyDataSize);
 
-  // Receives: one per slot plus the drain; sends: a data transfer and a
-  // response per slot plus the drain.
-  const std::uint32_t recv_wr = size_ + 1, send_wr = 2 * size_ + 1;
+  // Receives: one per slot, the admission slot's, and the drain; sends: a
+  // data transfer and a response per slot plus the admission slot's and
+  // the drain. The CQ and QP are sized for the grown queue now: the CQ
+  // comes from the pool (or is a ring of a few KiB) and the QP's queues
+  // hold WR descriptors, not data.
+  const std::uint32_t recv_wr = size_ + 2, send_wr = 2 * size_ + 3;
   const std::uint32_t nr_cqe = recv_wr + send_wr;  // nvmet: recv + 2 x send + 1
   const auto vectors = std::max<std::uint32_t>(1, dev.query().num_comp_vectors);
   // The I/O queue index (qid - 1) mod vectors, the admin queue on vector 0:
@@ -64,6 +71,44 @@ Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn, 
   if (!qp) return std::unexpected(qp.error());
   qp_ = std::move(*qp);
 
+  // The admission slot: its receive buffer, capsule, response and a data
+  // buffer for the Connect data (and, with authentication, its messages).
+  const std::size_t bytes = 2 * std::size_t{capsule_stride_} + kRspStride + kAdmissionDataBytes;
+  admission_buf_ = std::make_unique<std::byte[]>(bytes);
+  auto mr = target_.pd().reg_mr(admission_buf_.get(), bytes, ACCESS_LOCAL_WRITE);
+  if (!mr) return std::unexpected(mr.error());
+  admission_mr_ = std::move(*mr);
+  std::byte* at = admission_buf_.get();
+  admission_recv_.cqe = {&TargetQueue::on_recv};
+  admission_recv_.q = this;
+  admission_recv_.capsule = at;
+  admission_recv_.lkey = admission_mr_.lkey();
+  Slot& s = admission_slot_;
+  s.q = this;
+  s.capsule = at + capsule_stride_;
+  s.rsp = reinterpret_cast<NvmeCompletion*>(at + 2 * std::size_t{capsule_stride_});
+  s.data = at + 2 * std::size_t{capsule_stride_} + kRspStride;
+  s.lkey = admission_mr_.lkey();
+  s.admission = true;
+  s.read_cqe = {{&TargetQueue::on_read}, &s};
+  s.send_cqe = {{&TargetQueue::on_send}, &s};
+  free_slots_.push_back(&s);
+
+  RcConnection c;
+  c.peer_addr = req.peer_addr;
+  c.peer_qpn = req.peer_qpn;
+  c.access = ACCESS_LOCAL_WRITE;  // the host never reads or writes target memory
+  c.path_mtu = req.path_mtu;
+  c.sq_psn = local_psn & 0xFFFFFF;
+  c.rq_psn = req.psn & 0xFFFFFF;
+  if (auto r = qp_->connect(c); !r) return r;
+  if (!post_recv(admission_recv_)) return make_error(EIO, "cannot post the admission receive");
+  return {};
+}
+
+Result<void> TargetQueue::grow() {
+  const TargetOptions& o = target_.options();
+  const std::uint32_t data_size = std::max<std::uint32_t>(o.limits.max_io_size, kIdentifyDataSize);
   // Not zeroed: pages appear as the slots use them.
   const std::size_t per_slot = capsule_stride_ + kRspStride + data_size;
   const std::size_t nslots = 2 * std::size_t{size_};
@@ -71,7 +116,10 @@ Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn, 
   buf_size_ = recv_bytes + per_slot * nslots;
   buf_ = std::make_unique_for_overwrite<std::byte[]>(buf_size_);
   auto mr = target_.pd().reg_mr(buf_.get(), buf_size_, ACCESS_LOCAL_WRITE);
-  if (!mr) return std::unexpected(mr.error());
+  if (!mr) {
+    buf_.reset();
+    return std::unexpected(mr.error());
+  }
   mr_ = std::move(*mr);
 
   recvs_.resize(size_);
@@ -79,34 +127,33 @@ Result<void> TargetQueue::init(std::uint64_t host_addr, std::uint32_t host_qpn, 
     recvs_[i].cqe = {&TargetQueue::on_recv};
     recvs_[i].q = this;
     recvs_[i].capsule = buf_.get() + std::size_t{capsule_stride_} * i;
+    recvs_[i].lkey = mr_.lkey();
   }
   slots_.resize(nslots);
-  free_slots_.reserve(nslots);
-  waiting_.reserve(size_);
-  for (std::size_t i = 0; i < nslots; ++i) {
-    Slot& s = slots_[i];
-    std::byte* base = buf_.get() + recv_bytes + per_slot * i;
-    s.q = this;
-    s.capsule = base;
-    s.rsp = reinterpret_cast<NvmeCompletion*>(base + capsule_stride_);
-    s.data = base + capsule_stride_ + kRspStride;
-    s.read_cqe = {{&TargetQueue::on_read}, &s};
-    s.send_cqe = {{&TargetQueue::on_send}, &s};
-    free_slots_.push_back(&slots_[nslots - 1 - i]);
+  {
+    std::lock_guard lock(slots_mu_);
+    free_slots_.reserve(nslots);
+    waiting_.reserve(size_ + 1);
+    for (std::size_t i = 0; i < nslots; ++i) {
+      Slot& s = slots_[i];
+      std::byte* base = buf_.get() + recv_bytes + per_slot * i;
+      s.q = this;
+      s.capsule = base;
+      s.rsp = reinterpret_cast<NvmeCompletion*>(base + capsule_stride_);
+      s.data = base + capsule_stride_ + kRspStride;
+      s.lkey = mr_.lkey();
+      s.read_cqe = {{&TargetQueue::on_read}, &s};
+      s.send_cqe = {{&TargetQueue::on_send}, &s};
+      free_slots_.push_back(&slots_[nslots - 1 - i]);
+    }
   }
-  RcConnection c;
-  c.peer_addr = host_addr;
-  c.peer_qpn = host_qpn;
-  c.access = ACCESS_LOCAL_WRITE;  // the host never reads or writes target memory
-  c.path_mtu = path_mtu;
-  if (auto r = qp_->connect(c); !r) return r;
   for (RecvBuf& b : recvs_)
     if (!post_recv(b)) return make_error(EIO, "cannot post the receive ring");
   return {};
 }
 
 bool TargetQueue::post_recv(RecvBuf& b) {
-  Sge sge{reinterpret_cast<std::uint64_t>(b.capsule), capsule_stride_, mr_.lkey()};
+  Sge sge{reinterpret_cast<std::uint64_t>(b.capsule), capsule_stride_, b.lkey};
   RecvWr wr;
   wr.wr_cqe = &b.cqe;
   wr.sg_list = &sge;
@@ -182,6 +229,7 @@ void TargetQueue::close() {
     std::lock_guard lock(post_mu_);
     if (closing_) return;
     closing_ = true;
+    closed_.store(true, std::memory_order_release);
     // WRs still waiting for room are dropped with the queue; a READ among
     // them had begun an I/O the drain waits for.
     for (const Deferred& d : deferred_)
@@ -226,7 +274,8 @@ void TargetQueue::drain_and_destroy() {
   qp_.reset();
   lease_.release();
   private_cq_.reset();
-  (void)mr_.dereg();
+  if (mr_.valid()) (void)mr_.dereg();
+  if (admission_mr_.valid()) (void)admission_mr_.dereg();
 }
 
 void TargetQueue::on_drain(CompletionQueue&, const Wc& wc) {
@@ -269,6 +318,9 @@ void TargetQueue::start(Slot& s, RecvBuf& b, std::uint32_t byte_len) {
 }
 
 void TargetQueue::release(Slot& s) {
+  // Once the queue grew, the admission slot is done: its small data buffer
+  // must not meet an I/O command.
+  if (s.admission && connected()) return;
   RecvBuf* b = nullptr;
   {
     std::lock_guard lock(slots_mu_);
@@ -320,7 +372,7 @@ void TargetQueue::respond(Slot& s, NvmeStatus status, std::uint64_t result, std:
   target_.count_command(!status.ok());
   const std::uint16_t head = static_cast<std::uint16_t>(sq_head_.load(std::memory_order_relaxed) % size_);
   *s.rsp = build_completion(s.cmd.cid, qid_, head, status, result);
-  Sge rsp{reinterpret_cast<std::uint64_t>(s.rsp), sizeof(NvmeCompletion), mr_.lkey()};
+  Sge rsp{reinterpret_cast<std::uint64_t>(s.rsp), sizeof(NvmeCompletion), s.lkey};
   SendWr send;
   send.wr_cqe = &s.send_cqe.cqe;
   send.sg_list = &rsp;
@@ -332,7 +384,7 @@ void TargetQueue::respond(Slot& s, NvmeStatus status, std::uint64_t result, std:
   } else {
     send.opcode = WrOpcode::kSend;
   }
-  Sge data{reinterpret_cast<std::uint64_t>(s.data), write_len, mr_.lkey()};
+  Sge data{reinterpret_cast<std::uint64_t>(s.data), write_len, s.lkey};
   SendWr write;
   if (write_len > 0) {
     // The data first, unsignaled: RC ordering puts it in host memory
@@ -459,7 +511,7 @@ void TargetQueue::execute_read_write(Slot& s) {
 }
 
 void TargetQueue::fetch_from_host(Slot& s, std::uint32_t len) {
-  Sge sge{reinterpret_cast<std::uint64_t>(s.data), len, mr_.lkey()};
+  Sge sge{reinterpret_cast<std::uint64_t>(s.data), len, s.lkey};
   SendWr rd;
   rd.wr_cqe = &s.read_cqe.cqe;
   rd.opcode = WrOpcode::kRdmaRead;
@@ -495,6 +547,12 @@ void TargetQueue::finish_connect(Slot& s) {
   std::uint32_t dw0 = 0;
   NvmeStatus st = target_.connect_controller(*this, s.cmd.connect, info, &ctrl, &dw0);
   if (!st.ok()) return respond(s, st, dw0);
+  // Admitted: now the queue gets its memory (before the response, so the
+  // host's first command finds a receive posted).
+  if (auto r = grow(); !r) {
+    target_.queue_refused(*this, fmt::format("cannot allocate the queue: {}", r.error().reason));
+    return respond(s, NvmeStatus::of(StatusCode::kConnectControllerBusy));
+  }
   ctrl_ = std::move(ctrl);
   ctrl_raw_.store(ctrl_.get(), std::memory_order_release);
   connected_.store(true, std::memory_order_release);

@@ -15,6 +15,14 @@
 // (like nvmet's rsps); when none is free the capsule waits in its receive
 // buffer, not reposted, until one is.
 //
+// Admission (docs/DESIGN.md, threat model): a CM REQ costs the target a
+// QP, a CQ lease and one receive with one command slot of a few KiB (the
+// admission slot), enough for the Fabrics Connect and nothing else. The
+// receive ring, the slots and their data buffers (megabytes, thousands of
+// MTT entries) are allocated and registered only once a valid Connect from
+// an allowed host has bound the queue to a controller (grow()). The
+// admission slot is never handed out again after that.
+//
 // Teardown (close, then drain_and_destroy on the target's reaper thread):
 // the QP goes to ERR and nothing more is posted; a drain receive and a
 // drain send are posted and their flush completions awaited (everything
@@ -32,6 +40,7 @@
 #include <vector>
 
 #include "nvmf/capsule_parser.h"
+#include "nvmf/clock.h"
 #include "nvmf/controller.h"
 #include "nvmf/rdma_cm.h"
 #include "srdma/cq_pool.h"
@@ -50,11 +59,26 @@ class TargetQueue {
   TargetQueue(const TargetQueue&) = delete;
   TargetQueue& operator=(const TargetQueue&) = delete;
 
-  // Creates the CQ, the QP and the buffers, posts the receives and connects
-  // the QP to the host's, at the path MTU of the host's CM request.
-  Result<void> init(std::uint64_t host_addr, std::uint32_t host_qpn, std::uint32_t path_mtu);
+  // Creates the CQ, the QP and the admission slot, posts its receive and
+  // connects the QP to the host's (its QPN, its first PSN `req.psn`, ours
+  // `local_psn`), at the path MTU of the host's CM request.
+  Result<void> init(const CmRequest& req, std::uint32_t local_psn);
   std::uint32_t qpn() const;
   std::uint16_t qid() const { return qid_; }
+  // The host's device (for the target's per-source limits).
+  std::uint64_t host_addr() const { return host_addr_; }
+  // When the CM request arrived (the target's clock): a queue that has not
+  // connected within TargetOptions::connect_timeout is reaped.
+  Clock::time_point created() const { return created_; }
+  // Its place in the order queues were admitted (the target's, set once
+  // under its lock): eviction closes the oldest.
+  std::uint64_t admitted_seq = 0;
+  // Whether its CM handshake finished (the RTU came: not a spoofed source).
+  bool cm_established() const { return conn_->established(); }
+  // Whether close() ran (any thread).
+  bool closing() const { return closed_.load(std::memory_order_acquire); }
+  // Whether a Connect bound the queue to a controller (any thread).
+  bool connected() const { return connected_.load(std::memory_order_acquire); }
   // Any thread: the controller once Connect succeeded, else null.
   const Controller* controller_if_connected() const { return ctrl_raw_.load(std::memory_order_acquire); }
 
@@ -74,7 +98,9 @@ class TargetQueue {
     TargetQueue* q = nullptr;
     std::byte* capsule = nullptr;  // NvmeCommand + in-capsule data
     NvmeCompletion* rsp = nullptr;
-    std::byte* data = nullptr;     // max_io_size bytes
+    std::byte* data = nullptr;     // max_io_size bytes (the admission slot: kAdmissionDataBytes)
+    std::uint32_t lkey = 0;        // of the region holding capsule, rsp and data
+    bool admission = false;        // the admission slot: retired once the queue grew
     Command cmd;
     std::shared_ptr<Namespace> ns;  // held while its I/O is in flight
     bool invalidate = false;       // answer with SEND_WITH_INV of invalidate_rkey
@@ -85,6 +111,7 @@ class TargetQueue {
     WrCqe cqe;
     TargetQueue* q = nullptr;
     std::byte* capsule = nullptr;
+    std::uint32_t lkey = 0;
     std::uint32_t byte_len = 0;  // while waiting for a slot
   };
 
@@ -99,6 +126,10 @@ class TargetQueue {
   void execute(Slot& s, std::uint32_t byte_len);
   void execute_read_write(Slot& s);
   void finish_connect(Slot& s);
+  // After an accepted Connect: the receive ring, the slots and their data
+  // buffers, registered, the receives posted. REQUIRES: called once, on the
+  // queue's CQ thread, before the Connect's response goes out.
+  Result<void> grow();
   void finish_write(Slot& s);
   // RDMA READ of the first `len` bytes the command's keyed SGL names into
   // the slot's data buffer; on_read continues.
@@ -136,12 +167,20 @@ class TargetQueue {
   std::uint32_t in_capsule_size_ = 0;
   std::uint32_t capsule_stride_ = 0;
   std::atomic<std::uint16_t> sq_head_{0};
+  std::uint64_t host_addr_ = 0;
+  Clock::time_point created_{};
 
   std::unique_ptr<CompletionQueue> private_cq_;
   CqLease lease_;
   CompletionQueue* cq_ = nullptr;
   std::unique_ptr<QueuePair> qp_;
-  std::unique_ptr<std::byte[]> buf_;  // receive buffers, then the slots' capsules, responses and data
+  // The admission slot and its receive buffer (init), then, once grown,
+  // the receive buffers and the slots' capsules, responses and data.
+  std::unique_ptr<std::byte[]> admission_buf_;
+  MemoryRegion admission_mr_;
+  RecvBuf admission_recv_;
+  Slot admission_slot_;
+  std::unique_ptr<std::byte[]> buf_;
   std::size_t buf_size_ = 0;
   std::vector<RecvBuf> recvs_;
   std::mutex slots_mu_;  // guards free_slots_ and waiting_
@@ -153,6 +192,7 @@ class TargetQueue {
   std::mutex post_mu_;  // orders posts against close(); guards deferred_
   std::deque<Deferred> deferred_;  // oldest first
   bool closing_ = false;
+  std::atomic<bool> closed_{false};  // closing_ for other threads
   std::atomic<int> ns_ops_{0};
   std::mutex drain_mu_;
   std::condition_variable drain_cv_;

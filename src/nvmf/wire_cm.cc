@@ -131,6 +131,8 @@ WireListener::WireListener(std::shared_ptr<CmAgent> agent, std::uint64_t service
 
 WireListener::~WireListener() { agent_->stop_listening(service_id_); }
 
+cm::CmCounters WireListener::counters() const { return agent_->counters(); }
+
 Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t port, CmListener* l) {
   if (!l) return make_error(EINVAL, "no listener");
   auto agent = agent_for(dev);
@@ -150,6 +152,7 @@ Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t por
     CmRequest creq;
     creq.peer_addr = e.peer;
     creq.peer_qpn = req.local_qpn;
+    creq.psn = req.starting_psn;
     creq.path_mtu = mtu_bytes(req.path_mtu);
     creq.private_data.assign(req.private_data.begin() + cm::kCmaHeaderBytes, req.private_data.end());
     auto conn = std::make_shared<CmConnection>();
@@ -167,7 +170,7 @@ Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t por
     }
     cm::Rep rep;
     rep.local_qpn = reply->qpn;
-    rep.starting_psn = 0;
+    rep.starting_psn = reply->psn;
     rep.responder_resources = kRdAtomic;
     rep.initiator_depth = kRdAtomic;
     rep.rnr_retry_count = 7;
@@ -177,7 +180,10 @@ Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t por
     // The host leaving (its DREQ), or the handshake failing: the queue's
     // disconnect handler runs.
     auto later = [weak, wconn](const CmEvent& ev) {
-      if (ev.type == CmEventType::kEstablished) return;
+      if (ev.type == CmEventType::kEstablished) {
+        if (auto c = wconn.lock()) c->mark_established();
+        return;
+      }
       if (auto c = wconn.lock()) c->disconnect(CmConnection::kActive);
       if (auto live = weak.lock()) live->destroy(ev.id);
     };
@@ -206,7 +212,7 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& l
   p.service_id = service_id(port);
   cm::Req& r = p.req;
   r.local_qpn = req.peer_qpn;
-  r.starting_psn = 0;
+  r.starting_psn = req.psn;
   r.responder_resources = kRdAtomic;
   r.initiator_depth = kRdAtomic;
   r.path_mtu = *mtu;
@@ -235,6 +241,7 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& l
         const auto& rep = std::get<cm::Rep>(*e.message);
         CmReply reply;
         reply.qpn = rep.local_qpn;
+        reply.psn = rep.starting_psn;
         reply.private_data.assign(rep.private_data.begin(), rep.private_data.end());
         if (a) (void)a->ready(e.id);
         pending->result = std::move(reply);

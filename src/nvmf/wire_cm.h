@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "cm/cm_engine.h"
 #include "nvmf/rdma_cm.h"
 #include "srdma/device.h"
 
@@ -33,6 +34,8 @@ class WireListener {
   ~WireListener();
   WireListener(const WireListener&) = delete;
   WireListener& operator=(const WireListener&) = delete;
+  // The counters of the CM agent it listens through.
+  cm::CmCounters counters() const;
 
  private:
   friend Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t port, CmListener* l);
@@ -46,7 +49,7 @@ class WireListener {
 // EINVAL for a device that is not on the RoCEv2 link.
 Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t port, CmListener* l);
 
-// Connects `local`'s QP (req.peer_qpn, starting PSN 0) to whatever listens
+// Connects `local`'s QP (req.peer_qpn, starting PSN req.psn) to whatever listens
 // on (addr, port), waiting for the REP, a REJ (ECONNREFUSED) or the CM's
 // timeout (ETIMEDOUT). The RTU goes out with the REP's arrival: the
 // caller's QP connects right after, before anything can come to it (an

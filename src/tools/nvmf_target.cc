@@ -123,6 +123,7 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGUSR1);  // print the counters and go on
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   const auto started = std::chrono::steady_clock::now();
@@ -153,8 +154,33 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
   if (auto r = (*target)->listen(c.port); !r) return r;
   say(fmt::format("listening on {}:{}, {} CQs", c.ip, c.port, c.pool_cqs ? "pooled" : "private"));
 
+  // What the target refused, reaped and dropped so far (SIGUSR1, and once
+  // more when it stops): an operator's first look at a flood or a scan.
+  auto counters = [&] {
+    const nvmf::TargetStats s = (*target)->stats();
+    std::string line = fmt::format(
+        "counters: queues={} controllers={} commands={} errors={} evicted_unconnected={} "
+        "refused_unconnected_per_host={} refused_queues={} refused_requests={} refused_connects={} "
+        "reaped_unconnected={} queue_alloc_failures={}",
+        s.queues, s.controllers, s.commands, s.errors, s.evicted_unconnected, s.refused_unconnected_per_host,
+        s.refused_queues, s.refused_requests, s.refused_connects, s.reaped_unconnected, s.queue_alloc_failures);
+    if (auto cm = (*target)->cm_counters())
+      line += fmt::format(
+          " cm_received={} cm_sent={} cm_resent={} cm_rejects_sent={} cm_evicted_half_open={} "
+          "cm_refused_half_open_per_source={} cm_clamped_timeouts={} cm_dropped_malformed={} "
+          "cm_dropped_unknown_id={} cm_dropped_wrong_peer={} cm_dropped_unexpected={}",
+          cm->received, cm->sent, cm->resent, cm->rejects_sent, cm->evicted_half_open,
+          cm->refused_half_open_per_source, cm->clamped_timeouts, cm->dropped_malformed, cm->dropped_unknown_id,
+          cm->dropped_wrong_peer, cm->dropped_unexpected);
+    say(line);
+  };
   int sig = 0;
-  sigwait(&stop, &sig);
+  for (;;) {
+    sigwait(&stop, &sig);
+    if (sig != SIGUSR1) break;
+    counters();
+  }
+  counters();
   say(fmt::format("{}: disconnecting the hosts", sig == SIGINT ? "SIGINT" : "SIGTERM"));
   target->reset();  // closes every queue and waits for their I/O
   // What serving cost, for an operator and for bench scripts comparing CQ
