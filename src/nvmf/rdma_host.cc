@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "nvmf/capsule.h"
+#include "nvmf/host_identity.h"
 #include "nvmf/subsystem.h"
 
 namespace srdma::nvmf {
@@ -37,8 +38,15 @@ struct PageBuffer {
 
 }  // namespace
 
+namespace {
+HostOptions with_host_nqn(HostOptions o) {
+  if (o.hostnqn.empty()) o.hostnqn = default_host_nqn();
+  return o;
+}
+}  // namespace
+
 HostController::HostController(Device& dev, ProtectionDomain pd, const HostOptions& opts)
-    : dev_(dev), pd_(std::move(pd)), opts_(opts) {}
+    : dev_(dev), pd_(std::move(pd)), opts_(with_host_nqn(opts)) {}
 
 Result<std::unique_ptr<HostController>> HostController::connect(Device& dev, std::uint64_t target_addr,
                                                                 std::uint16_t port, const HostOptions& opts) {

@@ -33,7 +33,9 @@ namespace srdma::nvmf {
 
 struct HostOptions {
   std::string subnqn;
-  std::string hostnqn = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
+  // Empty: this machine's (host_identity.h: /etc/nvme/hostnqn, else one
+  // derived from /etc/machine-id).
+  std::string hostnqn;
   std::uint32_t nr_io_queues = 0;  // 0: one per online CPU
   std::uint32_t queue_size = 128;  // I/O queues
   std::uint32_t admin_queue_size = 32;
