@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <random>
 #include <vector>
 
 namespace srdma::cm {
@@ -674,6 +675,75 @@ TEST_F(CmAdmissionTest, HalfOpenConnectionsAreCappedPerSourceAndInTotal) {
     eb_.tick(now_);
   }
   EXPECT_EQ(eb_.half_open(), 0u);
+}
+
+// The engine under a storm of MADs a stranger could send: REQs from many
+// sources with any timeout and retries, replays, guessed RTUs, REJs and
+// DREQs, bytes that do not decode, and time moving on. Whatever comes,
+// the limits hold at every step: half-open connections within the cap, no
+// timer past the clamped bound, a few frames out per frame in.
+TEST_F(CmAdmissionTest, AStormOfHostileMadsKeepsEveryBound) {
+  std::mt19937 rng(20261205);  // fixed: a failure is reproducible
+  const CmLimits lim;
+  const auto max_wait = std::chrono::duration_cast<CmClock::duration>(cm_timeout(lim.max_remote_timeout) *
+                                                                      (lim.max_remote_retries + 1));
+  std::vector<std::pair<std::uint64_t, Mad>> seen;
+  for (int step = 0; step < 20000; ++step) {
+    const unsigned what = rng() % 100;
+    const std::uint64_t src = 0x100 + rng() % 64;
+    if (what < 40) {
+      Mad m = req_mad(static_cast<std::uint8_t>(rng() % 32), static_cast<std::uint8_t>(rng() % 16));
+      eb_.receive(src, m, now_);
+      seen.emplace_back(src, m);
+    } else if (what < 55 && !seen.empty()) {
+      const auto& [from, m] = seen[rng() % seen.size()];
+      eb_.receive(from, m, now_);  // a replay
+    } else if (what < 75) {
+      Message msg;
+      switch (rng() % 3) {
+        case 0: {
+          Rtu r;
+          r.local_comm_id = rng();
+          r.remote_comm_id = 500 + rng() % 2000;  // near the engine's IDs: some exist
+          msg = r;
+          break;
+        }
+        case 1: {
+          Rej r;
+          r.local_comm_id = rng() % 2 ? 0 : rng();
+          r.remote_comm_id = 500 + rng() % 2000;
+          msg = r;
+          break;
+        }
+        default: {
+          Dreq d;
+          d.local_comm_id = rng();
+          d.remote_comm_id = 500 + rng() % 2000;
+          d.remote_qpn_eecn = 0x999;
+          msg = d;
+        }
+      }
+      Mad m;
+      ASSERT_TRUE(encode(msg, rng(), m).ok());
+      eb_.receive(src, m, now_);
+    } else if (what < 85) {
+      Mad m;
+      for (auto& b : m) b = static_cast<std::byte>(rng());
+      eb_.receive(src, m, now_);
+    } else if (what < 95) {
+      accept_all();
+    } else {
+      now_ += std::chrono::milliseconds(rng() % 2000);
+      eb_.tick(now_);
+    }
+    ASSERT_LE(eb_.half_open(), lim.max_half_open) << step;
+    if (auto d = eb_.next_deadline()) ASSERT_LE(*d, now_ + max_wait + kListenGrace) << step;
+    b_.events.clear();  // (accept_all looks at the ones since the last step)
+  }
+  const CmCounters& c = eb_.counters();
+  EXPECT_LE(c.sent, 5 * c.received) << "a few frames out per frame in";
+  EXPECT_GT(c.dropped_malformed, 0u);
+  EXPECT_GT(c.clamped_timeouts, 0u);
 }
 
 TEST_F(CmEngineTest, ARejMustNameThePeersCommIdOnceItIsKnown) {
