@@ -790,7 +790,7 @@ TEST(AuthRefusal, TamperedMessagesFail) {
       {"reply T_ID", 2, [](auto& m) { m[5] ^= std::byte{1}; }, false, false, FailureReason::kIncorrectPayload},
       {"reply HL", 2, [](auto& m) { m[6] = std::byte{48}; }, false, false, FailureReason::kIncorrectPayload},
       {"reply DHVLEN", 2, [](auto& m) { put16(m, 10, 0); }, false, false, FailureReason::kIncorrectPayload},
-      {"reply truncated", 2, [](auto& m) { m.resize(m.size() - 1); }, false, false, FailureReason::kIncorrectPayload},
+      {"reply truncated", 2, [](auto& m) { m.pop_back(); }, false, false, FailureReason::kIncorrectPayload},
       // The host's S2 or C2 changed: the controller answers another challenge.
       {"reply seqnum", 2, [](auto& m) { m[13] ^= std::byte{1}; }, true, true, FailureReason::kFailed},
       {"reply C2", 2, [](auto& m) { m[16 + 32] ^= std::byte{1}; }, true, true, FailureReason::kFailed},
