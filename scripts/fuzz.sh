@@ -63,7 +63,8 @@ cxx=(clang++ -std=c++2b -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize
 # All built at once (each a few seconds of clang), before any runs.
 builds=()
 if ((capsule_seconds > 0)); then
-  "${cxx[@]}" fuzz/capsule_fuzz.cc src/nvmf/capsule_parser.cc src/nvmf/status.cc -o "$out/capsule_fuzz" &
+  "${cxx[@]}" fuzz/capsule_fuzz.cc src/nvmf/capsule_parser.cc src/nvmf/auth_messages.cc src/nvmf/status.cc \
+    -o "$out/capsule_fuzz" &
   builds+=($!)
 fi
 if ((roce_seconds > 0)); then

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "hca/packet.h"
 #include "hca/roce_frame.h"
 #include "link_nodes.h"
+#include "nvmf/auth.h"
 #include "nvmf/namespace.h"
 #include "nvmf/nvme_rdma_cm.h"
 #include "nvmf/rdma_host.h"
@@ -380,5 +382,105 @@ TEST(NvmfAdmissionWire, AReqFloodFromSpoofedSourcesLeavesAnAllowedHostConnecting
       << "the flood is counted";
 }
 
+
+// --- In-band authentication (DH-HMAC-CHAP) between the real host and target ---
+
+namespace auth_e2e {
+
+constexpr const char* kFriend = "nqn.2026-12.io.softrdma:friend";
+
+std::string secret(std::uint8_t transform = 1) {
+  return *auth::format_dhchap_secret(*auth::generate_dhchap_secret(32, transform));
+}
+
+class NvmfAuth : public NvmfAdmission {
+ protected:
+  std::string host_secret_ = secret(1), ctrl_secret_ = secret(0);
+  void start_auth(bool bidirectional) {
+    TargetOptions to;
+    to.clock = clock_;
+    to.log = [this](const std::string& l) {
+      std::lock_guard lock(log_mu_);
+      log_.push_back(l);
+    };
+    target_ = *RdmaTarget::create(target_dev_, to);
+    auto sub = *Subsystem::create(kNqn, "SRDMAAUTH", "auth test");
+    ASSERT_TRUE(sub->add_namespace(*make_ram_namespace(64, 4096)));
+    ASSERT_TRUE(sub->allow_host(kFriend, {host_secret_, bidirectional ? ctrl_secret_ : ""}));
+    ASSERT_TRUE(target_->add_subsystem(sub));
+    ASSERT_TRUE(target_->listen(kPort));
+  }
+  Result<std::unique_ptr<HostController>> connect_as(std::string secret, std::string ctrl_secret = "") {
+    HostOptions o;
+    o.subnqn = kNqn;
+    o.hostnqn = kFriend;
+    o.dhchap_secret = std::move(secret);
+    o.dhchap_ctrl_secret = std::move(ctrl_secret);
+    o.nr_io_queues = 2;
+    o.queue_size = 16;
+    o.kato_ms = 0;
+    o.clock = clock_;
+    return HostController::connect(host_dev_, target_dev_.address(), kPort, o);
+  }
+};
+
+TEST_F(NvmfAuth, AHostWithTheSecretAuthenticatesEveryQueueAndMovesData) {
+  start_auth(false);
+  auto c = connect_as(host_secret_);
+  ASSERT_TRUE(c) << c.error().to_string();
+  EXPECT_EQ(target_->stats().authenticated, 3u) << "the admin queue and two I/O queues";
+  EXPECT_EQ(target_->stats().auth_failures, 0u);
+  std::vector<std::byte> out(4096, std::byte{0x5a}), in(4096);
+  BlockIo w, r;
+  std::promise<void> pw, pr;
+  w.op = BlockIo::Op::kWrite;
+  w.buf = out.data();
+  w.nblocks = 1;
+  w.context = &pw;
+  w.done = [](BlockIo& b) { static_cast<std::promise<void>*>(b.context)->set_value(); };
+  ASSERT_TRUE((*c)->submit(w, 0));
+  ASSERT_EQ(pw.get_future().wait_for(test::kDeadline), std::future_status::ready);
+  EXPECT_TRUE(w.ok());
+  r = w;
+  r.op = BlockIo::Op::kRead;
+  r.buf = in.data();
+  r.context = &pr;
+  ASSERT_TRUE((*c)->submit(r, 1));
+  ASSERT_EQ(pr.get_future().wait_for(test::kDeadline), std::future_status::ready);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(in, out);
+  EXPECT_TRUE(logged("authenticated on queue 0"));
+}
+
+TEST_F(NvmfAuth, AWrongSecretIsRefusedAndLoggedAndTheQueueNeverGrows) {
+  start_auth(false);
+  const std::uint64_t before = mtt_used(target_dev_);
+  auto c = connect_as(secret(1));
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, EACCES) << c.error().to_string();
+  EXPECT_NE(c.error().reason.find("authentication failed"), std::string::npos) << c.error().to_string();
+  EXPECT_EQ(target_->stats().auth_failures, 1u);
+  EXPECT_TRUE(logged("authentication failed"));
+  EXPECT_LE(mtt_used(target_dev_) - before, 2u) << "an unauthenticated queue keeps only its admission slot";
+  // No secret at all: the target's demand is refused by the host.
+  auto none = connect_as("");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().reason.find("requires DH-HMAC-CHAP"), std::string::npos) << none.error().to_string();
+  // The unauthenticated queues go at the Connect deadline.
+  clock_->advance(AdmissionLimits{}.connect_timeout + std::chrono::milliseconds(1));
+  EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
+}
+
+TEST_F(NvmfAuth, BidirectionalAuthenticatesBothAndCatchesAWrongControllerSecret) {
+  start_auth(true);
+  auto good = connect_as(host_secret_, ctrl_secret_);
+  ASSERT_TRUE(good) << good.error().to_string();
+  EXPECT_TRUE(logged("bidirectional"));
+  auto bad = connect_as(host_secret_, secret(0));  // the host expects another controller
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, EACCES) << bad.error().to_string();
+}
+
+}  // namespace auth_e2e
 }  // namespace
 }  // namespace srdma::nvmf

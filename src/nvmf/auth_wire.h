@@ -129,8 +129,8 @@ inline constexpr std::uint32_t kConnectAuthreqAscr = 1u << 18;
 
 // Command specific status (SCT 1, SC 91h) for any command but Connect,
 // AUTH_Send and AUTH_Receive on a queue that has not authenticated yet
-// (Linux NVME_SC_AUTH_REQUIRED). Not yet a row of StatusCode's table.
-inline constexpr StatusCode kAuthenticationRequired = static_cast<StatusCode>(0x191);
+// (Linux NVME_SC_AUTH_REQUIRED).
+inline constexpr StatusCode kAuthenticationRequired = StatusCode::kAuthenticationRequired;
 
 // ------------------------------------------------------------- commands --
 
@@ -139,7 +139,7 @@ inline constexpr StatusCode kAuthenticationRequired = static_cast<StatusCode>(0x
 // CDW11 = TL (transfer length, Send) or AL (allocation length, Receive).
 struct AuthCommand {
   std::uint8_t opcode = kFabricsOpcode;
-  std::uint8_t rsvd1 = 0;
+  std::uint8_t flags = kPsdtSglMetaBuffer;  // PSDT 01b: SGLs, as on every fabrics SQE
   std::uint16_t cid = 0;
   std::uint8_t fctype = 0;
   std::uint8_t rsvd5[19] = {};

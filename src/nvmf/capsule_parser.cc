@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "nvmf/auth_wire.h"
+
 namespace srdma::nvmf {
 namespace {
 
@@ -139,6 +141,24 @@ ParseResult parse_property(std::span<const std::byte> capsule, const QueueContex
   return cmd;
 }
 
+// AUTH_Send / AUTH_Receive (NVMe base 2.0 6.3, 8.13): SECP, SPSP0/1 and
+// TL/AL as auth::parse_auth_command checks them, and a data SGL of exactly
+// TL/AL bytes, as nvmet's nvmet_check_transfer_len.
+ParseResult parse_auth(const NvmeCommand& sqe, std::span<const std::byte> capsule, const QueueContext& ctx) {
+  const auto parsed = auth::parse_auth_command(capsule.first(sizeof(NvmeCommand)));
+  if (const auto* e = std::get_if<auth::AuthCommandError>(&parsed)) return refuse(sqe.cid, e->code, e->reason);
+  const auto& f = std::get<auth::AuthCommandFields>(parsed);
+  Command cmd;
+  cmd.kind = f.send ? CommandKind::kAuthSend : CommandKind::kAuthReceive;
+  cmd.cid = sqe.cid;
+  cmd.auth_length = f.length;
+  const Direction dir = f.send ? Direction::kHostToController : Direction::kControllerToHost;
+  if (const SglError* e = parse_sgl(sqe.dptr, dir, capsule, ctx, cmd.data)) return refuse(sqe.cid, e->code, e->reason);
+  if (cmd.data.length != f.length)
+    return refuse(sqe.cid, StatusCode::kDataSglLengthInvalid, "the data SGL is not TL/AL bytes");
+  return cmd;
+}
+
 ParseResult parse_fabrics(const NvmeCommand& sqe, std::span<const std::byte> capsule,
                           const QueueContext& ctx) {
   const auto fctype = static_cast<std::uint8_t>(capsule[offsetof(FabricsCommand, fctype)]);
@@ -151,6 +171,11 @@ ParseResult parse_fabrics(const NvmeCommand& sqe, std::span<const std::byte> cap
         return refuse(sqe.cid, StatusCode::kCommandSequenceError, "command before Connect");
       return parse_property(capsule, ctx,
                             fctype == static_cast<std::uint8_t>(FabricsType::kPropertySet));
+    case static_cast<std::uint8_t>(FabricsType::kAuthenticationSend):
+    case static_cast<std::uint8_t>(FabricsType::kAuthenticationReceive):
+      if (!ctx.connected)
+        return refuse(sqe.cid, StatusCode::kCommandSequenceError, "command before Connect");
+      return parse_auth(sqe, capsule, ctx);
     default:
       // Linux's nvmet answers an unknown fctype the same way.
       return refuse(sqe.cid, StatusCode::kInvalidOpcode, "unsupported Fabrics command type");
@@ -260,6 +285,8 @@ std::string_view command_kind_name(CommandKind k) {
     case CommandKind::kFlush: return "Flush";
     case CommandKind::kWrite: return "Write";
     case CommandKind::kRead: return "Read";
+    case CommandKind::kAuthSend: return "AUTH_Send";
+    case CommandKind::kAuthReceive: return "AUTH_Receive";
   }
   return "unknown";
 }

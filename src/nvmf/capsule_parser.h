@@ -52,6 +52,8 @@ enum class CommandKind : std::uint8_t {
   kFlush,
   kWrite,
   kRead,
+  kAuthSend,     // AUTH_Send (Fabrics 05h): DH-HMAC-CHAP message, host to controller
+  kAuthReceive,  // AUTH_Receive (Fabrics 06h): the controller's next message
 };
 std::string_view command_kind_name(CommandKind k);
 
@@ -109,6 +111,7 @@ struct Command {
   IdentifyFields identify;
   GetLogPageFields log;
   ReadWriteFields rw;
+  std::uint32_t auth_length = 0;  // AUTH_Send TL / AUTH_Receive AL: the data SGL describes exactly this
 };
 
 // A refused capsule: answer `cid` with `status` (and `dw0` in the result).

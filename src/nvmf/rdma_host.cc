@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "nvmf/auth.h"
 #include "nvmf/capsule.h"
 #include "nvmf/host_identity.h"
 #include "nvmf/subsystem.h"
@@ -127,15 +128,83 @@ Result<void> HostController::fabrics_connect(HostQueue& q, std::uint16_t cntlid)
   cmd.data = data.p;
   cmd.length = sizeof(ConnectData);
   cmd.to_controller = true;
+  auto dw0 = run(q, cmd, fmt::format("Connect of queue {}", q.qid()));
+  if (!dw0) {
+    Error e = dw0.error();
+    if (e.code == EIO) e.code = ECONNREFUSED;  // the target answered: a refusal
+    return std::unexpected(std::move(e));
+  }
+  const auto result = static_cast<std::uint32_t>(*dw0);
+  if (q.qid() == 0) cntlid_ = static_cast<std::uint16_t>(result);
+  // AUTHREQ (NVMe base 2.0, Connect response DW0 bits 17-18).
+  if (result & auth::kConnectAuthreqAscr)
+    return make_error(EPROTO, fmt::format("queue {}: the target asks for a secure channel (TLS), which RDMA has not",
+                                          q.qid()));
+  if (result & auth::kConnectAuthreqAtr) return authenticate(q);
+  if (!opts_.dhchap_ctrl_secret.empty())
+    return make_error(EACCES, fmt::format("queue {}: the controller did not authenticate (a controller secret is set, "
+                                          "and the target does not ask for DH-HMAC-CHAP)", q.qid()));
+  return {};
+}
+
+Result<std::uint64_t> HostController::run(HostQueue& q, const HostCommand& cmd, std::string_view what) {
   SyncIo s;
   s.io.context = &s;
   s.io.done = &SyncIo::on_done;
   auto fut = s.done.get_future();
   if (auto r = q.submit(cmd, &s.io, &s.result); !r) return std::unexpected(r.error());
   fut.wait();
-  if (s.io.transport_error) return make_error(s.io.transport_error, fmt::format("Connect of queue {} got no response", q.qid()));
-  if (!s.io.status.ok()) return make_error(ECONNREFUSED, fmt::format("Connect of queue {}: {}", q.qid(), s.io.status.to_string()));
-  if (q.qid() == 0) cntlid_ = static_cast<std::uint16_t>(s.result);
+  if (s.io.transport_error) return make_error(s.io.transport_error, fmt::format("{} got no response", what));
+  if (!s.io.status.ok()) return make_error(EIO, fmt::format("{}: {}", what, s.io.status.to_string()));
+  return s.result;
+}
+
+Result<void> HostController::authenticate(HostQueue& q) {
+  if (opts_.dhchap_secret.empty())
+    return make_error(EACCES, fmt::format("queue {}: the target requires DH-HMAC-CHAP authentication, and no host "
+                                          "secret is set (--dhchap-secret)", q.qid()));
+  auth::HostConfig cfg;
+  cfg.host_nqn = opts_.hostnqn;
+  cfg.subsystem_nqn = opts_.subnqn;
+  auto host_key = auth::parse_dhchap_secret(opts_.dhchap_secret);
+  if (!host_key) return make_error(EINVAL, "--dhchap-secret: " + host_key.error().reason);
+  cfg.host_key = std::move(*host_key);
+  if (!opts_.dhchap_ctrl_secret.empty()) {
+    auto ctrl_key = auth::parse_dhchap_secret(opts_.dhchap_ctrl_secret);
+    if (!ctrl_key) return make_error(EINVAL, "--dhchap-ctrl-secret: " + ctrl_key.error().reason);
+    cfg.controller_key = std::move(*ctrl_key);
+  }
+  if (auto r = auth::validate(cfg); !r) return r;
+  auth::HostAuth a(std::move(cfg), next_t_id_++);
+  PageBuffer buf(std::max<std::size_t>(auth::kAuthReceiveLength, auth::kMaxMessageLength));
+  auth::HostStep step = a.start();
+  // Each message goes as an AUTH_Send and each answer comes back to an
+  // AUTH_Receive, one command at a time (auth.h).
+  for (;;) {
+    if (!step.send.empty()) {
+      std::memcpy(buf.p, step.send.data(), step.send.size());
+      const auto tl = static_cast<std::uint32_t>(step.send.size());
+      HostCommand send{auth::as_nvme_command(auth::make_auth_send(0, tl, null_sgl())), buf.p, tl, true};
+      if (auto r = run(q, send, fmt::format("AUTH_Send on queue {}", q.qid())); !r) {
+        if (r.error().code != EIO) return std::unexpected(r.error());
+        a.on_command_failed(r.error().reason);
+        break;
+      }
+    }
+    if (!step.receive) break;
+    std::memset(buf.p, 0, auth::kAuthReceiveLength);
+    HostCommand receive{auth::as_nvme_command(auth::make_auth_receive(0, auth::kAuthReceiveLength, null_sgl())), buf.p,
+                        auth::kAuthReceiveLength, false};
+    if (auto r = run(q, receive, fmt::format("AUTH_Receive on queue {}", q.qid())); !r) {
+      if (r.error().code != EIO) return std::unexpected(r.error());
+      a.on_command_failed(r.error().reason);
+      break;
+    }
+    step = a.on_receive(std::span<const std::byte>(buf.p, auth::kAuthReceiveLength));
+  }
+  if (!a.result().authenticated())
+    return make_error(EACCES, fmt::format("queue {}: DH-HMAC-CHAP authentication failed: {}", q.qid(),
+                                          a.result().detail.empty() ? "no result" : a.result().detail));
   return {};
 }
 

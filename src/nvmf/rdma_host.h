@@ -36,6 +36,12 @@ struct HostOptions {
   // Empty: this machine's (host_identity.h: /etc/nvme/hostnqn, else one
   // derived from /etc/machine-id).
   std::string hostnqn;
+  // DH-HMAC-CHAP (nvme connect --dhchap-secret / --dhchap-ctrl-secret), in
+  // nvme-cli's DHHC-1 text form. With a secret the host authenticates each
+  // queue whose Connect response asks for it; with a controller secret too
+  // it requires the target to ask, and to prove itself (bidirectional).
+  std::string dhchap_secret;
+  std::string dhchap_ctrl_secret;
   std::uint32_t nr_io_queues = 0;  // 0: one per online CPU
   std::uint32_t queue_size = 128;  // I/O queues
   std::uint32_t admin_queue_size = 32;
@@ -100,6 +106,10 @@ class HostController {
   // A synchronous admin command; the NVMe status or a transport error.
   Result<std::uint64_t> admin(const HostCommand& cmd);
   Result<void> fabrics_connect(HostQueue& q, std::uint16_t cntlid);
+  // One command on `q`, waited for: its DW0, or the NVMe status / transport error.
+  Result<std::uint64_t> run(HostQueue& q, const HostCommand& cmd, std::string_view what);
+  // DH-HMAC-CHAP on `q` after its Connect asked for it.
+  Result<void> authenticate(HostQueue& q);
   Result<void> bring_up(std::uint64_t target_addr, std::uint16_t port);
   void keeper_loop(Clock::time_point started);
 
@@ -109,6 +119,7 @@ class HostController {
   std::unique_ptr<HostQueue> admin_;
   std::vector<std::unique_ptr<HostQueue>> io_;
   std::uint16_t cntlid_ = 0;
+  std::uint16_t next_t_id_ = 1;  // DH-HMAC-CHAP transaction IDs, per controller
   IdentifyController id_;
   std::vector<NamespaceInfo> namespaces_;
   std::atomic<bool> failed_{false};

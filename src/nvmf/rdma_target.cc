@@ -7,6 +7,7 @@
 
 #include "nvmf/nvme_rdma_cm.h"
 #include "common/secure_random.h"
+#include "nvmf/auth.h"
 #include "nvmf/target_queue.h"
 #include "srdma/net.h"
 
@@ -170,6 +171,8 @@ TargetStats RdmaTarget::stats() const {
   s.refused_connects = refusals_.refused_connects;
   s.reaped_unconnected = refusals_.reaped_unconnected;
   s.queue_alloc_failures = refusals_.queue_alloc_failures;
+  s.authenticated = refusals_.authenticated;
+  s.auth_failures = refusals_.auth_failures;
   for (auto& [id, c] : controllers_)
     if (!c.expired()) ++s.controllers;
   return s;
@@ -368,6 +371,39 @@ void RdmaTarget::queue_refused(TargetQueue& q, const std::string& why) {
   log(fmt::format("queue {} from {}: {}", q.qid(), peer_name(q.host_addr()), why));
 }
 
+Result<std::optional<auth::ControllerConfig>> RdmaTarget::auth_config(const Subsystem& sub,
+                                                                       const std::string& hostnqn) const {
+  const auto secrets = sub.host_secrets(hostnqn);
+  if (!secrets) return std::optional<auth::ControllerConfig>{};
+  auth::ControllerConfig cfg;
+  cfg.host_nqn = hostnqn;
+  cfg.subsystem_nqn = sub.nqn();
+  auto host_key = auth::parse_dhchap_secret(secrets->dhchap_secret);
+  if (!host_key) return make_error(EINVAL, fmt::format("{}'s DH-HMAC-CHAP secret: {}", hostnqn, host_key.error().reason));
+  cfg.host_key = std::move(*host_key);
+  if (!secrets->dhchap_ctrl_secret.empty()) {
+    auto ctrl_key = auth::parse_dhchap_secret(secrets->dhchap_ctrl_secret);
+    if (!ctrl_key)
+      return make_error(EINVAL, fmt::format("{}'s controller secret: {}", hostnqn, ctrl_key.error().reason));
+    cfg.controller_key = std::move(*ctrl_key);
+  }
+  if (auto r = auth::validate(cfg); !r) return std::unexpected(r.error());
+  return std::optional<auth::ControllerConfig>{std::move(cfg)};
+}
+
+void RdmaTarget::auth_outcome(TargetQueue& q, const std::string& hostnqn, const auth::AuthResult& r) {
+  {
+    std::lock_guard lock(mu_);
+    ++(r.authenticated() ? refusals_.authenticated : refusals_.auth_failures);
+  }
+  if (r.authenticated())
+    log(fmt::format("{} authenticated on queue {} ({}, {}{})", hostnqn, q.qid(), auth::hash_name(r.hash),
+                    auth::dh_group_name(r.group), r.bidirectional ? ", bidirectional" : ""));
+  else
+    log(fmt::format("refused {} on queue {} from {}: authentication failed: {}", hostnqn, q.qid(),
+                    peer_name(q.host_addr()), r.detail));
+}
+
 void RdmaTarget::reaper_loop() {
   const Clock& clock = *opts_.clock;
   // Due a period after the last keep-alive scan, not after the wait starts:
@@ -385,11 +421,11 @@ void RdmaTarget::reaper_loop() {
     for (auto& [q, owned] : queues_) {
       if (const Controller* c = q->controller_if_connected(); c && c->keep_alive_expired()) {
         expired.push_back(q);
-      } else if (!c && !q->closing() && now - q->created() > opts_.admission.connect_timeout) {
+      } else if (!q->connected() && !q->closing() && now - q->created() > opts_.admission.connect_timeout) {
         // A queue that never connected (a stranger's REQ, or a host that
         // died before its Connect) gives its QP and lease back.
         ++refusals_.reaped_unconnected;
-        lines.push_back(fmt::format("queue {} from {}: no Connect within {} ms, closed", q->qid(),
+        lines.push_back(fmt::format("queue {} from {}: no Connect within {} ms (or no authentication), closed", q->qid(),
                                     peer_name(q->host_addr()), opts_.admission.connect_timeout.count()));
         expired.push_back(q);
       }

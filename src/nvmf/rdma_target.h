@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "nvmf/auth_dhchap.h"
 #include "nvmf/controller.h"
 #include "nvmf/wire_cm.h"
 #include "nvmf/rdma_cm.h"
@@ -80,6 +81,8 @@ struct TargetStats {
   std::uint64_t refused_connects = 0;              // Fabrics Connect refused (host, subsystem, parameters)
   std::uint64_t reaped_unconnected = 0;            // no Connect within connect_timeout
   std::uint64_t queue_alloc_failures = 0;          // admitted, but its memory could not be had
+  std::uint64_t authenticated = 0;                 // queues whose host passed DH-HMAC-CHAP
+  std::uint64_t auth_failures = 0;                 // and those whose host failed it
 };
 
 class RdmaTarget final : public CmListener {
@@ -120,6 +123,11 @@ class RdmaTarget final : public CmListener {
   void queue_closed(TargetQueue* q);
   // A queue admitted by Connect could not grow (its memory): logged, counted.
   void queue_refused(TargetQueue& q, const std::string& why);
+  // DH-HMAC-CHAP for `hostnqn` on `sub`: nullopt when the host has no
+  // secret there; EINVAL when its secrets do not parse.
+  Result<std::optional<auth::ControllerConfig>> auth_config(const Subsystem& sub, const std::string& hostnqn) const;
+  // A queue's authentication ended (either way): logged, counted.
+  void auth_outcome(TargetQueue& q, const std::string& hostnqn, const auth::AuthResult& r);
   void count_command(bool error) {
     commands_.fetch_add(1, std::memory_order_relaxed);
     if (error) errors_.fetch_add(1, std::memory_order_relaxed);

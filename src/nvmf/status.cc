@@ -41,6 +41,7 @@ constexpr StatusCodeInfo kTable[] = {
     {StatusCode::kConnectInvalidParameters, "Connect Invalid Parameters", true},
     {StatusCode::kConnectRestartDiscovery, "Connect Restart Discovery", true},
     {StatusCode::kConnectInvalidHost, "Connect Invalid Host", true},
+    {StatusCode::kAuthenticationRequired, "Authentication Required", true},
     {StatusCode::kInvalidQueueType, "Invalid Queue Type", true},
     {StatusCode::kWriteFault, "Write Fault", false},
     {StatusCode::kUnrecoveredReadError, "Unrecovered Read Error", false},

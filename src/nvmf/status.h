@@ -66,6 +66,9 @@ enum class StatusCode : std::uint16_t {
   kConnectRestartDiscovery = 0x183,
   kConnectInvalidHost = 0x184,
   kInvalidQueueType = 0x185,
+  // NVMe base 2.0: a command other than AUTH_Send/Receive on a queue whose
+  // host has not authenticated yet (Linux NVME_SC_AUTH_REQUIRED).
+  kAuthenticationRequired = 0x191,
   // Media and data integrity errors (SCT 2).
   kWriteFault = 0x280,
   kUnrecoveredReadError = 0x281,

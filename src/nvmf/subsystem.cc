@@ -152,11 +152,21 @@ std::vector<std::string> SubsystemRegistry::nqns() const {
   return out;
 }
 
-Result<void> Subsystem::allow_host(std::string hostnqn) {
+Result<void> Subsystem::allow_host(std::string hostnqn, HostSecrets secrets) {
   if (hostnqn.empty() || hostnqn.size() > 223) return make_error(EINVAL, "a host NQN is 1..223 bytes");
+  if (secrets.dhchap_secret.empty() && !secrets.dhchap_ctrl_secret.empty())
+    return make_error(EINVAL, "a controller secret needs a host secret (bidirectional DH-HMAC-CHAP)");
   std::unique_lock lock(mu_);
+  if (!secrets.dhchap_secret.empty()) secrets_[hostnqn] = std::move(secrets);
   allowed_hosts_.push_back(std::move(hostnqn));
   return {};
+}
+
+std::optional<Subsystem::HostSecrets> Subsystem::host_secrets(std::string_view hostnqn) const {
+  std::shared_lock lock(mu_);
+  auto it = secrets_.find(hostnqn);
+  if (it == secrets_.end()) return std::nullopt;
+  return it->second;
 }
 
 bool Subsystem::host_allowed(std::string_view hostnqn) const {

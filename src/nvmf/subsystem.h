@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -60,9 +61,20 @@ class Subsystem {
   static constexpr std::uint32_t kMaxNamespaces = 1024;
 
   // Hosts allowed to connect (nvmet's allowed_hosts); none added: any host.
-  // EINVAL for a bad NQN.
-  Result<void> allow_host(std::string hostnqn);
+  // With a DH-HMAC-CHAP secret (nvmet's dhchap_key, and dhchap_ctrl_key for
+  // bidirectional authentication), the host must authenticate on every
+  // queue before anything but AUTH_Send/AUTH_Receive runs. The secrets are
+  // in nvme-cli's DHHC-1 text form, checked by whoever configures the
+  // target (auth::parse_dhchap_secret). EINVAL for a bad NQN, or a
+  // controller secret without a host secret.
+  struct HostSecrets {
+    std::string dhchap_secret;
+    std::string dhchap_ctrl_secret;  // empty: the controller does not prove itself
+  };
+  Result<void> allow_host(std::string hostnqn, HostSecrets secrets = {});
   bool host_allowed(std::string_view hostnqn) const;
+  // The host's secrets; nullopt when it has none (no authentication).
+  std::optional<HostSecrets> host_secrets(std::string_view hostnqn) const;
 
  private:
   Subsystem(std::string nqn, std::string serial, std::string model)
@@ -72,6 +84,7 @@ class Subsystem {
   mutable std::shared_mutex mu_;  // guards namespaces_ and allowed_hosts_
   std::map<std::uint32_t, std::shared_ptr<Namespace>> namespaces_;
   std::vector<std::string> allowed_hosts_;
+  std::map<std::string, HostSecrets, std::less<>> secrets_;
 };
 
 // Identify Controller fields that come from the subsystem: SN, MN (space

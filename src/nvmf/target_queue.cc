@@ -89,6 +89,7 @@ Result<void> TargetQueue::init(const CmRequest& req, std::uint32_t local_psn) {
   s.rsp = reinterpret_cast<NvmeCompletion*>(at + 2 * std::size_t{capsule_stride_});
   s.data = at + 2 * std::size_t{capsule_stride_} + kRspStride;
   s.lkey = admission_mr_.lkey();
+  s.data_bytes = kAdmissionDataBytes;
   s.admission = true;
   s.read_cqe = {{&TargetQueue::on_read}, &s};
   s.send_cqe = {{&TargetQueue::on_send}, &s};
@@ -142,6 +143,7 @@ Result<void> TargetQueue::grow() {
       s.rsp = reinterpret_cast<NvmeCompletion*>(base + capsule_stride_);
       s.data = base + capsule_stride_ + kRspStride;
       s.lkey = mr_.lkey();
+      s.data_bytes = data_size;
       s.read_cqe = {{&TargetQueue::on_read}, &s};
       s.send_cqe = {{&TargetQueue::on_send}, &s};
       free_slots_.push_back(&slots_[nslots - 1 - i]);
@@ -347,6 +349,8 @@ void TargetQueue::on_read(CompletionQueue&, const Wc& wc) {
   q->post_deferred();  // the completion made room
   if (s.cmd.kind == CommandKind::kConnect) {
     q->finish_connect(s);
+  } else if (s.cmd.kind == CommandKind::kAuthSend) {
+    q->finish_auth_send(s);
   } else {
     q->finish_write(s);
   }
@@ -414,6 +418,12 @@ void TargetQueue::execute(Slot& s, std::uint32_t byte_len) {
   const Command& c = s.cmd;
   s.invalidate = c.data.kind == DataDescriptor::Kind::kKeyed && c.data.invalidate;
   s.invalidate_rkey = c.data.key;
+  // In-band authentication (NVMe base 2.0 8.13): a queue whose host must
+  // authenticate runs nothing but AUTH_Send/AUTH_Receive until it has.
+  const bool auth_command = c.kind == CommandKind::kAuthSend || c.kind == CommandKind::kAuthReceive;
+  if (auth_command && !auth_) return respond(s, NvmeStatus::of(StatusCode::kInvalidField));  // nothing to authenticate (nvmet)
+  if (!auth_command && c.kind != CommandKind::kConnect && auth_ && !admitted_.load(std::memory_order_acquire))
+    return respond(s, NvmeStatus::of(auth::kAuthenticationRequired));
 
   switch (c.kind) {
     case CommandKind::kConnect: {
@@ -462,6 +472,17 @@ void TargetQueue::execute(Slot& s, std::uint32_t byte_len) {
     case CommandKind::kRead:
     case CommandKind::kWrite:
       return execute_read_write(s);
+    case CommandKind::kAuthSend:
+      if (c.auth_length > s.data_bytes) return respond(s, NvmeStatus::of(StatusCode::kInvalidField));
+      if (c.data.kind == DataDescriptor::Kind::kInCapsule) {
+        std::memmove(s.data, c.data.in_capsule.data(), c.auth_length);
+        return finish_auth_send(s);
+      }
+      return fetch_from_host(s, c.auth_length);
+    case CommandKind::kAuthReceive:
+      if (c.data.kind != DataDescriptor::Kind::kKeyed)
+        return respond(s, NvmeStatus::of(StatusCode::kSglDescriptorTypeInvalid));
+      return auth_receive(s);
   }
   respond(s, NvmeStatus::of(StatusCode::kInvalidOpcode));
 }
@@ -547,16 +568,62 @@ void TargetQueue::finish_connect(Slot& s) {
   std::uint32_t dw0 = 0;
   NvmeStatus st = target_.connect_controller(*this, s.cmd.connect, info, &ctrl, &dw0);
   if (!st.ok()) return respond(s, st, dw0);
-  // Admitted: now the queue gets its memory (before the response, so the
-  // host's first command finds a receive posted).
-  if (auto r = grow(); !r) {
-    target_.queue_refused(*this, fmt::format("cannot allocate the queue: {}", r.error().reason));
-    return respond(s, NvmeStatus::of(StatusCode::kConnectControllerBusy));
+  hostnqn_ = std::string(info.hostnqn);
+  auto auth = target_.auth_config(*ctrl->subsystem(), hostnqn_);
+  if (!auth) {
+    target_.queue_refused(*this, auth.error().reason);
+    return respond(s, NvmeStatus::of(StatusCode::kConnectInvalidHost));
   }
   ctrl_ = std::move(ctrl);
   ctrl_raw_.store(ctrl_.get(), std::memory_order_release);
   connected_.store(true, std::memory_order_release);
-  respond(s, st, ctrl_->cntlid());
+  if (*auth) {
+    // The host must authenticate first (AUTHREQ ATR beside the CNTLID);
+    // the queue stays small until it has.
+    auth_ = std::make_unique<auth::ControllerAuth>(std::move(**auth));
+    return respond(s, st, ctrl_->cntlid() | auth::kConnectAuthreqAtr);
+  }
+  admit(s, st, ctrl_->cntlid());
+}
+
+void TargetQueue::admit(Slot& s, NvmeStatus status, std::uint64_t result, std::uint32_t write_len) {
+  // Admitted: now the queue gets its memory (before the response, so the
+  // host's next command finds a receive posted).
+  if (auto r = grow(); !r) {
+    target_.queue_refused(*this, fmt::format("cannot allocate the queue: {}", r.error().reason));
+    return respond(s, NvmeStatus::of(StatusCode::kConnectControllerBusy));
+  }
+  admitted_.store(true, std::memory_order_release);
+  respond(s, status, result, write_len);
+}
+
+void TargetQueue::log_auth_outcome() {
+  const auth::AuthResult& r = auth_->result();
+  if (auth_logged_ || (!r.authenticated() && !r.failed())) return;
+  auth_logged_ = true;
+  target_.auth_outcome(*this, hostnqn_, r);
+}
+
+void TargetQueue::finish_auth_send(Slot& s) {
+  const StatusCode sc = auth_->on_send(std::span<const std::byte>(s.data, s.cmd.auth_length));
+  log_auth_outcome();
+  // Bidirectional: the host's Success2 ends the exchange here.
+  if (auth_->authenticated() && !admitted_.load(std::memory_order_acquire)) return admit(s, NvmeStatus::of(sc), 0);
+  respond(s, NvmeStatus::of(sc));
+}
+
+void TargetQueue::auth_receive(Slot& s) {
+  auth::ControllerReceive r = auth_->on_receive(s.cmd.auth_length);
+  log_auth_outcome();
+  if (r.status != StatusCode::kSuccess) return respond(s, NvmeStatus::of(r.status));
+  if (r.data.size() > s.data_bytes || r.data.size() > s.cmd.auth_length)
+    return respond(s, NvmeStatus::of(StatusCode::kInternalError));
+  std::memcpy(s.data, r.data.data(), r.data.size());
+  const auto len = static_cast<std::uint32_t>(r.data.size());
+  // Unidirectional: the Success1 that goes out now ends the exchange.
+  if (auth_->authenticated() && !admitted_.load(std::memory_order_acquire))
+    return admit(s, NvmeStatus::success(), 0, len);
+  respond(s, NvmeStatus::success(), 0, len);
 }
 
 }  // namespace srdma::nvmf

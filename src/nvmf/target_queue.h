@@ -21,7 +21,11 @@
 // receive ring, the slots and their data buffers (megabytes, thousands of
 // MTT entries) are allocated and registered only once a valid Connect from
 // an allowed host has bound the queue to a controller (grow()). The
-// admission slot is never handed out again after that.
+// admission slot is never handed out again after that. When the host has
+// a DH-HMAC-CHAP secret on the subsystem, the Connect's response asks for
+// authentication (AUTHREQ ATR) and the queue grows only once the exchange
+// over AUTH_Send/AUTH_Receive (auth.h) has authenticated the host; until
+// then every other command is answered Authentication Required.
 //
 // Teardown (close, then drain_and_destroy on the target's reaper thread):
 // the QP goes to ERR and nothing more is posted; a drain receive and a
@@ -39,6 +43,7 @@
 #include <mutex>
 #include <vector>
 
+#include "nvmf/auth_dhchap.h"
 #include "nvmf/capsule_parser.h"
 #include "nvmf/clock.h"
 #include "nvmf/controller.h"
@@ -77,8 +82,9 @@ class TargetQueue {
   bool cm_established() const { return conn_->established(); }
   // Whether close() ran (any thread).
   bool closing() const { return closed_.load(std::memory_order_acquire); }
-  // Whether a Connect bound the queue to a controller (any thread).
-  bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // Whether the queue is admitted (any thread): a Connect bound it to a
+  // controller, the host authenticated where it must, and the queue grew.
+  bool connected() const { return admitted_.load(std::memory_order_acquire); }
   // Any thread: the controller once Connect succeeded, else null.
   const Controller* controller_if_connected() const { return ctrl_raw_.load(std::memory_order_acquire); }
 
@@ -98,7 +104,8 @@ class TargetQueue {
     TargetQueue* q = nullptr;
     std::byte* capsule = nullptr;  // NvmeCommand + in-capsule data
     NvmeCompletion* rsp = nullptr;
-    std::byte* data = nullptr;     // max_io_size bytes (the admission slot: kAdmissionDataBytes)
+    std::byte* data = nullptr;     // data_bytes: max_io_size (the admission slot: kAdmissionDataBytes)
+    std::uint32_t data_bytes = 0;
     std::uint32_t lkey = 0;        // of the region holding capsule, rsp and data
     bool admission = false;        // the admission slot: retired once the queue grew
     Command cmd;
@@ -126,6 +133,16 @@ class TargetQueue {
   void execute(Slot& s, std::uint32_t byte_len);
   void execute_read_write(Slot& s);
   void finish_connect(Slot& s);
+  // AUTH_Send's data is in s.data: hand it to the controller's side of
+  // DH-HMAC-CHAP. AUTH_Receive: its next message to the host.
+  void finish_auth_send(Slot& s);
+  void auth_receive(Slot& s);
+  // Connect (and authentication) done: grow, then answer `s` with `status`
+  // and `result` (after an RDMA WRITE of `write_len` bytes). Answers
+  // Controller Busy if the queue cannot grow.
+  void admit(Slot& s, NvmeStatus status, std::uint64_t result, std::uint32_t write_len = 0);
+  // After an authentication step: logs the outcome once.
+  void log_auth_outcome();
   // After an accepted Connect: the receive ring, the slots and their data
   // buffers, registered, the receives posted. REQUIRES: called once, on the
   // queue's CQ thread, before the Connect's response goes out.
@@ -163,7 +180,13 @@ class TargetQueue {
   const std::shared_ptr<CmConnection> conn_;
   std::shared_ptr<Controller> ctrl_;  // set by Connect (on the queue's CQ thread)
   std::atomic<const Controller*> ctrl_raw_{nullptr};  // ctrl_ for other threads
-  std::atomic<bool> connected_{false};
+  std::atomic<bool> connected_{false};  // Connect done (the parser's "connected")
+  std::atomic<bool> admitted_{false};   // grown: see connected()
+  std::string hostnqn_;                 // from the Connect data
+  // DH-HMAC-CHAP when the host has a secret; driven on the queue's CQ
+  // thread only (the host waits for each AUTH command's completion).
+  std::unique_ptr<auth::ControllerAuth> auth_;
+  bool auth_logged_ = false;
   std::uint32_t in_capsule_size_ = 0;
   std::uint32_t capsule_stride_ = 0;
   std::atomic<std::uint16_t> sq_head_{0};
