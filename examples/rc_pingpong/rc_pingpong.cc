@@ -10,15 +10,19 @@
 // SENDs back its complement, the client checks that: N round trips, each
 // timed; it prints the round trip's average, p50 and p99 and half the
 // average (one way). Between processes the two sides trade QP numbers,
-// PSNs and MTUs over TCP (PORT, default 18516) on the server's address.
+// PSNs and MTUs over TCP (PORT, default 18516) on the server's address;
+// each side's starting PSN comes from getrandom(2), as a stranger on the
+// network must not be able to guess it.
 // Exits non-zero on any error, a wrong byte or a completion that fails.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -151,8 +155,18 @@ void connect(End& e, const Peer& me, const Peer& peer) {
   check(e.qp->connect(c), "connect");
 }
 
-Peer describe(End& e, std::uint32_t psn) {
-  return Peer{e.dev.address(), e.qp->qp_num(), psn, e.dev.query_port().active_mtu};
+// A starting PSN: 24 bits from the kernel's CSPRNG (never rand() or a
+// seeded generator: one output of those gives the rest away).
+std::uint32_t random_psn() {
+  std::uint32_t v = 0;
+  while (getrandom(&v, sizeof v, 0) != sizeof v) {
+    if (errno != EINTR) die(std::string("getrandom: ") + std::strerror(errno));
+  }
+  return v & 0xFFFFFF;
+}
+
+Peer describe(End& e) {
+  return Peer{e.dev.address(), e.qp->qp_num(), random_psn(), e.dev.query_port().active_mtu};
 }
 
 // The server's half: N times receive message i, check it, answer its complement.
@@ -308,7 +322,7 @@ int main(int argc, char** argv) {
 
   if (o.ip.empty()) {  // two devices in this process, on the in-process link
     End server(profile, "srdma0", "", o.size), client(profile, "srdma1", "", o.size);
-    Peer s = describe(server, 100), c = describe(client, 200);
+    Peer s = describe(server), c = describe(client);
     connect(server, s, c);
     connect(client, c, s);
     server.post_recv();
@@ -347,7 +361,7 @@ int main(int argc, char** argv) {
   }
   trade_sizes(fd, o, is_client);
   End e(profile, is_client ? "srdma1" : "srdma0", o.ip, o.size);
-  Peer me = describe(e, is_client ? 200 : 100);
+  Peer me = describe(e);
   connect(e, me, trade_peers(fd, me));
   if (is_client) {
     rendezvous(fd);  // the server's first receive is posted

@@ -15,10 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <infiniband/verbs.h>
 
 static int failures;
+/* Both QPs start at this PSN (each one's sq_psn is the other's rq_psn):
+ * random, from getrandom(2), as every connection's should be. */
+static uint32_t start_psn;
 
 static void check(int ok, const char *what) {
   printf("%s: %s\n", ok ? "ok" : "FAIL", what);
@@ -56,7 +60,7 @@ static int to_init(struct ibv_qp *qp) {
 
 static int to_rtr(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dest_qpn,
-                          .rq_psn = 0, .max_dest_rd_atomic = 1, .min_rnr_timer = 12};
+                          .rq_psn = start_psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 12};
   a.ah_attr.is_global = 1;
   a.ah_attr.grh.dgid = *gid;
   a.ah_attr.grh.hop_limit = 1;
@@ -67,8 +71,8 @@ static int to_rtr(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid
 }
 
 static int to_rts(struct ibv_qp *qp) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .sq_psn = 0,
-                          .max_rd_atomic = 1};
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+                          .sq_psn = start_psn, .max_rd_atomic = 1};
   return ibv_modify_qp(qp, &a,
                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                            IBV_QP_MAX_QP_RD_ATOMIC);
@@ -99,6 +103,10 @@ static int write_status(struct ibv_qp *qp, struct ibv_cq *cq, uint64_t laddr, ui
 }
 
 int main(void) {
+  while (getrandom(&start_psn, sizeof start_psn, 0) != sizeof start_psn) {
+    if (errno != EINTR) return 1;
+  }
+  start_psn &= 0xFFFFFF;
   int num = 0;
   struct ibv_device **list = ibv_get_device_list(&num);
   check(list && num >= 1 && strcmp(ibv_get_device_name(list[0]), "srdma0") == 0, "ibv_get_device_list: srdma0");

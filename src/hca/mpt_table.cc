@@ -6,9 +6,9 @@
 
 namespace srdma::hca {
 
-Result<MptTable> MptTable::create(std::uint32_t num, std::uint32_t reserved) {
+Result<MptTable> MptTable::create(std::uint32_t num, std::uint32_t reserved, alloc::TopRotation rotation) {
   // MPT keys rotate through all 32 bits (mask ~0), as in mthca.
-  auto a = alloc::IndexAllocator::create(num, ~0u, reserved);
+  auto a = alloc::IndexAllocator::create(num, ~0u, reserved, rotation);
   if (!a) return make_error(a.error().code, "MPT table: " + a.error().reason);
   return MptTable(std::move(*a));
 }

@@ -72,8 +72,11 @@ static_assert(sizeof(MptEntry) == 64, "an MPT entry is 64 bytes, as in mthca");
 
 class MptTable {
  public:
-  // num: a power of two; reserved: low indices never handed out.
-  static Result<MptTable> create(std::uint32_t num, std::uint32_t reserved);
+  // num: a power of two; reserved: low indices never handed out;
+  // rotation: how the key byte and the bits above the index move
+  // (index_allocator.h; the device's is random).
+  static Result<MptTable> create(std::uint32_t num, std::uint32_t reserved,
+                                 alloc::TopRotation rotation = alloc::TopRotation::sequential());
 
   // A new key for a free slot (the allocator's value rotated into key form),
   // or ENOMEM.

@@ -1,6 +1,8 @@
 #include "hca/soft_hca.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 
 #include <fmt/format.h>
@@ -18,10 +20,28 @@ std::uint64_t next_address() {
   return next.fetch_add(1);
 }
 
+// MPT keys and QPNs are what a stranger must guess to reach a QP or a
+// region: their high bits rotate randomly from the CSPRNG (index_allocator.h),
+// unless SRDMA_DETERMINISTIC_IDS=<seed> asks for a replayable rotation, for
+// tests and tools that compare runs (never a production setting). `table`
+// keeps the MPT's and the QP table's streams apart.
+alloc::TopRotation id_rotation(std::uint64_t table) {
+  const char* v = std::getenv("SRDMA_DETERMINISTIC_IDS");
+  if (v == nullptr || *v == '\0') return alloc::TopRotation::random();
+  char* end = nullptr;
+  const unsigned long long seed = std::strtoull(v, &end, 0);
+  if (*end != '\0') {
+    std::fprintf(stderr, "srdma: SRDMA_DETERMINISTIC_IDS='%s' is not a number; identifiers stay random\n", v);
+    return alloc::TopRotation::random();
+  }
+  return alloc::TopRotation::seeded(seed ^ (table * 0x9e3779b97f4a7c15ull));
+}
+
 Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, std::uint32_t mask,
-                                         std::int64_t reserved) {
+                                         std::int64_t reserved,
+                                         alloc::TopRotation rotation = alloc::TopRotation::sequential()) {
   auto a = alloc::IndexAllocator::create(static_cast<std::uint32_t>(num), mask,
-                                         static_cast<std::uint32_t>(reserved));
+                                         static_cast<std::uint32_t>(reserved), rotation);
   if (!a) return make_error(a.error().code, fmt::format("{} table: {}", table, a.error().reason));
   return a;
 }
@@ -29,16 +49,19 @@ Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, st
 
 Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p, const NetConfig* net) try {
   prepare_engine_copy();  // once per process, here rather than in the first WRITE
-  auto mpt = MptTable::create(static_cast<std::uint32_t>(p.num_mpt), static_cast<std::uint32_t>(p.reserved_mrws));
+  auto mpt = MptTable::create(static_cast<std::uint32_t>(p.num_mpt), static_cast<std::uint32_t>(p.reserved_mrws),
+                              id_rotation(1));
   if (!mpt) return std::unexpected(mpt.error());
   auto mtt = MttTable::create(static_cast<std::uint32_t>(p.num_mtt_segs), static_cast<int>(p.log_mtts_per_seg),
                               static_cast<std::uint32_t>(p.fmr_reserved_mtt_segs),
                               static_cast<std::uint32_t>(p.reserved_mtt_segs));
   if (!mtt) return std::unexpected(mtt.error());
-  // PD numbers do not rotate; QPNs and CQNs rotate within 24 bits.
+  // PD numbers do not rotate; QPNs and CQNs rotate within 24 bits, QPNs
+  // (on the wire, in every BTH) randomly. QPNs 0 and 1 stay reserved: the
+  // index of a QPN is never below reserved_qps.
   auto pd = make_alloc("PD", p.num_pd, static_cast<std::uint32_t>(p.num_pd - 1), p.reserved_pds);
   if (!pd) return std::unexpected(pd.error());
-  auto qp = make_alloc("QP", p.num_qp, kQpnMask, p.reserved_qps);
+  auto qp = make_alloc("QP", p.num_qp, kQpnMask, p.reserved_qps, id_rotation(2));
   if (!qp) return std::unexpected(qp.error());
   auto cq = make_alloc("CQ", p.num_cq, kQpnMask, p.reserved_cqs);
   if (!cq) return std::unexpected(cq.error());

@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
-#include <random>
 
+#include "common/secure_random.h"
 #include "errors.h"
 #include "objects.h"
 
@@ -37,13 +37,6 @@ constexpr std::size_t kRepPrivate = 196;
 constexpr std::size_t kRejPrivate = 148;
 constexpr std::uint8_t kResponseTimeout = 16;  // 268 ms
 constexpr std::uint8_t kMaxCmRetries = 8;      // a refused or lost peer is reported within seconds
-
-std::uint32_t random_psn() {
-  static std::mutex mu;
-  static std::minstd_rand rng{std::random_device{}()};
-  std::lock_guard lock(mu);
-  return static_cast<std::uint32_t>(rng()) & 0xFFFFFF;
-}
 
 std::uint32_t ip_of(const sockaddr_in& s) { return ntohl(s.sin_addr.s_addr); }
 
@@ -266,7 +259,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
       return -1;
     i.retry_count = std::min<std::uint8_t>(p.retry_count, 7);
     i.rnr_retry_count = std::min<std::uint8_t>(p.rnr_retry_count, 7);
-    i.psn = random_psn();
+    i.psn = srdma::random_psn();
 
     std::uint8_t data[kReqPrivate] = {};
     const rdma_addr& a = id->route.addr;
@@ -336,7 +329,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
       return -1;
     i.retry_count = i.peer_retry_count;  // ib_cm: the REQ's, on the passive side
     i.rnr_retry_count = i.peer_rnr_retry_count;
-    i.psn = random_psn();
+    i.psn = srdma::random_psn();
     if (move_qp(i, IBV_QPS_RTR) || move_qp(i, IBV_QPS_RTS)) return -1;
     srdma_cm_reply r{};
     r.local_qpn = id->qp ? id->qp->qp_num : p.qp_num;

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <random>
 
+#include "common/secure_random.h"
 #include "errors.h"
 #include "objects.h"
 
@@ -22,10 +22,11 @@ std::uint16_t port_space_of(rdma_port_space ps) { return static_cast<std::uint16
 
 int take_port(Id& id, std::uint16_t port) {
   if (port == 0) {
-    // An ephemeral port, as the kernel's cma_alloc_any_port picks one.
-    static std::minstd_rand rng{std::random_device{}()};
+    // An ephemeral port, as the kernel's cma_alloc_any_port picks one
+    // (get_random_u32_inclusive there): a port a stranger cannot predict
+    // from the last one it saw.
     for (int i = 0; i < 4096; ++i) {
-      std::uint16_t p = static_cast<std::uint16_t>(32768 + rng() % 28232);
+      std::uint16_t p = static_cast<std::uint16_t>(32768 + secure_random_u32() % 28232);
       if (!g_ports.count(p)) {
         port = p;
         break;

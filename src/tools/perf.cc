@@ -14,7 +14,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <span>
 #include <thread>
 #include <vector>
@@ -26,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "common/cpu_affinity.h"
+#include "common/secure_random.h"
 #include "srdma/access.h"
 #include "srdma/cq.h"
 #include "srdma/device.h"
@@ -207,7 +207,7 @@ std::size_t side_buffer_bytes(const PerfSettings& s, std::size_t* half) {
 }
 
 Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string& name, std::size_t buf_bytes,
-                                        std::mt19937& rng, const NetConfig* net, std::uint32_t extra_send_wr,
+                                        const NetConfig* net, std::uint32_t extra_send_wr,
                                         Device* opened) {
   auto side = std::make_unique<Side>();
   if (opened) {
@@ -257,7 +257,7 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
     auto qp = side->pd.create_qp(QpInitAttr{.send_cq = side->send_cq.get(), .recv_cq = side->recv_cq.get(), .cap = caps});
     if (!qp) return std::unexpected(qp.error());
     side->qps.push_back(std::move(*qp));
-    side->psn.push_back(rng() & 0xffffff);  // a random 24-bit PSN, as perftest picks
+    side->psn.push_back(random_psn());  // 24 bits from getrandom, never a seeded generator's
   }
   return side;
 }
@@ -279,11 +279,10 @@ struct Pair {
 Result<Pair> open_pair(const PerfSettings& s) {
   std::size_t half = 0;
   const std::size_t bytes = side_buffer_bytes(s, &half);
-  std::mt19937 rng(std::random_device{}());
   Pair p;
-  auto c = open_side(s, "srdma0", bytes, rng);
+  auto c = open_side(s, "srdma0", bytes);
   if (!c) return std::unexpected(c.error());
-  auto v = open_side(s, "srdma1", bytes, rng);
+  auto v = open_side(s, "srdma1", bytes);
   if (!v) return std::unexpected(v.error());
   p.client = std::move(*c);
   p.server = std::move(*v);

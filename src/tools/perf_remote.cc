@@ -23,7 +23,6 @@
 #include <chrono>
 #include <limits>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -444,8 +443,7 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   const std::uint64_t max_size = *std::max_element(s->sizes.begin(), s->sizes.end());
   if (s->test == PerfTest::kSendBw && s->verify) bytes = kVerifySlots * round_up(max_size, 64);
   if (s->verify && s->test != PerfTest::kSendBw) bytes = 2 * round_up(max_size, 64);
-  std::mt19937 rng(std::random_device{}());
-  auto side = open_side(*s, "srdma0", bytes, rng, &*net, 0, &*dev);
+  auto side = open_side(*s, "srdma0", bytes, &*net, 0, &*dev);
   if (!side) return refuse(side.error());
   Side& me = **side;
   me.half = half;
@@ -563,8 +561,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   std::size_t bytes = side_buffer_bytes(s, &half);
   const bool read_back = s.verify && s.test != PerfTest::kSendBw;  // see run_bw
   if (read_back) bytes = 2 * round_up(max_size, 64);
-  std::mt19937 rng(std::random_device{}());
-  auto side = open_side(s, "srdma0", bytes, rng, &*net, read_back ? 1 : 0);
+  auto side = open_side(s, "srdma0", bytes, &*net, read_back ? 1 : 0);
   if (!side) return std::unexpected(side.error());
   Side& me = **side;
   me.half = half;

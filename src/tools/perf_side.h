@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -285,13 +284,15 @@ struct PeerBuffers {
 // post_buf and poll_buf). Also the half.
 std::size_t side_buffer_bytes(const PerfSettings& s, std::size_t* half);
 
-// A side on the in-process link (net null) or on the RoCEv2 link.
+// A side on the in-process link (net null) or on the RoCEv2 link; each QP's
+// starting PSN from the CSPRNG (a peer's PSN is what a stranger must guess
+// to be believed).
 // `extra_send_wr`: send queue entries beyond the TX depth.
 // `opened`: a device to use instead of opening one (the perf server's,
 // open while it waits for a client).
 Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string& name, std::size_t buf_bytes,
-                                        std::mt19937& rng, const NetConfig* net = nullptr,
-                                        std::uint32_t extra_send_wr = 0, Device* opened = nullptr);
+                                        const NetConfig* net = nullptr, std::uint32_t extra_send_wr = 0,
+                                        Device* opened = nullptr);
 // The profile a side's device is opened with.
 Profile side_profile();
 Result<void> bring_up(QueuePair& qp, std::uint32_t sq_psn, std::uint64_t peer_addr, std::uint32_t peer_qpn,
