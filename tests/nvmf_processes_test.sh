@@ -10,7 +10,8 @@
 # target does not have, or a port nobody listens on, fails at once with a
 # clear error; SIGTERM stops the target cleanly (exit 0, its last line); a
 # file-backed target killed under a verified load and started again is
-# reconnected to with no I/O lost and no verify error.
+# reconnected to with no I/O lost and no verify error; DH-HMAC-CHAP between
+# the processes, the right secrets and two wrong ones.
 # Every wait polls for its event with a limit; nothing sleeps to let
 # something happen. Logs are kept on failure.
 set -u
@@ -112,6 +113,50 @@ fi
 kill -TERM "$TARGET_PID"
 wait "$TARGET_PID" 2>/dev/null
 TARGET_PID=
+
+# DH-HMAC-CHAP: a target that makes its one allowed host authenticate both
+# ways. The right secrets move data; a wrong host secret and a wrong
+# controller secret are refused, logged and counted (SIGUSR1's counters).
+HOSTNQN=nqn.2026-12.io.softrdma:auth-host
+SECRET=$("$BIN" nvmf gen-dhchap-key --hmac 1) || fail "gen-dhchap-key"
+CSECRET=$("$BIN" nvmf gen-dhchap-key --key-length 48)
+OTHER=$("$BIN" nvmf gen-dhchap-key)
+"$BIN" nvmf target --ip "$T_IP" --nqn "$NQN" --size "$SIZE" --allow-host "$HOSTNQN" --dhchap-secret "$SECRET" \
+  --dhchap-ctrl-secret "$CSECRET" >"$TMP/auth_target.log" 2>&1 &
+TARGET_PID=$!
+wait_for 10000 grep -q "listening on $T_IP:4420" "$TMP/auth_target.log" || fail "the authenticating target never listened"
+auth_bench=("$BIN" blk bench --connect "$T_IP" --ip "$H_IP" --nqn "$NQN" --size "$SIZE" --hostnqn "$HOSTNQN" --ios 500
+  --rw randrw --verify --no-progress --cq pool)
+if "${auth_bench[@]}" --dhchap-secret "$SECRET" --dhchap-ctrl-secret "$CSECRET" >"$TMP/auth_ok.log" 2>&1 &&
+  grep -qE '^verify errors +0$' "$TMP/auth_ok.log" && grep -q "authenticated on queue 0" "$TMP/auth_target.log"; then
+  echo "ok   DH-HMAC-CHAP both ways: $(grep -m1 'authenticated on queue 0' "$TMP/auth_target.log" | cut -d: -f4-)"
+else
+  fail "the host with the right secrets did not authenticate and run:"
+  tail -5 "$TMP/auth_ok.log" "$TMP/auth_target.log"
+fi
+if "${auth_bench[@]}" --dhchap-secret "$OTHER" >"$TMP/auth_bad.log" 2>&1; then
+  fail "a host with a wrong secret ran I/O"
+elif ! grep -q "authentication failed" "$TMP/auth_bad.log"; then
+  fail "a wrong host secret failed without saying so: $(tail -2 "$TMP/auth_bad.log")"
+else
+  echo "ok   wrong host secret refused: $(grep srdma: "$TMP/auth_bad.log" | tail -1)"
+fi
+if "${auth_bench[@]}" --dhchap-secret "$SECRET" --dhchap-ctrl-secret "$OTHER" >"$TMP/auth_ctrl.log" 2>&1; then
+  fail "a host that expects another controller secret ran I/O"
+else
+  echo "ok   wrong controller secret caught: $(grep srdma: "$TMP/auth_ctrl.log" | tail -1)"
+fi
+kill -USR1 "$TARGET_PID"
+counted() { grep -qE "counters: .* auth_failures=[1-9]" "$TMP/auth_target.log"; }
+if wait_for 10000 counted && grep -q "authentication failed" "$TMP/auth_target.log"; then
+  echo "ok   SIGUSR1: $(grep -oE 'authenticated=[0-9]+ auth_failures=[0-9]+' "$TMP/auth_target.log" | tail -1)"
+else
+  fail "the failures are not logged and counted: $(tail -3 "$TMP/auth_target.log")"
+fi
+kill -TERM "$TARGET_PID"
+wait "$TARGET_PID" 2>/dev/null
+TARGET_PID=
+
 IMG=$TMP/disk.img
 start_target() {
   "$BIN" nvmf target --ip "$T_IP" --nqn "$NQN" --size "$SIZE" --backend "file:$IMG" >>"$TMP/target2.log" 2>&1 &

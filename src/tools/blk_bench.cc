@@ -334,6 +334,9 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
     hopts.reg = o.reg == "fmr" ? nvmf::RegMode::kFmr : nvmf::RegMode::kFrwr;
     hopts.max_io_size = topts.limits.max_io_size;
     hopts.path_mtu = o.mtu;
+    hopts.hostnqn = o.hostnqn;
+    hopts.dhchap_secret = o.dhchap_secret;
+    hopts.dhchap_ctrl_secret = o.dhchap_ctrl_secret;
     // Against a target elsewhere the controller reconnects when it goes
     // away (a restart): its I/O waits, up to --ctrl-loss-tmo.
     std::unique_ptr<nvmf::HostController> ctrl;

@@ -40,6 +40,11 @@ struct BlkBenchOptions {
   std::string connect;          // ADDR[:PORT]
   std::string ip;
   std::string nqn;
+  // With --connect: the host NQN (empty: this machine's) and its
+  // DH-HMAC-CHAP secrets (nvme connect's --dhchap-secret/--dhchap-ctrl-secret).
+  std::string hostnqn;
+  std::string dhchap_secret;
+  std::string dhchap_ctrl_secret;
   // With --connect: when the target goes away the host connects again
   // every reconnect_delay seconds; its I/O waits, and fails only when
   // ctrl_loss_tmo seconds pass without a connection (nvme-cli's options).

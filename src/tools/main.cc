@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "nvmf/auth.h"
 #include "tools/blk_bench.h"
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
@@ -177,6 +178,11 @@ int main(int argc, char** argv) {
                        "default), through the CM on the wire");
   blkbench->add_option("--ip", bo.ip, "With --connect: the host's device address (RoCEv2)");
   blkbench->add_option("--nqn", bo.nqn, "With --connect: the subsystem to connect to");
+  blkbench->add_option("--hostnqn", bo.hostnqn, "With --connect: the host NQN (default: this machine's)");
+  blkbench->add_option("--dhchap-secret", bo.dhchap_secret,
+                       "With --connect: authenticate with this DH-HMAC-CHAP secret (DHHC-1:XX:...:)");
+  blkbench->add_option("--dhchap-ctrl-secret", bo.dhchap_ctrl_secret,
+                       "With --connect: require the target to prove this secret (bidirectional DH-HMAC-CHAP)");
   blkbench->add_option("--reconnect-delay", bo.reconnect_delay,
                        "With --connect: seconds between attempts to connect again after the target went away")
       ->capture_default_str();
@@ -195,10 +201,21 @@ int main(int argc, char** argv) {
   nvmf_target->add_option("--port", to.port, "The NVMe-oF port hosts connect to")->capture_default_str();
   nvmf_target->add_option("--nqn", to.nqn, "The subsystem's NQN");
   nvmf_target->add_option("--allow-host", to.allowed_hosts, "A host NQN allowed to connect (repeatable; none: any)");
+  nvmf_target->add_option("--dhchap-secret", to.dhchap_secret,
+                          "DH-HMAC-CHAP: the allowed hosts must authenticate with this secret (DHHC-1:XX:...:)");
+  nvmf_target->add_option("--dhchap-ctrl-secret", to.dhchap_ctrl_secret,
+                          "DH-HMAC-CHAP: the target's own secret, for hosts that authenticate it (bidirectional)");
   nvmf_target->add_option("--backend", to.backend, "The namespace in ram or in file:PATH (io_uring)")
       ->capture_default_str();
   nvmf_target->add_option("--size", to.size, "Bytes of the namespace")->capture_default_str();
   nvmf_target->add_flag("!--private-cqs", to.pool_cqs, "One CQ per queue instead of the shared CQ pool");
+  // srdma nvmf gen-dhchap-key [--key-length 32|48|64] [--hmac 0..3]
+  auto* gen_key = nvmf->add_subcommand("gen-dhchap-key", "Print a new DH-HMAC-CHAP secret, as nvme gen-dhchap-key does");
+  std::size_t key_length = 32;
+  unsigned key_hmac = 0;
+  gen_key->add_option("--key-length", key_length, "Bytes of key: 32, 48 or 64")->capture_default_str();
+  gen_key->add_option("--hmac", key_hmac, "The transform the secret names: 0 none, 1 SHA-256, 2 SHA-384, 3 SHA-512")
+      ->capture_default_str();
   // srdma nvmf discover --ip ADDR TARGET[:PORT]
   auto* nvmf_discover = nvmf->add_subcommand("discover", "List what a target's discovery controller offers this host");
   srdma::tools::NvmfDiscoverOptions dopt;
@@ -249,6 +266,12 @@ int main(int argc, char** argv) {
       if (auto r = profile.set(s.substr(0, eq), *value); !r) return fail(r.error());
     }
     if (auto r = srdma::tools::info(profile, std::cout, info_ip); !r) return fail(r.error());
+  } else if (*gen_key) {
+    auto key = srdma::nvmf::auth::generate_dhchap_secret(key_length, static_cast<std::uint8_t>(std::min(key_hmac, 255u)));
+    if (!key) return fail(key.error());
+    auto text = srdma::nvmf::auth::format_dhchap_secret(*key);
+    if (!text) return fail(text.error());
+    std::cout << *text << "\n";
   } else if (*nvmf_discover) {
     if (auto r = srdma::tools::nvmf_discover(dopt, std::cout); !r) return fail(r.error());
   } else if (*nvmf_target) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "nvmf/auth.h"
 #include "nvmf/namespace.h"
 #include "nvmf/rdma_target.h"
 #include "nvmf/subsystem.h"
@@ -37,6 +38,17 @@ Result<void> check_config(const NvmfTargetConfig& c) {
         return make_error(EINVAL, fmt::format("{}: size {} is not a positive multiple of {}", s.nqn, n.size, kBlockSize));
       if (n.backend != "ram" && (n.backend.rfind("file:", 0) != 0 || n.backend.size() == 5))
         return make_error(EINVAL, fmt::format("{}: backend '{}': ram or file:PATH", s.nqn, n.backend));
+    }
+    for (const auto& [host, sec] : s.host_secrets) {
+      if (std::find(s.allowed_hosts.begin(), s.allowed_hosts.end(), host) == s.allowed_hosts.end())
+        return make_error(EINVAL, fmt::format("{}: secrets for {}, which is not an allowed host", s.nqn, host));
+      if (sec.dhchap_secret.empty())
+        return make_error(EINVAL, fmt::format("{}: {}: a controller secret needs a host secret", s.nqn, host));
+      for (const std::string* text : {&sec.dhchap_secret, &sec.dhchap_ctrl_secret}) {
+        if (text->empty()) continue;
+        if (auto k = nvmf::auth::parse_dhchap_secret(*text); !k)
+          return make_error(EINVAL, fmt::format("{}: {}: {}", s.nqn, host, k.error().reason));
+      }
     }
   }
   return {};
@@ -73,7 +85,20 @@ Result<NvmfTargetConfig> parse_nvmf_target_config(const std::string& text) {
     for (const auto& js : j.at("subsystems")) {
       NvmfSubsystemConfig s;
       s.nqn = js.at("nqn").get<std::string>();
-      if (js.contains("allowed_hosts")) s.allowed_hosts = js.at("allowed_hosts").get<std::vector<std::string>>();
+      if (js.contains("allowed_hosts")) {
+        for (const auto& jh : js.at("allowed_hosts")) {
+          if (jh.is_string()) {
+            s.allowed_hosts.push_back(jh.get<std::string>());
+            continue;
+          }
+          const std::string host = jh.at("nqn").get<std::string>();
+          s.allowed_hosts.push_back(host);
+          NvmfSubsystemConfig::Secrets sec;
+          if (jh.contains("dhchap_secret")) sec.dhchap_secret = jh.at("dhchap_secret").get<std::string>();
+          if (jh.contains("dhchap_ctrl_secret")) sec.dhchap_ctrl_secret = jh.at("dhchap_ctrl_secret").get<std::string>();
+          if (!sec.dhchap_secret.empty() || !sec.dhchap_ctrl_secret.empty()) s.host_secrets[host] = std::move(sec);
+        }
+      }
       for (const auto& jn : js.at("namespaces")) {
         NvmfNamespaceConfig n;
         if (jn.contains("backend")) n.backend = jn.at("backend").get<std::string>();
@@ -91,8 +116,10 @@ Result<NvmfTargetConfig> parse_nvmf_target_config(const std::string& text) {
 
 Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o) {
   if (!o.config.empty()) {
-    if (!o.ip.empty() || !o.nqn.empty() || !o.allowed_hosts.empty())
-      return make_error(EINVAL, "--config holds the whole configuration: no --ip, --nqn or --allow-host with it");
+    if (!o.ip.empty() || !o.nqn.empty() || !o.allowed_hosts.empty() || !o.dhchap_secret.empty() ||
+        !o.dhchap_ctrl_secret.empty())
+      return make_error(EINVAL,
+                        "--config holds the whole configuration: no --ip, --nqn, --allow-host or --dhchap-* with it");
     std::ifstream f(o.config);
     if (!f) return make_error(ENOENT, fmt::format("--config {}: cannot open it", o.config));
     std::stringstream ss;
@@ -105,7 +132,13 @@ Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o) {
   c.ip = o.ip;
   c.port = o.port;
   c.pool_cqs = o.pool_cqs;
-  c.subsystems.push_back({o.nqn, o.allowed_hosts, {{o.backend, o.size}}});
+  NvmfSubsystemConfig s{o.nqn, o.allowed_hosts, {}, {{o.backend, o.size}}};
+  if (!o.dhchap_secret.empty() || !o.dhchap_ctrl_secret.empty()) {
+    if (o.allowed_hosts.empty())
+      return make_error(EINVAL, "--dhchap-secret: name the host it is for with --allow-host");
+    for (const auto& h : o.allowed_hosts) s.host_secrets[h] = {o.dhchap_secret, o.dhchap_ctrl_secret};
+  }
+  c.subsystems.push_back(std::move(s));
   if (auto r = check_config(c); !r) return std::unexpected(r.error());
   return c;
 }
@@ -139,8 +172,16 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
   for (const auto& sc : c.subsystems) {
     auto sub = nvmf::Subsystem::create(sc.nqn, "SRDMA0001", "softrdma target");
     if (!sub) return std::unexpected(sub.error());
-    for (const auto& h : sc.allowed_hosts)
-      if (auto r = (*sub)->allow_host(h); !r) return r;
+    for (const auto& h : sc.allowed_hosts) {
+      nvmf::Subsystem::HostSecrets secrets;
+      if (auto it = sc.host_secrets.find(h); it != sc.host_secrets.end())
+        secrets = {it->second.dhchap_secret, it->second.dhchap_ctrl_secret};
+      const bool authenticated = !secrets.dhchap_secret.empty();
+      const bool bidirectional = !secrets.dhchap_ctrl_secret.empty();
+      if (auto r = (*sub)->allow_host(h, std::move(secrets)); !r) return r;
+      if (authenticated)
+        say(fmt::format("{}: {} must authenticate (DH-HMAC-CHAP{})", sc.nqn, h, bidirectional ? ", bidirectional" : ""));
+    }
     for (const auto& nc : sc.namespaces) {
       auto ns = open_namespace(nc);
       if (!ns) return std::unexpected(ns.error());
@@ -161,9 +202,10 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
     std::string line = fmt::format(
         "counters: queues={} controllers={} commands={} errors={} evicted_unconnected={} "
         "refused_unconnected_per_host={} refused_queues={} refused_requests={} refused_connects={} "
-        "reaped_unconnected={} queue_alloc_failures={}",
+        "reaped_unconnected={} queue_alloc_failures={} authenticated={} auth_failures={}",
         s.queues, s.controllers, s.commands, s.errors, s.evicted_unconnected, s.refused_unconnected_per_host,
-        s.refused_queues, s.refused_requests, s.refused_connects, s.reaped_unconnected, s.queue_alloc_failures);
+        s.refused_queues, s.refused_requests, s.refused_connects, s.reaped_unconnected, s.queue_alloc_failures,
+        s.authenticated, s.auth_failures);
     if (auto cm = (*target)->cm_counters())
       line += fmt::format(
           " cm_received={} cm_sent={} cm_resent={} cm_rejects_sent={} cm_evicted_half_open={} "

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ struct NvmfNamespaceConfig {
 struct NvmfSubsystemConfig {
   std::string nqn;
   std::vector<std::string> allowed_hosts;  // empty: any host
+  // DH-HMAC-CHAP secrets (DHHC-1 text) of allowed hosts that must
+  // authenticate, by host NQN: the host's, and the controller's for
+  // bidirectional authentication (may be empty).
+  struct Secrets {
+    std::string dhchap_secret;
+    std::string dhchap_ctrl_secret;
+  };
+  std::map<std::string, Secrets> host_secrets;
   std::vector<NvmfNamespaceConfig> namespaces;
 };
 
@@ -36,8 +45,13 @@ struct NvmfTargetConfig {
 
 // The JSON form:
 //   {"ip": "127.0.0.1", "port": 4420, "pool_cqs": true,
-//    "subsystems": [{"nqn": "nqn...", "allowed_hosts": ["nqn..."],
+//    "subsystems": [{"nqn": "nqn...", "allowed_hosts": ["nqn...",
+//                      {"nqn": "nqn...", "dhchap_secret": "DHHC-1:01:...:",
+//                       "dhchap_ctrl_secret": "DHHC-1:00:...:"}],
 //                    "namespaces": [{"backend": "ram", "size": 67108864}]}]}
+// An allowed host given as an object with a dhchap_secret must pass
+// DH-HMAC-CHAP (NVMe in-band authentication) on every queue;
+// dhchap_ctrl_secret (optional) lets it authenticate the target in turn.
 // ip and at least one subsystem with at least one namespace are required.
 // EINVAL naming the field for anything missing, mistyped or out of range.
 Result<NvmfTargetConfig> parse_nvmf_target_config(const std::string& json);
@@ -51,6 +65,9 @@ struct NvmfTargetOptions {
   std::string backend = "ram";
   std::uint64_t size = 64ull << 20;
   std::vector<std::string> allowed_hosts;
+  // For every --allow-host of the line (nvme-cli's names).
+  std::string dhchap_secret;
+  std::string dhchap_ctrl_secret;
   bool pool_cqs = true;
 };
 Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o);
