@@ -71,7 +71,9 @@ TEST(RandomTop, StartsAnywhereAndStepsByRandomMultiplesOfNum) {
   for (std::size_t i = 0; i < first.size(); ++i) {
     EXPECT_EQ(first[i] & 1023, i + 2) << "the index is mthca's: lowest free first";
     EXPECT_LE(first[i], (1u << 24) - 1) << "inside the mask";
-    if (i > 0) EXPECT_NE(first[i] & ~1023u, first[i - 1] & ~1023u) << "every allocation moves the top";
+    if (i > 0) {
+      EXPECT_NE(first[i] & ~1023u, first[i - 1] & ~1023u) << "every allocation moves the top";
+    }
   }
 }
 
@@ -101,7 +103,9 @@ TEST(RandomTop, ASeedReplaysAndSequentialIsMthcas) {
     for (int i = 0; i < 50; ++i) {
       const std::uint32_t x = a.alloc().value();
       v.push_back(x);
-      if (i % 3 == 0) EXPECT_TRUE(a.free(x));
+      if (i % 3 == 0) {
+        EXPECT_TRUE(a.free(x));
+      }
     }
     return v;
   };

@@ -22,8 +22,10 @@ enum class DropReason : std::uint8_t {
   kBadKey,     // a packet the key checks refuse (P_Key, a UD Q_Key, a UC WRITE's R_Key)
   kBadIcrc,    // corrupted on the way: its ICRC does not match
   kNoReceive,  // UD and UC: no receive WQE posted (they have no RNR)
+  kRateLimited,  // RC: a duplicate READ beyond the QP's budget for executing them again, or an answer
+                 // beyond what a QP keeps waiting behind a READ's responses (a storm)
 };
-inline constexpr std::size_t kNumDropReasons = 9;
+inline constexpr std::size_t kNumDropReasons = 10;
 std::string_view drop_reason_str(DropReason r);
 
 struct TransportCounters {

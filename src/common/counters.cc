@@ -13,6 +13,7 @@ std::string_view drop_reason_str(DropReason r) {
     case DropReason::kBadKey: return "bad_key";
     case DropReason::kBadIcrc: return "bad_icrc";
     case DropReason::kNoReceive: return "no_receive";
+    case DropReason::kRateLimited: return "rate_limited";
   }
   return "?";
 }

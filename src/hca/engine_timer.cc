@@ -36,11 +36,13 @@ void EngineTimer::schedule(std::weak_ptr<Qp> qp, Clock::time_point at) {
   if (wake) cv_.notify_one();
 }
 
-void EngineTimer::post(std::function<void()> task) {
+void EngineTimer::post(std::function<void()> task) { schedule_task(Clock::time_point{}, std::move(task)); }
+
+void EngineTimer::schedule_task(Clock::time_point at, std::function<void()> task) {
   bool wake;
   {
     std::lock_guard lock(mu_);
-    auto it = tasks_.emplace(Clock::time_point{}, std::move(task));
+    auto it = tasks_.emplace(at, std::move(task));
     wake = sleeping_ && it == tasks_.begin();
   }
   if (wake) cv_.notify_one();

@@ -39,6 +39,8 @@ class EngineTimer {
   void schedule(std::weak_ptr<Qp> qp, Clock::time_point at);
   // Runs `task` on the engine thread as soon as possible.
   void post(std::function<void()> task);
+  // Runs `task` on the engine thread at `at` (after what is due before it).
+  void schedule_task(Clock::time_point at, std::function<void()> task);
   // Returns once every task due by now (and what those posted) has run.
   // Not from a task (it waits for the engine thread).
   void drain();

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -100,6 +101,22 @@ using AhResolver = bool (*)(const AddressHandle* ah, UdAddress& out);
 constexpr std::uint32_t kMaxUnackedPsns = 256;
 constexpr std::uint8_t kMaxRdAtomic = 16;
 
+// The responder's bounds (responder.cc). Where the link takes single
+// packets, a READ's responses go out at most kResponseBurst packets per
+// turn: the first burst where the request arrives, the rest on the engine
+// thread a burst per turn, other QPs' work between (64 KiB at MTU 4096 still
+// goes at once). Answers behind a READ's queued responses wait with them,
+// at most kMaxQueuedAnswers (a peer within its max_rd_atomic never has so
+// many). A duplicate READ is executed again only with a token: a QP holds
+// at most kDupReadBudget, gets one back every kDupReadRefill of the engine
+// clock and one per new READ it executes; the rest are dropped and counted
+// (DropReason::kRateLimited). One 28-byte request can no longer keep a
+// device's receive thread streaming a whole region.
+constexpr std::uint32_t kResponseBurst = 16;
+constexpr std::size_t kMaxQueuedAnswers = 64;
+constexpr std::uint32_t kDupReadBudget = 2 * kMaxRdAtomic;
+constexpr Clock::duration kDupReadRefill = std::chrono::microseconds(100);
+
 // REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
 constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op == WrOpcode::kLocalInv; }
 // What max_rd_atomic counts and a responder resource answers twice.
@@ -152,6 +169,12 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void poster_fence() const;
   // The engine timer's callback: runs the send side (waits for the lock).
   void on_timer();
+  // A responder turn on the engine thread (QueueEngine::schedule_response_turn):
+  // the next kResponseBurst packets of what waits in its answer queue, sent
+  // without rq_mu_.
+  void respond_turn();
+  // The QP is being destroyed: what waits in its answer queue is dropped.
+  void drop_queued_answers();
   Clock::time_point timer_deadline() const;
 
  private:
@@ -239,6 +262,27 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::uint32_t length = 0;
     std::uint64_t orig = 0;  // an atomic's result
   };
+  // READ responses still to send: packets [next, n) of the answer to the
+  // READ request at `psn` (a new READ, or a duplicate asking again from
+  // there), with the MSN they carry (the READ is counted after them).
+  struct ReadTrain {
+    std::uint64_t dst_addr = 0;
+    std::uint32_t dst_qpn = 0;
+    std::uint32_t psn = 0;
+    std::uint32_t n = 0, next = 0;
+    std::uint64_t va = 0;  // of packet 0
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;
+    std::uint32_t mtu = 0;
+    std::uint32_t msn = 0;
+  };
+  // An answer waiting its turn: the rest of a READ's responses, or a packet
+  // (ACK, NAK, atomic ACK) that may not overtake them.
+  struct QueuedAnswer {
+    bool read = false;
+    ReadTrain train;
+    Packet packet;
+  };
   // Responder (responder.cc): written only by it (and modify_qp). A whole
   // in-sequence RDMA WRITE runs without rq_mu_ (it touches neither the
   // receive queue nor a message in progress): what it reads or moves is
@@ -269,6 +313,18 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::atomic<std::uint64_t> peer_addr{0};
     std::atomic<std::uint32_t> peer_qpn{0};
     std::atomic<std::uint32_t> qkey{0};  // UD: what a datagram must carry
+    // A QP's answers leave in PSN order: while a READ's responses wait for
+    // their turns (a link of single packets only), every later answer waits
+    // behind them. `answers_queued` is set while `queued` is not empty or a
+    // turn is sending what it took (the unlocked path reads it: set, it
+    // leaves the WRITE to the locked path, whose ACK then queues).
+    std::deque<QueuedAnswer> queued;
+    std::atomic<bool> answers_queued{false};
+    bool turn_sending = false;    // a turn sends outside rq_mu_
+    bool turn_scheduled = false;  // a turn is due on the engine thread
+    // Duplicate READs executed again: a token bucket on the engine clock.
+    std::uint32_t dup_read_tokens = kDupReadBudget;
+    Clock::time_point dup_read_refilled{};
   };
 
   enum class ReqStep { kIdle, kSend, kWaitRnr, kFlush };  // requester.cc state machine
@@ -424,10 +480,23 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void acknowledge_before_completion(Packet& pkt);
   RespState resp_duplicate(Packet& pkt);
   // Sends the READ response packets for [va, va + length) from `first_psn`
-  // (a new READ or a duplicate asking again from the middle); false if the
-  // rkey no longer grants it.
+  // (a new READ or a duplicate asking again from the middle): at once as a
+  // train, else a burst now and the rest queued for later turns (all of
+  // it queued behind answers already waiting); false if the rkey does not
+  // grant it.
   bool send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
                            std::uint32_t length);
+  // Packets [from, to) of `t`, translated anew (the key is checked again);
+  // false, and nothing sent, if it no longer translates.
+  bool send_read_packets(const ReadTrain& t, std::uint32_t from, std::uint32_t to);
+  // REQUIRES rq_mu_, answers_queued: `p` waits its turn behind what waits
+  // (a plain ACK merges with one waiting last: it covers it); beyond
+  // kMaxQueuedAnswers it is dropped and counted.
+  void queue_answer(Packet&& p);
+  void queue_train(const ReadTrain& t);
+  void schedule_turn();  // REQUIRES rq_mu_: a turn is due, unless one is already
+  // A duplicate READ may be executed again (REQUIRES rq_mu_).
+  bool take_dup_read_token();
   RdAtomicResource* find_resource(std::uint32_t psn);
   RdAtomicResource& take_resource();
   // The expected PSN moves past `pkt` (and past a READ's response PSNs).

@@ -39,6 +39,8 @@ struct QpCounters {
     Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn;
     // UD and UC: what RC would answer with a NAK or an RNR NAK.
     Counter dropped_bad_key, dropped_no_receive, dropped_bad_length, dropped_bad_opcode;
+    // RC: duplicate READs beyond the budget, answers beyond the queue (responder.cc).
+    Counter dropped_rate_limited;
   };
 
   static TransportCounters snapshot(const SendSide& send, const RecvSide& recv);
@@ -65,6 +67,7 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.dropped_for(DropReason::kBadKey) = recv.dropped_bad_key.get();
   c.dropped_for(DropReason::kNoReceive) = recv.dropped_no_receive.get();
   c.dropped_for(DropReason::kBadOpcode) = recv.dropped_bad_opcode.get();
+  c.dropped_for(DropReason::kRateLimited) = recv.dropped_rate_limited.get();
   return c;
 }
 

@@ -217,6 +217,7 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
   }
   // A delivery that found the QP through a route cache may still run in it.
   quiesce_deliveries();
+  qp->drop_queued_answers();  // a destroyed QP sends no more of a READ's responses
   {
     std::lock_guard lock(retired_mu_);
     retired_counters_ += qp->counters();  // the device's totals keep what it did
@@ -367,6 +368,13 @@ void QueueEngine::schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at) {
 void QueueEngine::kick_later(std::shared_ptr<Qp> qp) {
   start_engine();
   timer_->post([qp = std::move(qp)] { qp->kick(); });
+}
+
+void QueueEngine::schedule_response_turn(std::weak_ptr<Qp> qp) {
+  start_engine();
+  timer_->schedule_task(clock_.now() + Clock::duration(1), [qp = std::move(qp)] {
+    if (auto q = qp.lock()) q->respond_turn();
+  });
 }
 
 }  // namespace srdma::hca

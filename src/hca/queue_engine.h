@@ -137,6 +137,13 @@ class QueueEngine {
   }
   void schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at);
   void kick_later(std::shared_ptr<Qp> qp);
+  // Runs `qp`'s next responder turn (Qp::respond_turn) on the engine thread,
+  // one tick of the engine clock from now, behind everything due before: a
+  // train of READ responses goes out a burst per turn, and what other QPs
+  // have due runs between its bursts. On a ManualClock a test steps the
+  // turns (advance one tick, drain_timer(): each QP with answers waiting
+  // gets one).
+  void schedule_response_turn(std::weak_ptr<Qp> qp);
 
   // The QP and CQ rows of the device's usage table.
   std::vector<TableUsage> table_usage() const;
