@@ -36,6 +36,11 @@ namespace srdma::nvmf {
 namespace {
 
 constexpr std::uint16_t kPort = 4420;
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr auto kConnectBound = std::chrono::seconds(5);
+#else
+constexpr auto kConnectBound = std::chrono::seconds(1);
+#endif
 const char* kNqn = "nqn.2026-12.io.softrdma:admission";
 
 std::uint64_t mtt_used(const Device& d) {
@@ -317,7 +322,7 @@ TEST(NvmfAdmissionWire, AReqFloodFromSpoofedSourcesLeavesAnAllowedHostConnecting
   std::atomic<bool> stop{false};
   std::atomic<std::uint32_t> sent{0};
   // REQs, each from a new source, up to about 2000 a second and never
-  // more than 64 ahead of what the target has read: every limit is filled
+  // more than 16 ahead of what the target has read: every limit is filled
   // many times over, while the target keeps up (a flood past what the CPU
   // or the link can carry is a bandwidth attack, which no admission limit
   // answers; here target, host and flooder share two cores).
@@ -326,7 +331,7 @@ TEST(NvmfAdmissionWire, AReqFloodFromSpoofedSourcesLeavesAnAllowedHostConnecting
     std::uint32_t n = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       const auto cm = target->cm_counters();
-      if (cm && sent.load() > cm->received + 64) {
+      if (cm && sent.load() > cm->received + 16) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         continue;
       }
@@ -358,9 +363,10 @@ TEST(NvmfAdmissionWire, AReqFloodFromSpoofedSourcesLeavesAnAllowedHostConnecting
       for (const auto& l : log) ADD_FAILURE() << l;
       break;
     }
-    // The bound. (A REQ the flood crowded out of QP1's receive
-    // ring is resent after 268 ms: the bound leaves room for two.)
-    EXPECT_LT(took, std::chrono::seconds(1)) << "round " << round;
+    // Within a second (a REQ crowded out of QP1's receive ring is resent
+    // after 268 ms: room for two). Sanitized builds run the target's
+    // every step several times slower: there the bound is five.
+    EXPECT_LT(took, kConnectBound) << "round " << round;
     c->reset();
     // Memory stays bounded: the flood holds the admission slots of the
     // unconnected queues (at most a quarter of the device's QPs, a segment
