@@ -145,9 +145,9 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     last_wqe_reported_ = false;
     resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
     for (auto& r : resp_.resources) r.valid = false;
-    resp_.queued.clear();  // a turn that is sending finds the queue empty and ends it
-    if (!resp_.turn_sending) resp_.answers_queued.store(false, std::memory_order_release);
-    resp_.dup_read_tokens = kDupReadBudget;
+    respq_.queued.clear();  // a turn that is sending finds the queue empty and ends it
+    if (!respq_.turn_sending) resp_.answers_queued.store(false, std::memory_order_release);
+    respq_.dup_read_tokens = kDupReadBudget;
     req_.rnr_until = {};
     comp_.timeout_at = {};
     comp_.timeout_unstamped = false;

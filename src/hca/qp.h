@@ -297,6 +297,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
     // Atomics: the unlocked path reads or moves them too.
     std::atomic<std::uint32_t> msn{0};
     std::atomic<bool> nak_sent{false};
+    // Answers wait in `queued` (below), or a turn is sending what it took
+    // from there: every answer then queues, and the unlocked path leaves its
+    // WRITE to the locked one (here: the line every request reads anyway).
+    std::atomic<bool> answers_queued{false};
     // The multi-packet message in progress (FIRST seen, LAST not yet):
     // what the next packet must continue. Read without rq_mu_ by the
     // unlocked path (a WRITE ONLY is a sequence error in the middle of one).
@@ -313,13 +317,15 @@ class Qp : public std::enable_shared_from_this<Qp> {
     std::atomic<std::uint64_t> peer_addr{0};
     std::atomic<std::uint32_t> peer_qpn{0};
     std::atomic<std::uint32_t> qkey{0};  // UD: what a datagram must carry
+  };
+  // The responder's bounds (responder.cc), guarded by rq_mu_; apart from
+  // ResponderState, whose lines every request reads, as these are not.
+  struct ResponderQueue {
     // A QP's answers leave in PSN order: while a READ's responses wait for
-    // their turns (a link of single packets only), every later answer waits
-    // behind them. `answers_queued` is set while `queued` is not empty or a
-    // turn is sending what it took (the unlocked path reads it: set, it
-    // leaves the WRITE to the locked path, whose ACK then queues).
+    // their turns (a link of single packets only), every later answer
+    // waits behind them, here (resp_.answers_queued is set while it is not
+    // empty).
     std::deque<QueuedAnswer> queued;
-    std::atomic<bool> answers_queued{false};
     bool turn_sending = false;    // a turn sends outside rq_mu_
     bool turn_scheduled = false;  // a turn is due on the engine thread
     // Duplicate READs executed again: a token bucket on the engine clock.
@@ -486,14 +492,21 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // grant it.
   bool send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
                            std::uint32_t length);
+  // send_read_responses() of a READ longer than a burst, or behind answers
+  // that wait: the key checked for all of it, then a burst now and the rest
+  // queued, or all of it queued.
+  [[gnu::noinline]] bool start_read_train(const ReadTrain& train);
   // Packets [from, to) of `t`, translated anew (the key is checked again);
   // false, and nothing sent, if it no longer translates.
   bool send_read_packets(const ReadTrain& t, std::uint32_t from, std::uint32_t to);
   // REQUIRES rq_mu_, answers_queued: `p` waits its turn behind what waits
   // (a plain ACK merges with one waiting last: it covers it); beyond
   // kMaxQueuedAnswers it is dropped and counted.
-  void queue_answer(Packet&& p);
-  void queue_train(const ReadTrain& t);
+  // (Out of line, as everything of the queue: the common answer, an ACK
+  // with nothing waiting, stays a few instructions inlined into its caller.)
+  [[gnu::noinline, gnu::cold]] void queue_answer(Packet&& p);
+  [[gnu::noinline, gnu::cold]] void acknowledge_queued(const Packet& req, std::uint32_t psn);
+  [[gnu::noinline]] void queue_train(const ReadTrain& t);
   void schedule_turn();  // REQUIRES rq_mu_: a turn is due, unless one is already
   // A duplicate READ may be executed again (REQUIRES rq_mu_).
   bool take_dup_read_token();
@@ -611,6 +624,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::atomic<bool> inbox_ready_{false};
 
   std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none
+
+  ResponderQueue respq_;  // guarded by rq_mu_
 };
 
 }  // namespace srdma::hca
