@@ -84,17 +84,7 @@ HostController::~HostController() {
 }
 
 Result<std::uint64_t> HostController::admin(const HostCommand& cmd) {
-  SyncIo s;
-  s.io.context = &s;
-  s.io.done = &SyncIo::on_done;
-  auto fut = s.done.get_future();
-  if (auto r = admin_->submit(cmd, &s.io, &s.result); !r) return std::unexpected(r.error());
-  fut.wait();
-  if (s.io.transport_error)
-    return make_error(s.io.transport_error, fmt::format("admin command {:#x} got no response", cmd.sqe.opcode));
-  if (!s.io.status.ok())
-    return make_error(EIO, fmt::format("admin command {:#x}: {}", cmd.sqe.opcode, s.io.status.to_string()));
-  return s.result;
+  return run(*admin_, cmd, fmt::format("admin command {:#x}", cmd.sqe.opcode));
 }
 
 Result<std::vector<std::byte>> HostController::get_log_page(std::uint8_t lid, std::uint64_t offset,

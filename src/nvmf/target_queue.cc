@@ -79,21 +79,10 @@ Result<void> TargetQueue::init(const CmRequest& req, std::uint32_t local_psn) {
   if (!mr) return std::unexpected(mr.error());
   admission_mr_ = std::move(*mr);
   std::byte* at = admission_buf_.get();
-  admission_recv_.cqe = {&TargetQueue::on_recv};
-  admission_recv_.q = this;
-  admission_recv_.capsule = at;
-  admission_recv_.lkey = admission_mr_.lkey();
-  Slot& s = admission_slot_;
-  s.q = this;
-  s.capsule = at + capsule_stride_;
-  s.rsp = reinterpret_cast<NvmeCompletion*>(at + 2 * std::size_t{capsule_stride_});
-  s.data = at + 2 * std::size_t{capsule_stride_} + kRspStride;
-  s.lkey = admission_mr_.lkey();
-  s.data_bytes = kAdmissionDataBytes;
-  s.admission = true;
-  s.read_cqe = {{&TargetQueue::on_read}, &s};
-  s.send_cqe = {{&TargetQueue::on_send}, &s};
-  free_slots_.push_back(&s);
+  place_recv(admission_recv_, at, admission_mr_.lkey());
+  place_slot(admission_slot_, at + capsule_stride_, admission_mr_.lkey(), kAdmissionDataBytes);
+  admission_slot_.admission = true;
+  free_slots_.push_back(&admission_slot_);
 
   RcConnection c;
   c.peer_addr = req.peer_addr;
@@ -105,6 +94,24 @@ Result<void> TargetQueue::init(const CmRequest& req, std::uint32_t local_psn) {
   if (auto r = qp_->connect(c); !r) return r;
   if (!post_recv(admission_recv_)) return make_error(EIO, "cannot post the admission receive");
   return {};
+}
+
+void TargetQueue::place_recv(RecvBuf& b, std::byte* capsule, std::uint32_t lkey) {
+  b.cqe = {&TargetQueue::on_recv};
+  b.q = this;
+  b.capsule = capsule;
+  b.lkey = lkey;
+}
+
+void TargetQueue::place_slot(Slot& s, std::byte* base, std::uint32_t lkey, std::uint32_t data_bytes) {
+  s.q = this;
+  s.capsule = base;
+  s.rsp = reinterpret_cast<NvmeCompletion*>(base + capsule_stride_);
+  s.data = base + capsule_stride_ + kRspStride;
+  s.lkey = lkey;
+  s.data_bytes = data_bytes;
+  s.read_cqe = {{&TargetQueue::on_read}, &s};
+  s.send_cqe = {{&TargetQueue::on_send}, &s};
 }
 
 Result<void> TargetQueue::grow() {
@@ -125,10 +132,7 @@ Result<void> TargetQueue::grow() {
 
   recvs_.resize(size_);
   for (std::uint32_t i = 0; i < size_; ++i) {
-    recvs_[i].cqe = {&TargetQueue::on_recv};
-    recvs_[i].q = this;
-    recvs_[i].capsule = buf_.get() + std::size_t{capsule_stride_} * i;
-    recvs_[i].lkey = mr_.lkey();
+    place_recv(recvs_[i], buf_.get() + std::size_t{capsule_stride_} * i, mr_.lkey());
   }
   slots_.resize(nslots);
   {
@@ -136,16 +140,7 @@ Result<void> TargetQueue::grow() {
     free_slots_.reserve(nslots);
     waiting_.reserve(size_ + 1);
     for (std::size_t i = 0; i < nslots; ++i) {
-      Slot& s = slots_[i];
-      std::byte* base = buf_.get() + recv_bytes + per_slot * i;
-      s.q = this;
-      s.capsule = base;
-      s.rsp = reinterpret_cast<NvmeCompletion*>(base + capsule_stride_);
-      s.data = base + capsule_stride_ + kRspStride;
-      s.lkey = mr_.lkey();
-      s.data_bytes = data_size;
-      s.read_cqe = {{&TargetQueue::on_read}, &s};
-      s.send_cqe = {{&TargetQueue::on_send}, &s};
+      place_slot(slots_[i], buf_.get() + recv_bytes + per_slot * i, mr_.lkey(), data_size);
       free_slots_.push_back(&slots_[nslots - 1 - i]);
     }
   }

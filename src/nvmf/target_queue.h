@@ -156,6 +156,10 @@ class TargetQueue {
   void respond(Slot& s, NvmeStatus status, std::uint64_t result = 0, std::uint32_t write_len = 0);
   void refuse(Slot& s, const Refusal& r);
   bool post_recv(RecvBuf& b);
+  // A receive buffer at `capsule`; a slot at `base` laid out as capsule
+  // (capsule_stride_), response (kRspStride), then `data_bytes` of data.
+  void place_recv(RecvBuf& b, std::byte* capsule, std::uint32_t lkey);
+  void place_slot(Slot& s, std::byte* base, std::uint32_t lkey, std::uint32_t data_bytes);
   // Copies `b`'s capsule into `s`, reposts `b` and runs the command.
   void start(Slot& s, RecvBuf& b, std::uint32_t byte_len);
   void release(Slot& s);
