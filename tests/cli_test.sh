@@ -23,6 +23,14 @@ err=$("$srdma" info -p reserved_qps=-1 2>&1 >/dev/null) && fail "bad profile sho
 err=$("$srdma" perf write_bw --verify -t 4 -n 10 2>&1 >/dev/null) && fail "perf --verify -t 4 should fail"
 [[ $err == *EINVAL* ]] || fail "perf --verify -t 4 error on stderr: '$err'"
 "$srdma" perf read_bw --verify -n 50 --copy-ms 0 >/dev/null || fail "srdma perf read_bw --verify"
+# nvmf gen-dhchap-key: nvme-cli's secret format, and a refusal of a bad length or transform.
+key=$("$srdma" nvmf gen-dhchap-key --key-length 48 --hmac 2) || fail "gen-dhchap-key"
+[[ $key =~ ^DHHC-1:02:[A-Za-z0-9+/=]{72}:$ ]] || fail "gen-dhchap-key printed '$key'"
+[[ $("$srdma" nvmf gen-dhchap-key) != $("$srdma" nvmf gen-dhchap-key) ]] || fail "gen-dhchap-key repeats itself"
+err=$("$srdma" nvmf gen-dhchap-key --key-length 33 2>&1 >/dev/null) && fail "--key-length 33 should fail"
+[[ $err == *EINVAL* ]] || fail "--key-length 33 error on stderr: '$err'"
+err=$("$srdma" nvmf gen-dhchap-key --hmac 4 2>&1 >/dev/null) && fail "--hmac 4 should fail"
+[[ $err == *EINVAL* ]] || fail "--hmac 4 error on stderr: '$err'"
 # --impair and --mtu: a bad value is a readable EINVAL naming the option, before any device opens.
 for args in "perf write_bw --impair loss=1" "perf write_bw --impair bogus" "perf write_bw --mtu 1000" \
             "blk bench --ios 10 --impair loss=0.1,loss=0.2" "blk bench --ios 10 --mtu 8192"; do

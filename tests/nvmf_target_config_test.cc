@@ -71,5 +71,48 @@ TEST(NvmfTargetConfig, TheOneLineFormIsOneSubsystemWithOneNamespace) {
   EXPECT_EQ(nvmf_target_config(o).error().code, ENOENT);
 }
 
+TEST(NvmfTargetConfig, AllowedHostsMayCarryDhchapSecretsAndBadOnesAreEinval) {
+  const std::string good = "DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:";
+  auto c = parse_nvmf_target_config(R"({"ip": "127.0.0.1", "subsystems": [{"nqn": "n",
+      "allowed_hosts": ["nqn.h1", {"nqn": "nqn.h2", "dhchap_secret": ")" + good + R"(",
+                                   "dhchap_ctrl_secret": ")" + good + R"("}],
+      "namespaces": [{}]}]})");
+  ASSERT_TRUE(c) << c.error().to_string();
+  const auto& sub = c->subsystems[0];
+  EXPECT_EQ(sub.allowed_hosts, (std::vector<std::string>{"nqn.h1", "nqn.h2"}));
+  ASSERT_EQ(sub.host_secrets.size(), 1u);
+  EXPECT_EQ(sub.host_secrets.at("nqn.h2").dhchap_secret, good);
+  EXPECT_EQ(sub.host_secrets.at("nqn.h2").dhchap_ctrl_secret, good);
+
+  const std::string bad[] = {
+      // a secret that does not parse (its CRC is wrong)
+      R"({"ip": "127.0.0.1", "subsystems": [{"nqn": "n", "allowed_hosts": [{"nqn": "nqn.h",
+          "dhchap_secret": "DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2m:"}], "namespaces": [{}]}]})",
+      // a controller secret without the host's
+      R"({"ip": "127.0.0.1", "subsystems": [{"nqn": "n", "allowed_hosts": [{"nqn": "nqn.h",
+          "dhchap_ctrl_secret": ")" + good + R"("}], "namespaces": [{}]}]})",
+      // not a secret at all
+      R"({"ip": "127.0.0.1", "subsystems": [{"nqn": "n", "allowed_hosts": [{"nqn": "nqn.h",
+          "dhchap_secret": "secret"}], "namespaces": [{}]}]})",
+  };
+  for (const std::string& j : bad) {
+    auto r = parse_nvmf_target_config(j);
+    ASSERT_FALSE(r) << j;
+    EXPECT_EQ(r.error().code, EINVAL) << j;
+  }
+
+  NvmfTargetOptions o;
+  o.ip = "127.0.0.1";
+  o.nqn = "nqn.2026-12.io.softrdma:one";
+  o.dhchap_secret = good;
+  EXPECT_EQ(nvmf_target_config(o).error().code, EINVAL) << "a secret needs the host it is for";
+  o.allowed_hosts = {"nqn.h"};
+  auto one = nvmf_target_config(o);
+  ASSERT_TRUE(one) << one.error().to_string();
+  EXPECT_EQ(one->subsystems[0].host_secrets.at("nqn.h").dhchap_secret, good);
+  o.dhchap_secret = "DHHC-1:09:xyz:";
+  EXPECT_EQ(nvmf_target_config(o).error().code, EINVAL);
+}
+
 }  // namespace
 }  // namespace srdma::tools
