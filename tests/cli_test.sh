@@ -23,6 +23,9 @@ err=$("$srdma" info -p reserved_qps=-1 2>&1 >/dev/null) && fail "bad profile sho
 err=$("$srdma" perf write_bw --verify -t 4 -n 10 2>&1 >/dev/null) && fail "perf --verify -t 4 should fail"
 [[ $err == *EINVAL* ]] || fail "perf --verify -t 4 error on stderr: '$err'"
 "$srdma" perf read_bw --verify -n 50 --copy-ms 0 >/dev/null || fail "srdma perf read_bw --verify"
+"$srdma" perf write_bw -u 18 -n 50 --copy-ms 0 >/dev/null || fail "srdma perf write_bw -u 18"
+err=$("$srdma" perf write_bw -u 32 -n 10 2>&1 >/dev/null) && fail "perf -u 32 should fail"
+[[ $err == *EINVAL*qp-timeout* ]] || fail "perf -u 32 error on stderr: '$err'"
 # nvmf gen-dhchap-key: nvme-cli's secret format, and a refusal of a bad length or transform.
 key=$("$srdma" nvmf gen-dhchap-key --key-length 48 --hmac 2) || fail "gen-dhchap-key"
 [[ $key =~ ^DHHC-1:02:[A-Za-z0-9+/=]{72}:$ ]] || fail "gen-dhchap-key printed '$key'"

@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
                                     "SRDMA_ADDR or 127.0.0.1");
   perf->add_option("-p,--port", popt.port, "The side channel's TCP port")->capture_default_str();
   auto* o_mtu = perf->add_option("--mtu", pmtu, "Path MTU of the QPs: 256, 512, 1024, 2048 or 4096 (default 4096)");
+  perf->add_option("-u,--qp-timeout", popt.qp_timeout,
+                   "The QPs' local ACK timeout, 4.096 us x 2^N, 0..31 (perftest's -u; each side its own)")
+      ->capture_default_str();
   perf->add_option("--impair", popt.impair,
                    "Both devices send through a link that loses, duplicates, reorders or corrupts packets: "
                    "loss=P,dup=P,reorder=P,corrupt=P,seed=N[,depth=K] (any subset; P in [0, 1))");

@@ -143,6 +143,8 @@ Result<PerfSettings> resolve_perf_options(const PerfOptions& o) {
     if (auto r = check_mtu_option(*o.mtu); !r) return std::unexpected(r.error());
     s.mtu = *o.mtu;
   }
+  if (o.qp_timeout > 31) return make_error(EINVAL, fmt::format("--qp-timeout {}: 0..31", o.qp_timeout));
+  s.qp_timeout = static_cast<std::uint8_t>(o.qp_timeout);
   auto impair = impair_option(o.impair);
   if (!impair) return std::unexpected(impair.error());
   s.impair = *impair;
@@ -263,13 +265,14 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
 }
 
 Result<void> bring_up(QueuePair& qp, std::uint32_t sq_psn, std::uint64_t peer_addr, std::uint32_t peer_qpn,
-                      std::uint32_t peer_psn, std::uint32_t mtu) {
+                      std::uint32_t peer_psn, std::uint32_t mtu, std::uint8_t timeout) {
   return qp.connect(RcConnection{.peer_addr = peer_addr,
                                  .peer_qpn = peer_qpn,
                                  .access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC,
                                  .sq_psn = sq_psn,
                                  .rq_psn = peer_psn,
-                                 .path_mtu = mtu});
+                                 .path_mtu = mtu,
+                                 .timeout = timeout});
 }
 
 struct Pair {
@@ -290,9 +293,11 @@ Result<Pair> open_pair(const PerfSettings& s) {
   for (std::uint32_t i = 0; i < s.num_qps; ++i) {
     auto& cq = *p.client->qps[i];
     auto& sq = *p.server->qps[i];
-    if (auto r = bring_up(cq, p.client->psn[i], p.server->dev.address(), sq.qp_num(), p.server->psn[i], s.mtu); !r)
+    if (auto r = bring_up(cq, p.client->psn[i], p.server->dev.address(), sq.qp_num(), p.server->psn[i], s.mtu, s.qp_timeout);
+        !r)
       return std::unexpected(r.error());
-    if (auto r = bring_up(sq, p.server->psn[i], p.client->dev.address(), cq.qp_num(), p.client->psn[i], s.mtu); !r)
+    if (auto r = bring_up(sq, p.server->psn[i], p.client->dev.address(), cq.qp_num(), p.client->psn[i], s.mtu, s.qp_timeout);
+        !r)
       return std::unexpected(r.error());
   }
   return p;

@@ -51,6 +51,7 @@ struct PerfOptions {
   bool single_thread = false;             // ping-pong tests: both sides alternate in one thread
   double copy_budget_ms = 20;             // time spent measuring each copy routine per size
   std::optional<std::uint32_t> mtu;       // --mtu: the QPs' path MTU, 256 .. 4096 (default 4096)
+  std::uint32_t qp_timeout = 14;          // -u: this side's QPs' local ACK timeout, 4.096 us x 2^t (perftest's)
   std::string impair;                     // --impair: both devices send through an impairing link (impair.h)
   // --verify (bandwidth tests): WR k of QP i moves a pattern of its own
   // (k, i); its destination is checked when it completes, so a lost,
@@ -83,6 +84,7 @@ struct PerfSettings {
   bool single_thread = false;
   double copy_budget_ms = 20;
   std::uint32_t mtu = 4096;
+  std::uint8_t qp_timeout = 14;  // this side's: each process sets its own
   ImpairSpec impair;  // none unless impair.any()
   bool verify = false;
   std::function<void(std::uint32_t, std::uint64_t, std::span<std::uint8_t>)> before_verify;

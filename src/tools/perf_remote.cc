@@ -123,9 +123,9 @@ Result<PeerBuffers> peer_of(const json& j, std::uint32_t n) {
   return p;
 }
 
-Result<void> connect_qps(Side& me, const PeerBuffers& peer, std::uint32_t mtu) {
+Result<void> connect_qps(Side& me, const PeerBuffers& peer, std::uint32_t mtu, std::uint8_t timeout) {
   for (std::size_t i = 0; i < me.qps.size(); ++i)
-    if (auto r = bring_up(*me.qps[i], me.psn[i], peer.dev_addr, peer.qpn[i], peer.psn[i], mtu); !r)
+    if (auto r = bring_up(*me.qps[i], me.psn[i], peer.dev_addr, peer.qpn[i], peer.psn[i], mtu, timeout); !r)
       return std::unexpected(r.error());
   return {};
 }
@@ -447,7 +447,7 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   if (!side) return refuse(side.error());
   Side& me = **side;
   me.half = half;
-  if (auto r = connect_qps(me, *client, mtu); !r) return refuse(r.error());
+  if (auto r = connect_qps(me, *client, mtu, mine.qp_timeout); !r) return refuse(r.error());  // the server's own
 
   Endpoint pong;
   pong.side = &me;
@@ -599,7 +599,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   if (auto r = check_mtu_option(*server_mtu); !r || *server_mtu > *mtu)
     return make_error(EPROTO, fmt::format("the server chose path MTU {} (we offered {})", *server_mtu, *mtu));
   s.mtu = *server_mtu;
-  if (auto r = connect_qps(me, *server, s.mtu); !r) return std::unexpected(r.error());
+  if (auto r = connect_qps(me, *server, s.mtu, s.qp_timeout); !r) return std::unexpected(r.error());
 
   PerfReport report;
   report.settings = s;

@@ -295,8 +295,9 @@ Result<std::unique_ptr<Side>> open_side(const PerfSettings& s, const std::string
                                         Device* opened = nullptr);
 // The profile a side's device is opened with.
 Profile side_profile();
+// `timeout`: the QP's local ACK timeout (RcConnection::timeout).
 Result<void> bring_up(QueuePair& qp, std::uint32_t sq_psn, std::uint64_t peer_addr, std::uint32_t peer_qpn,
-                      std::uint32_t peer_psn, std::uint32_t mtu);
+                      std::uint32_t peer_psn, std::uint32_t mtu, std::uint8_t timeout);
 
 WrOpcode opcode_of(PerfTest t);
 // A failed completion as the command reports it, with the number of WRs
