@@ -1,7 +1,7 @@
 // Writes the RoCEv2 frame fuzzer's seed corpus: one well-formed frame of each
 // RC opcode (several AETH syndromes, pads 0..3, a full 4096-byte payload,
 // the limited-membership P_Key, a GSO segment's Identification) and both
-// UD SENDs, built by build_headers / build_ud_send_headers and compute_icrc,
+// UD SENDs, built by build_headers and compute_icrc,
 // so the fuzzer starts past the parser's first checks and the ICRC check.
 // usage: make_roce_corpus <dir>   (scripts/fuzz.sh --corpus builds and runs it)
 #include <cstdio>
@@ -45,7 +45,7 @@ void put(const std::string& name, const FrameHeaders& h, const std::vector<std::
   // Check what we write: a seed the parser refuses would be no seed.
   ParsedFrame out;
   const FrameError e = parse_frame(f, fuzz_ip(), true, out);
-  if (e != FrameError::kNone && e != FrameError::kUdSend) {
+  if (e != FrameError::kNone) {
     std::fprintf(stderr, "make_roce_corpus: %s: %s\n", name.c_str(), std::string(frame_error_str(e)).c_str());
     std::exit(1);
   }
@@ -159,10 +159,14 @@ int main(int argc, char** argv) {
 
   // UD SEND ONLY, with and without ImmDt.
   Packet ud = packet(Opcode::kSendOnly, 21);
+  ud.transport = srdma::QpType::kUd;
   ud.src_qpn = 0x000456;
-  put("ud_send_only", build_ud_send_headers(ud, 0x11111111, false), pattern(21, 6));
+  ud.qkey = 0x11111111;
+  put("ud_send_only", build_headers(ud), pattern(21, 6));
+  ud.op = Opcode::kSendOnlyImm;
   ud.imm = 0xcafef00d;
   ud.payload_length = 32;
-  put("ud_send_only_imm", build_ud_send_headers(ud, 0x80010000, true), pattern(32, 7));
+  ud.qkey = 0x80010000;
+  put("ud_send_only_imm", build_headers(ud), pattern(32, 7));
   return 0;
 }

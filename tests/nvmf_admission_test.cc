@@ -261,7 +261,10 @@ class ReqFlooder {
     p.src_qpn = 1;
     p.psn = comm_id & 0xFFFFFF;
     p.payload_length = static_cast<std::uint32_t>(mad.size());
-    const hca::FrameHeaders h = hca::build_ud_send_headers(p, kGsiQkey, false);
+    p.transport = QpType::kUd;
+    p.op = hca::Opcode::kSendOnly;
+    p.qkey = kGsiQkey;
+    const hca::FrameHeaders h = hca::build_headers(p);
     std::vector<std::byte> f(h.bytes.begin(), h.bytes.begin() + h.length);
     f.insert(f.end(), mad.begin(), mad.end());
     f.resize(f.size() + h.pad);

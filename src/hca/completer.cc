@@ -18,22 +18,6 @@
 namespace srdma::hca {
 namespace {
 
-WcOpcode wc_opcode(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm:
-    case WrOpcode::kSendWithInv: return WcOpcode::kSend;
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
-    case WrOpcode::kRegMr: return WcOpcode::kRegMr;
-    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
-  }
-  return WcOpcode::kSend;
-}
-
 WcStatus nak_status(Syndrome c) {
   switch (c) {
     case Syndrome::kInvalidRequest:
@@ -76,7 +60,7 @@ void Qp::complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t by
   Wc wc;
   wc.wr_id = w.wr_id;
   wc.status = status;
-  wc.opcode = wc_opcode(w.opcode);
+  wc.opcode = wr_row(w.opcode).wc;
   wc.byte_len = byte_len;
   wc.qp_num = qpn_;
   wc.qp_context = init_.qp_context;
@@ -221,9 +205,9 @@ Qp::CompState Qp::comp_check_opcode(Packet& pkt) {
     if (pkt.syndrome == Syndrome::kPsnSequenceError) return CompState::kSequenceNak;
     return CompState::kFatalNak;
   }
-  if (is_read_response(pkt.op)) return w.opcode == WrOpcode::kRdmaRead ? CompState::kReadData : CompState::kDrop;
+  if (is_read_response(pkt.op)) return wr_row(w.opcode).cls == WrClass::kRead ? CompState::kReadData : CompState::kDrop;
   if (pkt.op == Opcode::kAtomicAck)
-    return (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd) && pkt.psn == w.psn
+    return wr_row(w.opcode).cls == WrClass::kAtomic && pkt.psn == w.psn
                ? CompState::kAtomicData
                : CompState::kDrop;
   return CompState::kDrop;  // a request opcode: the engine routes those to the responder

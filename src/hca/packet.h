@@ -17,82 +17,13 @@
 #include <string_view>
 #include <vector>
 
+#include "hca/opcode_table.h"
 #include "hca/piece_list.h"
 #include "srdma/qp_attr.h"
 
 namespace srdma::hca {
 
-// BTH OpCode of the RC transport (IBA 9.2, table 38): transport bits 000,
-// the operation in the low five bits. The values are the wire's.
-enum class Opcode : std::uint8_t {
-  kSendFirst = 0x00,
-  kSendMiddle = 0x01,
-  kSendLast = 0x02,
-  kSendLastImm = 0x03,
-  kSendOnly = 0x04,
-  kSendOnlyImm = 0x05,
-  kWriteFirst = 0x06,
-  kWriteMiddle = 0x07,
-  kWriteLast = 0x08,
-  kWriteLastImm = 0x09,
-  kWriteOnly = 0x0a,
-  kWriteOnlyImm = 0x0b,
-  kReadRequest = 0x0c,
-  kReadResponseFirst = 0x0d,
-  kReadResponseMiddle = 0x0e,
-  kReadResponseLast = 0x0f,
-  kReadResponseOnly = 0x10,
-  kAck = 0x11,
-  kAtomicAck = 0x12,
-  kCmpSwap = 0x13,
-  kFetchAdd = 0x14,
-  kSendLastInv = 0x16,
-  kSendOnlyInv = 0x17,
-};
-std::string_view opcode_str(Opcode op);
-// A value the RC transport defines (0x15 and 0x18.. are not RC opcodes).
-constexpr bool is_rc_opcode(std::uint8_t v) { return v <= 0x17 && v != 0x15; }
-
-constexpr bool is_response(Opcode op) { return op >= Opcode::kReadResponseFirst && op <= Opcode::kAtomicAck; }
-constexpr bool is_request(Opcode op) { return !is_response(op); }
-constexpr bool is_send(Opcode op) {
-  return op <= Opcode::kSendOnlyImm || op == Opcode::kSendLastInv || op == Opcode::kSendOnlyInv;
-}
-constexpr bool is_write(Opcode op) { return op >= Opcode::kWriteFirst && op <= Opcode::kWriteOnlyImm; }
-constexpr bool is_atomic(Opcode op) { return op == Opcode::kCmpSwap || op == Opcode::kFetchAdd; }
-constexpr bool is_read_response(Opcode op) {
-  return op >= Opcode::kReadResponseFirst && op <= Opcode::kReadResponseOnly;
-}
-// Position in its message (IBA 9.2: FIRST, MIDDLE, LAST, ONLY); a READ
-// request and an atomic are one-packet messages (ONLY).
-constexpr bool is_middle_or_last(Opcode op) {
-  return op == Opcode::kSendMiddle || op == Opcode::kSendLast || op == Opcode::kSendLastImm ||
-         op == Opcode::kSendLastInv || op == Opcode::kWriteMiddle || op == Opcode::kWriteLast ||
-         op == Opcode::kWriteLastImm || op == Opcode::kReadResponseMiddle || op == Opcode::kReadResponseLast;
-}
-constexpr bool is_first_or_middle(Opcode op) {
-  return op == Opcode::kSendFirst || op == Opcode::kSendMiddle || op == Opcode::kWriteFirst ||
-         op == Opcode::kWriteMiddle || op == Opcode::kReadResponseFirst || op == Opcode::kReadResponseMiddle;
-}
-constexpr bool starts_message(Opcode op) { return !is_middle_or_last(op); }
-constexpr bool ends_message(Opcode op) { return !is_first_or_middle(op); }
-// Extended headers (IBA 9.2, table 38).
-constexpr bool has_reth(Opcode op) {
-  return op == Opcode::kWriteFirst || op == Opcode::kWriteOnly || op == Opcode::kWriteOnlyImm ||
-         op == Opcode::kReadRequest;
-}
-constexpr bool has_imm(Opcode op) {
-  return op == Opcode::kSendLastImm || op == Opcode::kSendOnlyImm || op == Opcode::kWriteLastImm ||
-         op == Opcode::kWriteOnlyImm;
-}
-constexpr bool has_ieth(Opcode op) { return op == Opcode::kSendLastInv || op == Opcode::kSendOnlyInv; }
-constexpr bool has_aeth(Opcode op) {
-  return op == Opcode::kReadResponseFirst || op == Opcode::kReadResponseLast || op == Opcode::kReadResponseOnly ||
-         op == Opcode::kAck || op == Opcode::kAtomicAck;
-}
-constexpr bool has_payload(Opcode op) {
-  return (is_send(op) || is_write(op) || is_read_response(op));
-}
+// Opcodes and what each one carries: opcode_table.h.
 
 // PSNs are 24 bits and wrap (IBA 9.7.1).
 constexpr std::uint32_t kPsnMask = 0xffffff;
@@ -246,11 +177,7 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
     p.dst_qpn = train.dst_qpn;
     p.udp_sport = train.udp_sport;
     p.psn = psn_add(train.psn, i);
-    p.op = first ? train.op
-           : last ? train.last_op
-           : is_send(train.op)  ? Opcode::kSendMiddle
-           : is_write(train.op) ? Opcode::kWriteMiddle
-                                : Opcode::kReadResponseMiddle;
+    p.op = first ? train.op : last ? train.last_op : opcode_row(train.op).middle;
     if (first) {
       p.va = train.va;
       p.rkey = train.rkey;

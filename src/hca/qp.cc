@@ -197,7 +197,8 @@ bool Qp::plain_data_wr(const SendWr& wr, std::uint64_t& length) const {
   // What most WRs are: an RC SEND or WRITE (with or without immediate or
   // invalidate) whose flags, SGE count and length pass every check below
   // in post_one_checked by construction.
-  if (init_.type != QpType::kRc || wr.opcode > WrOpcode::kRdmaWriteWithImm || (wr.send_flags & ~kSendFlagsAll) ||
+  if (init_.type != QpType::kRc || !is_wr_opcode(wr.opcode) || wr_row(wr.opcode).cls != WrClass::kMessage ||
+      (wr.send_flags & ~kSendFlagsAll) ||
       wr.num_sge < 0 || static_cast<std::uint32_t>(wr.num_sge) > init_.caps.max_send_sge ||
       (wr.num_sge > 0 && wr.sg_list == nullptr))
     return false;
@@ -238,16 +239,15 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
     return make_error(EINVAL, fmt::format("num_sge {} beyond max_send_sge {}", wr.num_sge, init_.caps.max_send_sge));
   if (wr.num_sge > 0 && wr.sg_list == nullptr)
     return make_error(EINVAL, fmt::format("num_sge {} with a NULL sg_list", wr.num_sge));
-  if (static_cast<unsigned>(wr.opcode) > static_cast<unsigned>(WrOpcode::kLocalInv))
+  if (!is_wr_opcode(wr.opcode))
     return make_error(EINVAL, fmt::format("unknown opcode {}", static_cast<unsigned>(wr.opcode)));
+  const WrOpcodeRow& row = wr_row(wr.opcode);
   if (wr.send_flags & ~kSendFlagsAll)
     return make_error(EINVAL, fmt::format("unknown send_flags bits {:#x}", wr.send_flags & ~kSendFlagsAll));
   // UD sends datagrams (IBA 9.8.4: SEND, SEND with immediate); UC has
   // no responder that answers (no READ, no atomics) and no invalidation.
-  if (init_.type == QpType::kUd && wr.opcode != WrOpcode::kSend && wr.opcode != WrOpcode::kSendWithImm)
-    return make_error(EINVAL, "a UD QP sends SEND and SEND_WITH_IMM only");
-  if (init_.type == QpType::kUc && (is_rd_atomic(wr.opcode) || wr.opcode == WrOpcode::kSendWithInv))
-    return make_error(EINVAL, "a UC QP sends SEND, SEND_WITH_IMM, RDMA WRITE and RDMA WRITE_WITH_IMM only");
+  if (!row.valid_on(init_.type))
+    return make_error(EINVAL, fmt::format("a {} QP does not send {}", qp_type_str(init_.type), row.name));
   UdAddress ud;
   if (init_.type == QpType::kUd) {
     if (!wr.ud.ah || !resolve_ah || !resolve_ah(wr.ud.ah, ud))
@@ -257,7 +257,7 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
   }
   if (wr.opcode == WrOpcode::kRegMr && (wr.access & ~kAccessAll))
     return make_error(EINVAL, fmt::format("unknown access bits {:#x} in REG_MR", wr.access & ~kAccessAll));
-  const bool local_op = is_local_op(wr.opcode);
+  const bool local_op = row.cls == WrClass::kLocal;
   if (local_op && (wr.send_flags & SEND_INLINE))
     return make_error(EINVAL, "REG_MR and LOCAL_INV carry no data: SEND_INLINE makes no sense");
   FastRegView mapping;
@@ -266,11 +266,10 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
   std::uint64_t length = 0;
   if (!local_op)  // local operations have no scatter/gather list
     for (int i = 0; i < wr.num_sge; ++i) length += wr.sg_list[i].length;
-  const bool atomic = wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd;
   const bool inl = wr.send_flags & SEND_INLINE;
-  if ((wr.opcode == WrOpcode::kRdmaRead || atomic) && req_.max_rd_atomic == 0)
+  if (row.rd_atomic() && req_.max_rd_atomic == 0)
     return make_error(EINVAL, "max_rd_atomic is 0: this QP may not issue RDMA READs or atomics");
-  if (inl && (length > init_.caps.max_inline_data || wr.opcode == WrOpcode::kRdmaRead || atomic))
+  if (inl && (length > init_.caps.max_inline_data || row.cls != WrClass::kMessage))
     return make_error(EINVAL, length > init_.caps.max_inline_data
                                   ? fmt::format("{} inline bytes beyond max_inline_data {}", length,
                                                 init_.caps.max_inline_data)

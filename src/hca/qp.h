@@ -41,6 +41,7 @@
 #include "hca/packet.h"
 #include "hca/qp_counters.h"
 #include "hca/recv_wqe.h"
+#include "hca/wr_opcode_table.h"
 #include "srdma/counters.h"
 #include "srdma/qp_attr.h"
 #include "srdma/status.h"
@@ -116,13 +117,6 @@ constexpr std::uint32_t kResponseBurst = 16;
 constexpr std::size_t kMaxQueuedAnswers = 64;
 constexpr std::uint32_t kDupReadBudget = 2 * kMaxRdAtomic;
 constexpr Clock::duration kDupReadRefill = std::chrono::microseconds(100);
-
-// REG_MR and LOCAL_INV: executed by the requester, no message on the wire.
-constexpr bool is_local_op(WrOpcode op) { return op == WrOpcode::kRegMr || op == WrOpcode::kLocalInv; }
-// What max_rd_atomic counts and a responder resource answers twice.
-constexpr bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
-}
 
 class Qp : public std::enable_shared_from_this<Qp> {
  public:
@@ -304,7 +298,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
     // The multi-packet message in progress (FIRST seen, LAST not yet):
     // what the next packet must continue. Read without rq_mu_ by the
     // unlocked path (a WRITE ONLY is a sequence error in the middle of one).
-    enum class InMessage : std::uint8_t { kNone, kSend, kWrite };
+    // Its kind (kSend or kWrite; kNone between messages), as the opcode
+    // table names it: continues_sequence() checks the next packet against it.
+    using InMessage = MsgKind;
     std::atomic<InMessage> in_message{InMessage::kNone};
     std::uint32_t offset = 0;     // bytes of it placed so far
     std::uint64_t write_va = 0;   // RETH of the WRITE in progress
@@ -435,7 +431,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
     req_.retries_left = req_.retry_cnt;
   }
   static std::uint32_t wc_byte_len(const SendWqe& w) {
-    return w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd ? 8 : w.length;
+    const std::uint32_t fixed = wr_row(w.opcode).wc_byte_len;
+    return fixed != 0 ? fixed : w.length;
   }
   void completer_check_timeout();
   void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);

@@ -105,9 +105,7 @@ Qp::ReqStep Qp::requester_next_step() {
     return ReqStep::kIdle;
   // max_rd_atomic (IBA 9.4.5): a READ or atomic waits while that many are
   // outstanding; the completion of one sends it.
-  if ((w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kAtomicCmpAndSwp ||
-       w.opcode == WrOpcode::kAtomicFetchAndAdd) &&
-      req_.offset == 0 && req_.rd_atomic_outstanding >= req_.max_rd_atomic) [[unlikely]]
+  if (is_rd_atomic(w.opcode) && req_.offset == 0 && req_.rd_atomic_outstanding >= req_.max_rd_atomic) [[unlikely]]
     return ReqStep::kIdle;
   return ReqStep::kSend;
 }
@@ -181,31 +179,8 @@ void Qp::retire_local_wqes() {
 namespace {
 
 // The opcode of a SEND or WRITE packet by its place in the message (IBA
-// 9.2): immediate data and the invalidate rkey ride on the last packet.
-Opcode send_opcode(WrOpcode op, bool first, bool last) {
-  switch (op) {
-    case WrOpcode::kSend:
-      return first ? (last ? Opcode::kSendOnly : Opcode::kSendFirst) : (last ? Opcode::kSendLast : Opcode::kSendMiddle);
-    case WrOpcode::kSendWithImm:
-      return first ? (last ? Opcode::kSendOnlyImm : Opcode::kSendFirst)
-                   : (last ? Opcode::kSendLastImm : Opcode::kSendMiddle);
-    case WrOpcode::kSendWithInv:
-      return first ? (last ? Opcode::kSendOnlyInv : Opcode::kSendFirst)
-                   : (last ? Opcode::kSendLastInv : Opcode::kSendMiddle);
-    case WrOpcode::kRdmaWrite:
-      return first ? (last ? Opcode::kWriteOnly : Opcode::kWriteFirst)
-                   : (last ? Opcode::kWriteLast : Opcode::kWriteMiddle);
-    case WrOpcode::kRdmaWriteWithImm:
-      return first ? (last ? Opcode::kWriteOnlyImm : Opcode::kWriteFirst)
-                   : (last ? Opcode::kWriteLastImm : Opcode::kWriteMiddle);
-    case WrOpcode::kRdmaRead:
-    case WrOpcode::kAtomicCmpAndSwp:
-    case WrOpcode::kAtomicFetchAndAdd:
-    case WrOpcode::kRegMr:
-    case WrOpcode::kLocalInv: break;  // not a SEND or WRITE
-  }
-  return Opcode::kSendOnly;
-}
+// 9.2): the WR opcode table's.
+Opcode send_opcode(WrOpcode op, bool first, bool last) { return wr_row(op).packet(first, last); }
 
 }  // namespace
 
@@ -332,7 +307,8 @@ void Qp::requester_send_one() {
   SendWqe& w = wqe(req_.next);
   // The common cases first: an RC SEND or WRITE that fits one packet, or
   // that goes whole as one train.
-  if (init_.type == QpType::kRc && w.opcode <= WrOpcode::kRdmaWriteWithImm && req_.offset == 0) [[likely]] {
+  const WrOpcodeRow& row = wr_row(w.opcode);
+  if (init_.type == QpType::kRc && row.cls == WrClass::kMessage && req_.offset == 0) [[likely]] {
     if (w.length <= req_.mtu) [[likely]]
       return requester_send_whole(w, 1);
     if (trains_) {
@@ -341,7 +317,7 @@ void Qp::requester_send_one() {
         return requester_send_whole(w, n);
     }
   }
-  if (is_local_op(w.opcode)) [[unlikely]]
+  if (row.cls == WrClass::kLocal) [[unlikely]]
     return requester_execute_local(w);
   if (init_.type == QpType::kUd) return requester_send_datagram(w);
   // A WQE takes its PSNs when its first packet goes out. A resend from an
@@ -350,47 +326,41 @@ void Qp::requester_send_one() {
   // comes with the offset already set.
   if (req_.offset == 0) {
     w.psn = req_.next_psn;
-    w.npsn = is_rd_atomic(w.opcode) && w.opcode != WrOpcode::kRdmaRead ? 1 : packets_at_mtu(w.length);
+    w.npsn = row.cls == WrClass::kAtomic ? 1 : packets_at_mtu(w.length);
   }
   Packet p;
   start_request(p);
   std::uint32_t psns = 1;  // this packet takes
   bool last = true;        // of the WQE
 
-  switch (w.opcode) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm:
-    case WrOpcode::kSendWithInv:
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm:
+  switch (row.cls) {
+    case WrClass::kMessage:
       // ONLY (a UC WQE; RC's took requester_send_whole), or the next
       // packet or train of a longer one.
       if (const bool only = req_.offset == 0 && w.length <= req_.mtu; !(only ? fill_only(w, p) : segment(w, p, psns, last)))
         return fail_wqe(req_.next, WcStatus::kLocProtErr);
       break;
-    case WrOpcode::kRdmaRead:
+    case WrClass::kRead:
       // The local SGEs are checked for LOCAL_WRITE before the request goes
       // out, so a bad lkey never costs the responder a read. A resume asks
       // for the rest only, from the PSN where the responses stopped.
       if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_)) return fail_wqe(req_.next, WcStatus::kLocProtErr);
-      p.op = Opcode::kReadRequest;
+      p.op = row.only;
       p.va = w.remote_addr + req_.offset;
       p.rkey = w.rkey;
       p.dma_length = w.length - req_.offset;
       psns = packets_at_mtu(p.dma_length);
       break;
-    case WrOpcode::kAtomicCmpAndSwp:
-    case WrOpcode::kAtomicFetchAndAdd:
+    case WrClass::kAtomic:
       if (w.length != 8 || !translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_))
         return fail_wqe(req_.next, w.length != 8 ? WcStatus::kLocLenErr : WcStatus::kLocProtErr);
-      p.op = w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kCmpSwap : Opcode::kFetchAdd;
+      p.op = row.only;
       p.va = w.remote_addr;
       p.rkey = w.rkey;
       p.compare_add = w.compare_add;
       p.swap = w.swap;
       break;
-    case WrOpcode::kRegMr:
-    case WrOpcode::kLocalInv:
+    case WrClass::kLocal:
       return;  // executed above
   }
 
@@ -398,7 +368,7 @@ void Qp::requester_send_one() {
   p.ack_req = init_.type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
   note_sent(p, psns);
   if (last) {
-    if (is_rd_atomic(w.opcode)) ++req_.rd_atomic_outstanding;
+    if (row.rd_atomic()) ++req_.rd_atomic_outstanding;
     ++req_.next;
     req_.offset = 0;
   } else {
@@ -416,7 +386,7 @@ void Qp::requester_send_one() {
 void Qp::requester_send_datagram(SendWqe& w) {
   Packet p;
   p.transport = QpType::kUd;
-  p.op = w.opcode == WrOpcode::kSendWithImm ? Opcode::kSendOnlyImm : Opcode::kSendOnly;
+  p.op = wr_row(w.opcode).only;
   p.src_addr = engine_.address();
   p.dst_addr = w.ud_dest_addr;
   p.src_qpn = qpn_;

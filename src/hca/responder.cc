@@ -253,16 +253,8 @@ Qp::RespState Qp::resp_check_psn(Packet& pkt) {
 // a message. Anything else (a MIDDLE without its FIRST) is an invalid
 // request (class C, as rxe's missing FIRST/LAST).
 Qp::RespState Qp::resp_check_op_sequence(Packet& pkt) {
-  using M = ResponderState::InMessage;
-  switch (resp_.in_message.load(std::memory_order_relaxed)) {
-    case M::kSend:
-      return is_send(pkt.op) && !starts_message(pkt.op) ? RespState::kCheckLength : RespState::kNakInvalid;
-    case M::kWrite:
-      return is_write(pkt.op) && !starts_message(pkt.op) ? RespState::kCheckLength : RespState::kNakInvalid;
-    case M::kNone:
-      return starts_message(pkt.op) && is_request(pkt.op) ? RespState::kCheckLength : RespState::kNakInvalid;
-  }
-  return RespState::kNakInvalid;
+  return continues_sequence(resp_.in_message.load(std::memory_order_relaxed), pkt.op) ? RespState::kCheckLength
+                                                                                     : RespState::kNakInvalid;
 }
 
 // IBA 9.7.5.1.4 (length checks): FIRST and MIDDLE carry exactly the path

@@ -35,7 +35,7 @@ constexpr std::size_t kIcrcIpIdOffset = 8 + 4;
 constexpr std::size_t kIpIdBytes = 2;
 
 static_assert(header_bytes(Opcode::kCmpSwap) == kMaxHeaderBytes);
-static_assert(kBthBytes + kDethBytes + kImmDtBytes <= kMaxHeaderBytes);
+static_assert(opcode_row(QpType::kUd, Opcode::kSendOnlyImm).header_bytes == kBthBytes + kDethBytes + kImmDtBytes);
 static_assert(std::has_single_bit(unsigned{kIcrcIdWindow}), "the ICRC check walks the window in Gray code");
 
 // Every header field is big-endian (IBA 9.2: most significant byte first).
@@ -209,44 +209,36 @@ std::uint32_t load_le32(const std::byte* at) {
 }  // namespace
 
 FrameHeaders build_headers(const Packet& p, std::uint16_t pkey) {
-  if (p.transport == QpType::kUd) return build_ud_send_headers(p, p.qkey, p.op == Opcode::kSendOnlyImm, pkey);
+  const std::uint8_t wire = wire_opcode(p.transport, p.op);
+  const OpcodeRow& row = opcode_row(wire);
   FrameHeaders h;
   h.pad = pad_of(p.payload_length);
   FieldWriter w(h.bytes.data());
-  const std::uint8_t prefix = p.transport == QpType::kUc ? kUcOpcodePrefix : 0;
-  put_bth(w, static_cast<std::uint8_t>(prefix | static_cast<std::uint8_t>(p.op)), p.solicited, h.pad, pkey, p.dst_qpn,
-          p.ack_req, p.psn);
-  // IBA order: RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
-  if (has_reth(p.op)) {
+  const bool ud = row.has(kOpDeth);
+  put_bth(w, wire, p.solicited, h.pad, pkey, p.dst_qpn, p.ack_req && !ud, p.psn);
+  // IBA order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
+  if (ud) {
+    w.put(p.qkey, 4);
+    w.put(0, 1);  // Resv8
+    w.put(p.src_qpn & kPsnMask, 3);
+  }
+  if (row.has(kOpReth)) {
     w.put(p.va, 8);
     w.put(p.rkey, 4);
     w.put(p.dma_length, 4);
   }
-  if (is_atomic(p.op)) {
+  if (row.has(kOpAtomicEth)) {
     w.put(p.va, 8);
     w.put(p.rkey, 4);
     w.put(swap_add_field(p), 8);
     w.put(compare_field(p), 8);
   }
-  if (has_aeth(p.op)) {
+  if (row.has(kOpAeth)) {
     w.put(encode_syndrome(p.syndrome, p.rnr_timer), 1);
     w.put(p.msn & kPsnMask, 3);
   }
-  if (p.op == Opcode::kAtomicAck) w.put(p.atomic_orig, 8);
-  if (has_imm(p.op) || has_ieth(p.op)) w.put(p.imm, 4);
-  h.length = static_cast<std::uint8_t>(w.written());
-  return h;
-}
-
-FrameHeaders build_ud_send_headers(const Packet& p, std::uint32_t qkey, bool with_imm, std::uint16_t pkey) {
-  FrameHeaders h;
-  h.pad = pad_of(p.payload_length);
-  FieldWriter w(h.bytes.data());
-  put_bth(w, with_imm ? kUdSendOnlyImm : kUdSendOnly, p.solicited, h.pad, pkey, p.dst_qpn, false, p.psn);
-  w.put(qkey, 4);
-  w.put(0, 1);  // Resv8
-  w.put(p.src_qpn & kPsnMask, 3);
-  if (with_imm) w.put(p.imm, 4);
+  if (row.has(kOpAtomicAckEth)) w.put(p.atomic_orig, 8);
+  if (row.has(kOpImmDt) || row.has(kOpIeth)) w.put(p.imm, 4);
   h.length = static_cast<std::uint8_t>(w.written());
   return h;
 }
@@ -301,43 +293,38 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
   const bool ack_req = (r.u8() & kBthAckReq) != 0;  // Resv7 ignored, as IBA asks of receivers
   const std::uint32_t psn = r.u24();
   if ((flags & kBthTverMask) != 0) return FrameError::kBadVersion;
-  const bool ud = opcode == kUdSendOnly || opcode == kUdSendOnlyImm;
-  const bool uc = is_uc_opcode(opcode);
-  if (!ud && !uc && !is_rc_opcode(opcode)) return FrameError::kBadOpcode;
+  const OpcodeRow& row = opcode_row(opcode);
+  if (!row.valid()) return FrameError::kBadOpcode;
   if (pkey != kDefaultPkey && pkey != kLimitedDefaultPkey) return FrameError::kBadPkey;
-  const Opcode op = uc                      ? static_cast<Opcode>(opcode & 0x1f)
-                    : !ud                   ? static_cast<Opcode>(opcode)
-                    : opcode == kUdSendOnly ? Opcode::kSendOnly
-                                            : Opcode::kSendOnlyImm;
-  const std::size_t headers = ud ? kBthBytes + kDethBytes + (has_imm(op) ? kImmDtBytes : 0) : header_bytes(op);
+  const std::size_t headers = row.header_bytes;
   if (body.size() < headers) return FrameError::kTooShort;
   const std::size_t after_headers = body.size() - headers;  // payload and pad
   const std::uint8_t pad = (flags >> kBthPadShift) & kBthPadMask;
   if (pad > after_headers) return FrameError::kBadPad;
   const std::size_t payload_length = after_headers - pad;
-  if (after_headers % 4 != 0 || payload_length > kMaxPayload || (payload_length != 0 && !has_payload(op)))
+  if (after_headers % 4 != 0 || payload_length > kMaxPayload || (payload_length != 0 && !row.has(kOpPayload)))
     return FrameError::kBadLength;
 
   Packet& p = out.pkt;
+  const Opcode op = static_cast<Opcode>(opcode & 0x1f);
+  p.transport = transport_of_wire(opcode);
   p.op = op;
-  if (uc) p.transport = QpType::kUc;
   p.solicited = (flags & kBthSolicited) != 0;
   p.ack_req = ack_req;
   p.dst_qpn = dst_qpn;
   p.psn = psn;
   out.pkey = pkey;
-  if (ud) {
+  if (row.has(kOpDeth)) {
     out.qkey = r.u32();
     r.skip(1);  // Resv8
     out.deth_src_qpn = r.u24();
-    p.transport = QpType::kUd;
   }
-  if (has_reth(op)) {
+  if (row.has(kOpReth)) {
     p.va = r.u64();
     p.rkey = r.u32();
     p.dma_length = r.u32();
   }
-  if (is_atomic(op)) {
+  if (row.has(kOpAtomicEth)) {
     p.va = r.u64();
     p.rkey = r.u32();
     const std::uint64_t swap_add = r.u64();
@@ -346,16 +333,16 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
     p.compare_add = op == Opcode::kFetchAdd ? swap_add : compare;
     p.swap = op == Opcode::kFetchAdd ? 0 : swap_add;
   }
-  if (has_aeth(op)) {
+  if (row.has(kOpAeth)) {
     if (!decode_syndrome(r.u8(), p.syndrome, p.rnr_timer)) return FrameError::kBadOpcode;
     p.msn = r.u24();
   }
-  if (op == Opcode::kAtomicAck) p.atomic_orig = r.u64();
-  if (has_imm(op) || has_ieth(op)) p.imm = r.u32();
+  if (row.has(kOpAtomicAckEth)) p.atomic_orig = r.u64();
+  if (row.has(kOpImmDt) || row.has(kOpIeth)) p.imm = r.u32();
   p.payload_length = static_cast<std::uint32_t>(payload_length);
   // The piece must be mutable by type only; nothing writes through it.
   if (payload_length != 0) p.payload.push_back(MemPiece{const_cast<std::byte*>(body.data() + headers), payload_length});
-  return ud ? FrameError::kUdSend : FrameError::kNone;
+  return FrameError::kNone;
 }
 
 std::string_view frame_error_str(FrameError e) {
@@ -363,8 +350,7 @@ std::string_view frame_error_str(FrameError e) {
     case FrameError::kNone: return "ok";
     case FrameError::kTooShort: return "frame shorter than its headers and ICRC";
     case FrameError::kBadVersion: return "BTH TVer is not 0";
-    case FrameError::kBadOpcode: return "opcode not RC, UC or UD SEND, or reserved AETH syndrome";
-    case FrameError::kUdSend: return "UD SEND";
+    case FrameError::kBadOpcode: return "opcode no transport defines, or reserved AETH syndrome";
     case FrameError::kBadPad: return "PadCnt larger than the bytes after the headers";
     case FrameError::kBadLength: return "payload length does not fit the opcode";
     case FrameError::kBadPkey: return "P_Key not of the default partition";
@@ -380,7 +366,6 @@ DropReason drop_reason_of(FrameError e) {
     case FrameError::kBadLength: return DropReason::kBadLength;
     case FrameError::kNone:  // not a drop; mapped only so that every value has an answer
     case FrameError::kBadOpcode:
-    case FrameError::kUdSend:
     case FrameError::kBadVersion: return DropReason::kBadOpcode;
     case FrameError::kBadPkey: return DropReason::kBadKey;
     case FrameError::kBadIcrc: return DropReason::kBadIcrc;

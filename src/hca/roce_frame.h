@@ -27,38 +27,18 @@
 namespace srdma::hca {
 
 constexpr std::uint16_t kRoceV2Port = 4791;
-constexpr std::size_t kBthBytes = 12;
 constexpr std::size_t kIcrcBytes = 4;
 constexpr std::size_t kIpv4HeaderBytes = 20;
 constexpr std::size_t kUdpHeaderBytes = 8;
 // BTH + the largest set of extended headers (AtomicETH, 28 bytes).
-constexpr std::size_t kMaxHeaderBytes = kBthBytes + 28;
+constexpr std::size_t kMaxHeaderBytes = max_header_bytes();
+static_assert(kMaxHeaderBytes == kBthBytes + kAtomicEthBytes);
 constexpr std::uint16_t kDefaultPkey = 0xffff;
 // The default partition with limited membership, also accepted on receive.
 constexpr std::uint16_t kLimitedDefaultPkey = 0x7fff;
 
-// Extended headers (IBA 9.3).
-constexpr std::size_t kRethBytes = 16;
-constexpr std::size_t kAtomicEthBytes = 28;
-constexpr std::size_t kAethBytes = 4;
-constexpr std::size_t kAtomicAckEthBytes = 8;
-constexpr std::size_t kImmDtBytes = 4;
-constexpr std::size_t kIethBytes = 4;
-constexpr std::size_t kDethBytes = 8;
-
-// BTH and the extended headers of an RC packet of opcode `op`.
-constexpr std::size_t header_bytes(Opcode op) {
-  return kBthBytes + (has_reth(op) ? kRethBytes : 0) + (is_atomic(op) ? kAtomicEthBytes : 0) +
-         (has_aeth(op) ? kAethBytes : 0) + (op == Opcode::kAtomicAck ? kAtomicAckEthBytes : 0) +
-         (has_imm(op) ? kImmDtBytes : 0) + (has_ieth(op) ? kIethBytes : 0);
-}
-
-// UC's opcodes are RC's SEND and RDMA WRITE ones (0x00..0x0b) with the
-// transport bits 001; UD SEND (BTH + DETH) is 0x64, with Imm 0x65.
-constexpr std::uint8_t kUcOpcodePrefix = 0x20;
-constexpr bool is_uc_opcode(std::uint8_t v) { return v >= kUcOpcodePrefix && v <= kUcOpcodePrefix + 0x0b; }
-constexpr std::uint8_t kUdSendOnly = 0x64;
-constexpr std::uint8_t kUdSendOnlyImm = 0x65;
+// BTH and the extended headers of an RC packet of opcode `op` (the table's).
+constexpr std::size_t header_bytes(Opcode op) { return opcode_row(op).header_bytes; }
 
 // The IPv4 and UDP fields the ICRC covers, as they are (or will be) on the
 // wire. Addresses and ports in host order. A sender on an unconnected
@@ -81,16 +61,13 @@ struct FrameHeaders {
   std::uint8_t pad = 0;     // PadCnt: zero bytes after the payload (-payload_length & 3)
 };
 
-// The headers of `p` (`count` must be 1). Reads transport, op, solicited,
-// ack_req, dst_qpn, psn and the fields of the extended headers `p.op` has
-// (a UD packet: build_ud_send_headers with p.qkey); BTH M is 0 (no path
-// migration), TVer is 0.
+// The headers of `p` (`count` must be 1): the BTH and the extended headers
+// the opcode table gives its transport and operation. Reads transport, op,
+// solicited, ack_req, dst_qpn, psn and the fields of those headers (a UD
+// packet's DETH: p.qkey and p.src_qpn; its A bit is 0, UD is never
+// acknowledged); BTH M is 0 (no path migration), TVer is 0. `p` must be a
+// row of the table.
 FrameHeaders build_headers(const Packet& p, std::uint16_t pkey = kDefaultPkey);
-// The headers of a UD SEND ONLY (with ImmDt when `with_imm`): BTH and DETH
-// (`qkey`, p.src_qpn). Reads solicited, dst_qpn, psn, imm and
-// payload_length as build_headers() does; A is 0 (UD is never acknowledged).
-FrameHeaders build_ud_send_headers(const Packet& p, std::uint32_t qkey, bool with_imm,
-                                   std::uint16_t pkey = kDefaultPkey);
 
 // The ICRC of the frame made of `headers`, `payload` (p.payload_length bytes
 // of pieces) and `pad` zero bytes, as sent with `ip`. The value to store
@@ -107,9 +84,8 @@ enum class FrameError : std::uint8_t {
   kNone,
   kTooShort,      // shorter than BTH + its extended headers + ICRC
   kBadVersion,    // TVer other than 0
-  kBadOpcode,     // not an RC or UC opcode (a UD SEND is reported as kUdSend), or an AETH
-                  // whose syndrome IBA reserves (NAK codes 5..31, class 010, bit 7)
-  kUdSend,        // a well-formed UD SEND: accepted, with its DETH (not an error)
+  kBadOpcode,     // not a row of the opcode table, or an AETH whose syndrome IBA
+                  // reserves (NAK codes 5..31, class 010, bit 7)
   kBadPad,        // PadCnt larger than the bytes between the headers and the ICRC
   kBadLength,     // payload larger than kMaxPayload, present where the opcode has none,
                   // or payload + pad not a multiple of 4 (IBA pads every packet to 4 bytes)
@@ -129,7 +105,7 @@ struct ParsedFrame {
   // (an RC BTH does not carry the source QPN).
   Packet pkt;
   std::uint16_t pkey = 0;
-  // DETH of a UD SEND.
+  // DETH of a UD SEND (pkt.transport UD).
   std::uint32_t qkey = 0;
   std::uint32_t deth_src_qpn = 0;
 };
@@ -147,8 +123,8 @@ constexpr std::uint16_t kIcrcIdWindow = 64;
 // changed (but for BTH byte 4, which the ICRC does not cover). On kNone,
 // `out` is filled and its payload (one piece, none when empty) points into
 // `frame`: the receiver must treat those bytes as read-only (MemPiece holds
-// a std::byte*). On kUdSend, `out` is filled the same way, with transport
-// UD, op SEND ONLY (with Imm), and qkey / deth_src_qpn from the DETH. After any other error
+// a std::byte*); pkt.transport is the opcode's, and a UD SEND's qkey and
+// deth_src_qpn are its DETH's. After an error
 // `out` holds nothing meaningful. Never reads outside `frame`, whatever it
 // holds.
 FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, bool check_icrc,

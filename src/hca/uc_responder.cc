@@ -60,8 +60,7 @@ void Qp::uc_execute(Packet& pkt) {
   // The next packet is expected after this one, whatever becomes of it.
   resp_.expected_psn.store(psn_add(last_psn_of(pkt), 1), std::memory_order_relaxed);
   const M cur = resp_.in_message.load(std::memory_order_relaxed);
-  if (cur != M::kNone &&
-      (starts_message(pkt.op) || (cur == M::kSend ? !is_send(pkt.op) : !is_write(pkt.op))))
+  if (cur != M::kNone && !continues_sequence(cur, pkt.op))
     uc_abandon_message(recv_counters_.dropped_bad_opcode);
   if (resp_.in_message.load(std::memory_order_relaxed) == M::kNone && !starts_message(pkt.op))
     return recv_counters_.dropped_bad_opcode.bump(pkt.count);

@@ -584,7 +584,7 @@ int UdpLink::receive_once() {
     const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
     ParsedFrame f;
     const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
-    if (e != FrameError::kNone && e != FrameError::kUdSend) {
+    if (e != FrameError::kNone) {
       dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -592,7 +592,7 @@ int UdpLink::receive_once() {
     p.src_addr = roce_address(src_ip);
     p.dst_addr = roce_address(ip_);
     p.src_qpn = kSrcQpnFromPath;
-    if (e == FrameError::kUdSend) {  // a UD packet names its source QP and Q_Key (DETH)
+    if (p.transport == QpType::kUd) {  // a UD packet names its source QP and Q_Key (DETH)
       p.src_qpn = f.deth_src_qpn;
       p.qkey = f.qkey;
     }

@@ -1,0 +1,94 @@
+// The second table: per work-request opcode, on which QP types it is valid
+// and how the requester sends it (IBA 9.2 and 10.8.3; rxe's
+// rxe_wr_opcode_info). post_send validates against it, the requester picks
+// each packet's BTH opcode from it, the completer its CQE opcode and length.
+// A new work request is one row (and its handler if its class is new).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "hca/opcode_table.h"
+#include "srdma/qp_attr.h"
+#include "srdma/wc.h"
+#include "srdma/wr.h"
+
+namespace srdma::hca {
+
+// How a WR travels.
+enum class WrClass : std::uint8_t {
+  kMessage,  // SEND or RDMA WRITE: packets of the path MTU, FIRST..LAST or ONLY
+  kRead,     // one READ request, a PSN per response packet
+  kAtomic,   // one request, one PSN, 8 bytes back
+  kLocal,    // REG_MR, LOCAL_INV: executed in order, nothing on the wire
+};
+
+constexpr std::uint8_t qp_type_bit(QpType t) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(t)); }
+
+struct WrOpcodeRow {
+  std::string_view name;  // as ibv_wr_opcode_str names it
+  WrClass cls = WrClass::kLocal;
+  std::uint8_t qp_types = 0;  // qp_type_bit() of each transport that sends it
+  // Its packets' BTH opcodes by place in the message (immediate data and
+  // the invalidated key ride on the last); a READ or atomic: `only`.
+  Opcode first = Opcode::kSendFirst, middle = Opcode::kSendMiddle, last = Opcode::kSendLast,
+         only = Opcode::kSendOnly;
+  WcOpcode wc = WcOpcode::kSend;
+  std::uint32_t wc_byte_len = 0;  // the CQE's byte_len when fixed (an atomic's 8), else the WR's length
+
+  constexpr bool valid_on(QpType t) const { return (qp_types & qp_type_bit(t)) != 0; }
+  // What max_rd_atomic counts and a responder resource answers twice.
+  constexpr bool rd_atomic() const { return cls == WrClass::kRead || cls == WrClass::kAtomic; }
+  constexpr Opcode packet(bool first_packet, bool last_packet) const {
+    return first_packet ? (last_packet ? only : first) : (last_packet ? last : middle);
+  }
+};
+
+namespace wr_table_detail {
+constexpr std::uint8_t kRc = qp_type_bit(QpType::kRc), kUc = qp_type_bit(QpType::kUc),
+                       kUd = qp_type_bit(QpType::kUd);
+using O = Opcode;
+}  // namespace wr_table_detail
+
+// Indexed by WrOpcode.
+inline constexpr std::array<WrOpcodeRow, 10> kWrOpcodeTable = [] {
+  using namespace wr_table_detail;
+  std::array<WrOpcodeRow, 10> t{};
+  auto at = [&](WrOpcode op) -> WrOpcodeRow& { return t[static_cast<std::size_t>(op)]; };
+  at(WrOpcode::kSend) = {"SEND", WrClass::kMessage, kRc | kUc | kUd, O::kSendFirst, O::kSendMiddle, O::kSendLast,
+                         O::kSendOnly, WcOpcode::kSend};
+  at(WrOpcode::kSendWithImm) = {"SEND_WITH_IMM",  WrClass::kMessage, kRc | kUc | kUd, O::kSendFirst, O::kSendMiddle,
+                                O::kSendLastImm,  O::kSendOnlyImm,   WcOpcode::kSend};
+  at(WrOpcode::kSendWithInv) = {"SEND_WITH_INV", WrClass::kMessage, kRc,         O::kSendFirst, O::kSendMiddle,
+                                O::kSendLastInv, O::kSendOnlyInv,   WcOpcode::kSend};
+  at(WrOpcode::kRdmaWrite) = {"RDMA_WRITE", WrClass::kMessage, kRc | kUc,        O::kWriteFirst, O::kWriteMiddle,
+                              O::kWriteLast, O::kWriteOnly,    WcOpcode::kRdmaWrite};
+  at(WrOpcode::kRdmaWriteWithImm) = {"RDMA_WRITE_WITH_IMM", WrClass::kMessage, kRc | kUc,
+                                     O::kWriteFirst,        O::kWriteMiddle,   O::kWriteLastImm,
+                                     O::kWriteOnlyImm,      WcOpcode::kRdmaWrite};
+  at(WrOpcode::kRdmaRead) = {"RDMA_READ",     WrClass::kRead,    kRc, O::kReadRequest, O::kReadRequest,
+                             O::kReadRequest, O::kReadRequest, WcOpcode::kRdmaRead};
+  at(WrOpcode::kAtomicCmpAndSwp) = {"ATOMIC_CMP_AND_SWP", WrClass::kAtomic, kRc,  O::kCmpSwap, O::kCmpSwap,
+                                    O::kCmpSwap,          O::kCmpSwap,      WcOpcode::kCompSwap, 8};
+  at(WrOpcode::kAtomicFetchAndAdd) = {"ATOMIC_FETCH_AND_ADD", WrClass::kAtomic, kRc, O::kFetchAdd, O::kFetchAdd,
+                                      O::kFetchAdd,           O::kFetchAdd,     WcOpcode::kFetchAdd, 8};
+  at(WrOpcode::kRegMr) = {"REG_MR", WrClass::kLocal, kRc | kUc};
+  at(WrOpcode::kRegMr).wc = WcOpcode::kRegMr;
+  at(WrOpcode::kLocalInv) = {"LOCAL_INV", WrClass::kLocal, kRc | kUc};
+  at(WrOpcode::kLocalInv).wc = WcOpcode::kLocalInv;
+  return t;
+}();
+
+// A value of the enum (a caller's WR may hold anything).
+constexpr bool is_wr_opcode(WrOpcode op) { return static_cast<std::size_t>(op) < kWrOpcodeTable.size(); }
+// The row of a known opcode.
+constexpr const WrOpcodeRow& wr_row(WrOpcode op) { return kWrOpcodeTable[static_cast<std::size_t>(op)]; }
+
+constexpr bool is_local_op(WrOpcode op) { return wr_row(op).cls == WrClass::kLocal; }
+constexpr bool is_rd_atomic(WrOpcode op) { return wr_row(op).rd_atomic(); }
+
+static_assert(wr_row(WrOpcode::kLocalInv).wc == WcOpcode::kLocalInv);
+static_assert(wr_row(WrOpcode::kRdmaWriteWithImm).packet(false, true) == Opcode::kWriteLastImm);
+
+}  // namespace srdma::hca
