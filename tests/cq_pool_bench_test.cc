@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/cq_state.h"
+#include "core/cq_impl.h"
 #include "hca/cq.h"
 #include "srdma/device.h"
 #include "tools/cq_footprint.h"
@@ -97,7 +97,7 @@ TEST(CqPoolBench, RefusesBadOptions) {
 }
 
 // Bytes of one CQ besides its ring: the device's object and the core's two.
-constexpr std::uint64_t kCqStateBytes = sizeof(hca::Cq) + sizeof(CompletionQueue) + sizeof(detail::CqState);
+constexpr std::uint64_t kCqStateBytes = sizeof(hca::Cq) + sizeof(CompletionQueue) + sizeof(detail::CqImpl);
 
 TEST(CqFootprint, SumsRowsExactly) {
   const CqUsage rows[] = {

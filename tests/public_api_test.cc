@@ -10,7 +10,7 @@
 #include "srdma/access.h"
 #include "srdma/device.h"
 
-#if __has_include("hca/soft_hca.h") || __has_include("core/device_state.h")
+#if __has_include("hca/soft_hca.h") || __has_include("core/device_impl.h")
 #error "a consumer of the library must not see its internal headers"
 #endif
 

@@ -157,6 +157,34 @@ TEST(TransportCounters, SequenceNakOutsideTheWindowIsDroppedAndTheTimerRetries) 
   EXPECT_EQ(b.buf[0], 0);
 }
 
+// A response whose PSN names an outstanding WQE but whose opcode does not
+// answer it (READ data or an atomic ACK for a WRITE) is dropped as a bad
+// opcode, not as a bad PSN, and completes nothing.
+TEST(TransportCounters, ResponseOfTheWrongKindIsDroppedAsABadOpcode) {
+  ManualClock clock;
+  Side a(&clock), b(&clock);
+  connect(a, b);
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  ASSERT_TRUE(b.qp->modify(err, QP_STATE));  // b answers nothing: a's WRITE stays outstanding
+  Sge sge{a.addr(), 16, a.key};
+  ASSERT_TRUE(post(a, write_wr(1, sge, b.addr(), b.key)));
+  for (Opcode op : {Opcode::kReadResponseOnly, Opcode::kAtomicAck}) {
+    Packet p;
+    p.op = op;
+    p.src_addr = b.dev->engine().address();
+    p.dst_addr = a.dev->engine().address();
+    p.src_qpn = b.qp->qpn();
+    p.dst_qpn = a.qp->qpn();
+    p.psn = 0;  // the WRITE's
+    a.dev->engine().receive(std::move(p));
+  }
+  const TransportCounters c = a.qp->counters();
+  EXPECT_EQ(c.dropped_for(DropReason::kBadOpcode), 2u);
+  EXPECT_EQ(c.dropped_for(DropReason::kBadPsn), 0u);
+  EXPECT_TRUE(poll_n(*a.scq, 1, std::chrono::milliseconds(0)).empty());
+}
+
 // A packet for a QPN the device does not have is dropped and counted on
 // the device.
 TEST(TransportCounters, UnknownDestinationQpIsCountedOnTheDevice) {

@@ -150,6 +150,7 @@ TEST_F(Injected, MiddleWithoutFirstIsAnInvalidRequest) {
   std::memset(a.buf.data(), 0x5a, 512);
   b.dev->engine().receive(from_a(Opcode::kWriteMiddle, 100, 256));
   EXPECT_EQ(b.qp->state(), QpState::kErr) << "class C: the responder's QP ends";
+  EXPECT_EQ(b.qp->counters().naks_sent_for(NakCause::kInvalidOpcodeSequence), 1u);
   EXPECT_EQ(b.buf[0], 0) << "nothing of it lands";
 }
 
@@ -165,6 +166,7 @@ TEST_F(Injected, OnlyLongerThanTheMtuIsAnInvalidRequest) {
   std::memset(a.buf.data(), 0x5a, 512);
   b.dev->engine().receive(from_a(Opcode::kWriteOnly, 100, 257));
   EXPECT_EQ(b.qp->state(), QpState::kErr);
+  EXPECT_EQ(b.qp->counters().naks_sent_for(NakCause::kInvalidLength), 1u);
   EXPECT_EQ(b.buf[0], 0);
 }
 

@@ -15,7 +15,7 @@
 namespace srdma {
 
 namespace detail {
-struct AhState;
+struct AhImpl;
 struct AhAccess;
 }
 
@@ -40,8 +40,8 @@ class AddressHandle {
  private:
   friend class ProtectionDomain;
   friend struct detail::AhAccess;
-  explicit AddressHandle(std::unique_ptr<detail::AhState> s);
-  std::unique_ptr<detail::AhState> state_;
+  explicit AddressHandle(std::unique_ptr<detail::AhImpl> s);
+  std::unique_ptr<detail::AhImpl> state_;
 };
 
 }  // namespace srdma

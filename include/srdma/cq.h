@@ -21,9 +21,9 @@
 namespace srdma {
 
 namespace detail {
-struct DeviceState;
-struct CqState;
-struct ChannelState;
+struct DeviceImpl;
+struct CqImpl;
+struct ChannelImpl;
 struct CqAccess;
 }  // namespace detail
 
@@ -90,8 +90,8 @@ class CompletionQueue {
   friend class ProtectionDomain;
   friend class CompChannel;
   friend struct detail::CqAccess;
-  CompletionQueue(std::unique_ptr<detail::CqState> s, void* context);
-  std::unique_ptr<detail::CqState> state_;
+  CompletionQueue(std::unique_ptr<detail::CqImpl> s, void* context);
+  std::unique_ptr<detail::CqImpl> state_;
   void* context_;
 };
 
@@ -111,8 +111,8 @@ class CompChannel {
  private:
   friend class Device;
   friend struct detail::CqAccess;
-  explicit CompChannel(std::shared_ptr<detail::ChannelState> s);
-  std::shared_ptr<detail::ChannelState> state_;  // shared with the CQs bound to it
+  explicit CompChannel(std::shared_ptr<detail::ChannelImpl> s);
+  std::shared_ptr<detail::ChannelImpl> state_;  // shared with the CQs bound to it
 };
 
 struct CqInit {

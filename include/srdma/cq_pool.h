@@ -13,7 +13,7 @@ class CompletionQueue;
 class Device;
 
 namespace detail {
-struct DeviceState;
+struct DeviceImpl;
 }
 
 // One pool CQ, for `srdma info` and monitoring.
@@ -47,8 +47,8 @@ class CqLease {
 
  private:
   friend class Device;
-  CqLease(detail::DeviceState* dev, CompletionQueue* cq, std::uint32_t nr) : dev_(dev), cq_(cq), nr_cqe_(nr) {}
-  detail::DeviceState* dev_ = nullptr;
+  CqLease(detail::DeviceImpl* dev, CompletionQueue* cq, std::uint32_t nr) : dev_(dev), cq_(cq), nr_cqe_(nr) {}
+  detail::DeviceImpl* dev_ = nullptr;
   CompletionQueue* cq_ = nullptr;
   std::uint32_t nr_cqe_ = 0;
 };

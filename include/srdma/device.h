@@ -27,7 +27,7 @@
 namespace srdma {
 
 namespace detail {
-struct DeviceState;
+struct DeviceImpl;
 struct ClientAccess;
 }  // namespace detail
 
@@ -211,9 +211,9 @@ class Device {
 
  private:
   friend struct detail::ClientAccess;
-  explicit Device(std::shared_ptr<detail::DeviceState> s) : state_(std::move(s)) {}
+  explicit Device(std::shared_ptr<detail::DeviceImpl> s) : state_(std::move(s)) {}
   static Result<Device> open_on(const Profile& profile, std::string name, const NetConfig* net);
-  std::shared_ptr<detail::DeviceState> state_;
+  std::shared_ptr<detail::DeviceImpl> state_;
 };
 
 }  // namespace srdma

@@ -29,7 +29,7 @@
 namespace srdma {
 
 namespace detail {
-struct PdState;
+struct PdImpl;
 }
 
 struct FmrAttr {
@@ -77,11 +77,11 @@ class Fmr {
  private:
   friend class ProtectionDomain;
   friend Result<void> unmap_fmrs(std::span<Fmr* const> fmrs);
-  Fmr(std::shared_ptr<detail::PdState> pd, std::uint32_t key, std::uint32_t access, const FmrAttr& attr)
+  Fmr(std::shared_ptr<detail::PdImpl> pd, std::uint32_t key, std::uint32_t access, const FmrAttr& attr)
       : pd_(std::move(pd)), key_(key), access_(access), attr_(attr) {}
   void release() noexcept;
 
-  std::shared_ptr<detail::PdState> pd_;
+  std::shared_ptr<detail::PdImpl> pd_;
   std::uint32_t key_ = 0;
   std::uint32_t access_ = 0;
   FmrAttr attr_;

@@ -27,7 +27,7 @@
 namespace srdma {
 
 namespace detail {
-struct PdState;
+struct PdImpl;
 struct MrAccess;
 }
 
@@ -94,11 +94,11 @@ class MemoryRegion {
  private:
   friend class ProtectionDomain;
   friend struct detail::MrAccess;
-  MemoryRegion(std::shared_ptr<detail::PdState> pd, std::uint32_t key, void* addr, std::size_t length,
+  MemoryRegion(std::shared_ptr<detail::PdImpl> pd, std::uint32_t key, void* addr, std::size_t length,
                std::uint32_t access)
       : pd_(std::move(pd)), key_(key), addr_(addr), length_(length), access_(access) {}
 
-  std::shared_ptr<detail::PdState> pd_;
+  std::shared_ptr<detail::PdImpl> pd_;
   std::uint32_t key_ = 0;
   void* addr_ = nullptr;
   std::size_t length_ = 0;

@@ -20,7 +20,7 @@
 namespace srdma {
 
 namespace detail {
-struct DeviceState;
+struct DeviceImpl;
 }
 
 class ProtectionDomain {
@@ -82,8 +82,8 @@ class ProtectionDomain {
  private:
   friend class Device;
   friend class FmrPool;  // reads the device's max_map_per_fmr
-  explicit ProtectionDomain(std::shared_ptr<detail::PdState> s) : state_(std::move(s)) {}
-  std::shared_ptr<detail::PdState> state_;
+  explicit ProtectionDomain(std::shared_ptr<detail::PdImpl> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::PdImpl> state_;
 };
 
 }  // namespace srdma

@@ -23,7 +23,7 @@ class CompletionQueue;
 class SharedReceiveQueue;
 
 namespace detail {
-struct QpState;
+struct QpImpl;
 struct MrPoolAccess;
 }
 
@@ -113,8 +113,8 @@ class QueuePair {
  private:
   friend class ProtectionDomain;
   friend struct detail::MrPoolAccess;
-  explicit QueuePair(std::unique_ptr<detail::QpState> s);
-  std::unique_ptr<detail::QpState> state_;
+  explicit QueuePair(std::unique_ptr<detail::QpImpl> s);
+  std::unique_ptr<detail::QpImpl> state_;
 };
 
 }  // namespace srdma

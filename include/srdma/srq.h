@@ -21,7 +21,7 @@
 namespace srdma {
 
 namespace detail {
-struct SrqState;
+struct SrqImpl;
 }
 
 struct SrqInitAttr {
@@ -71,9 +71,9 @@ class SharedReceiveQueue {
 
  private:
   friend class ProtectionDomain;
-  friend struct detail::SrqState;
-  explicit SharedReceiveQueue(std::unique_ptr<detail::SrqState> s);
-  std::unique_ptr<detail::SrqState> state_;
+  friend struct detail::SrqImpl;
+  explicit SharedReceiveQueue(std::unique_ptr<detail::SrqImpl> s);
+  std::unique_ptr<detail::SrqImpl> state_;
 };
 
 }  // namespace srdma

@@ -18,6 +18,31 @@ std::string_view drop_reason_str(DropReason r) {
   return "?";
 }
 
+std::string_view nak_cause_str(NakCause c) {
+  switch (c) {
+    case NakCause::kInvalidOpcodeSequence: return "invalid_request_opcode_sequence";
+    case NakCause::kInvalidLength: return "invalid_request_length";
+    case NakCause::kInvalidNoResources: return "invalid_request_no_rd_atomic_resources";
+    case NakCause::kInvalidReceiveTooShort: return "invalid_request_receive_too_short";
+    case NakCause::kInvalidInvalidate: return "invalid_request_invalidate_refused";
+    case NakCause::kInvalidAtomicAlignment: return "invalid_request_atomic_unaligned";
+    case NakCause::kAccessNotEnabled: return "remote_access_error_not_enabled";
+    case NakCause::kAccessKeyRefused: return "remote_access_error_rkey";
+    case NakCause::kOperationalPlacement: return "remote_operational_error_placement";
+  }
+  return "?";
+}
+
+std::string_view nak_code_str(NakCode c) {
+  switch (c) {
+    case NakCode::kInvalidRequest: return "invalid_request";
+    case NakCode::kRemoteAccessError: return "remote_access_error";
+    case NakCode::kRemoteOperationalError: return "remote_operational_error";
+    case NakCode::kInvalidRdRequest: return "invalid_rd_request";
+  }
+  return "?";
+}
+
 std::uint64_t TransportCounters::dropped_total() const {
   std::uint64_t n = 0;
   for (std::uint64_t d : dropped) n += d;
@@ -41,6 +66,8 @@ void each_count(TransportCounters& a, const TransportCounters& b, Op op) {
   op(a.seq_naks_received, b.seq_naks_received);
   op(a.duplicate_requests, b.duplicate_requests);
   for (std::size_t i = 0; i < kNumDropReasons; ++i) op(a.dropped[i], b.dropped[i]);
+  for (std::size_t i = 0; i < kNumNakCauses; ++i) op(a.naks_sent[i], b.naks_sent[i]);
+  for (std::size_t i = 0; i < kNumNakCodes; ++i) op(a.naks_received[i], b.naks_received[i]);
 }
 }  // namespace
 

@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "core/ah_state.h"
+#include "core/ah_impl.h"
 #include "srdma/pd.h"
 
 namespace srdma {
 
-AddressHandle::AddressHandle(std::unique_ptr<detail::AhState> s) : state_(std::move(s)) {}
+AddressHandle::AddressHandle(std::unique_ptr<detail::AhImpl> s) : state_(std::move(s)) {}
 
 AddressHandle::~AddressHandle() { state_->pd->usecnt.fetch_sub(1); }
 
@@ -27,7 +27,7 @@ Result<std::unique_ptr<AddressHandle>> ProtectionDomain::create_ah(const AhAttr&
     if (!ip || *ip != roce_ipv4(attr.dest_addr))
       return make_error(EINVAL, fmt::format("dgid is not the IPv4-mapped GID of {}", ipv4_str(roce_ipv4(attr.dest_addr))));
   }
-  auto s = std::make_unique<detail::AhState>();
+  auto s = std::make_unique<detail::AhImpl>();
   s->pd = state_;
   s->attr = attr;
   state_->usecnt.fetch_add(1);

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/device_state.h"
+#include "core/device_impl.h"
 #include "srdma/device.h"
 
 namespace srdma {
@@ -22,10 +22,10 @@ struct Registry {
   struct Entry {
     ClientId id;
     Client client;
-    std::vector<DeviceState*> added;  // devices add() ran for
+    std::vector<DeviceImpl*> added;  // devices add() ran for
   };
   std::vector<Entry> clients;
-  std::vector<std::weak_ptr<DeviceState>> devices;
+  std::vector<std::weak_ptr<DeviceImpl>> devices;
   ClientId next_id = 1;
 };
 
@@ -34,7 +34,7 @@ Registry& registry() {
   return *r;
 }
 
-void announce_device(const std::shared_ptr<DeviceState>& dev) {
+void announce_device(const std::shared_ptr<DeviceImpl>& dev) {
   Registry& r = registry();
   std::lock_guard serial(r.serial);
   std::vector<std::pair<ClientId, std::function<void(Device&)>>> adds;
@@ -52,21 +52,21 @@ void announce_device(const std::shared_ptr<DeviceState>& dev) {
   }
 }
 
-void forget_device(const DeviceState* dev) {
+void forget_device(const DeviceImpl* dev) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   for (auto& e : r.clients) std::erase(e.added, dev);
   std::erase_if(r.devices, [](const auto& w) { return w.expired(); });
 }
 
-DeviceState::~DeviceState() { forget_device(this); }
+DeviceImpl::~DeviceImpl() { forget_device(this); }
 
 }  // namespace detail
 
 ClientId register_client(Client client) {
   auto& r = detail::registry();
   std::lock_guard serial(r.serial);
-  std::vector<std::shared_ptr<detail::DeviceState>> present;
+  std::vector<std::shared_ptr<detail::DeviceImpl>> present;
   ClientId id;
   {
     std::lock_guard lock(r.mu);
@@ -90,7 +90,7 @@ void unregister_client(ClientId id) {
   auto& r = detail::registry();
   std::lock_guard serial(r.serial);
   Client client;
-  std::vector<std::shared_ptr<detail::DeviceState>> added;
+  std::vector<std::shared_ptr<detail::DeviceImpl>> added;
   {
     std::lock_guard lock(r.mu);
     auto it = std::find_if(r.clients.begin(), r.clients.end(), [&](const auto& e) { return e.id == id; });

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/cq_state.h"
+#include "core/cq_impl.h"
 #include "srdma/device.h"
 
 namespace srdma {
@@ -12,7 +12,7 @@ static_assert(std::uint32_t{CQ_NEXT_COMP} == hca::NOTIFY_NEXT_COMP &&
               std::uint32_t{CQ_SOLICITED} == hca::NOTIFY_SOLICITED &&
               std::uint32_t{CQ_REPORT_MISSED_EVENTS} == hca::NOTIFY_REPORT_MISSED_EVENTS);
 
-CompletionQueue::CompletionQueue(std::unique_ptr<detail::CqState> s, void* context)
+CompletionQueue::CompletionQueue(std::unique_ptr<detail::CqImpl> s, void* context)
     : state_(std::move(s)), context_(context) {}
 
 CompletionQueue::~CompletionQueue() {
@@ -72,7 +72,7 @@ std::uint64_t CompletionQueue::cqes_written() const { return state_->cq->cqes_wr
 std::uint64_t CompletionQueue::events() const { return state_->cq->events(); }
 bool CompletionQueue::in_error() const { return state_->cq->in_error(); }
 
-CompChannel::CompChannel(std::shared_ptr<detail::ChannelState> s) : state_(std::move(s)) {}
+CompChannel::CompChannel(std::shared_ptr<detail::ChannelImpl> s) : state_(std::move(s)) {}
 CompChannel::~CompChannel() = default;
 int CompChannel::fd() const { return state_->channel->fd(); }
 
@@ -93,7 +93,7 @@ void CompChannel::ack_events(CompletionQueue& cq, unsigned n) {
 Result<std::unique_ptr<CompChannel>> Device::create_comp_channel() {
   auto ch = hca::CompChannel::create();
   if (!ch) return std::unexpected(ch.error());
-  auto s = std::make_shared<detail::ChannelState>();
+  auto s = std::make_shared<detail::ChannelImpl>();
   s->channel = std::move(*ch);
   s->hca = state_->hca;
   return std::unique_ptr<CompChannel>(new CompChannel(std::move(s)));
@@ -103,13 +103,13 @@ Result<std::unique_ptr<CompletionQueue>> Device::create_cq(const CqInit& init) {
   return detail::CqAccess::create_cq(*state_, state_, init);
 }
 
-Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::create_cq(DeviceState& dev,
-                                                                    std::shared_ptr<DeviceState> keep,
+Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::create_cq(DeviceImpl& dev,
+                                                                    std::shared_ptr<DeviceImpl> keep,
                                                                     const CqInit& init) {
   if (init.channel && init.handler)
     return make_error(EINVAL, "a CQ's events go to a channel or to a handler, not both");
   if (dev.removed) return make_error(ENODEV, "the device has been removed");
-  auto s = std::make_unique<detail::CqState>();
+  auto s = std::make_unique<detail::CqImpl>();
   s->device = std::move(keep);
   s->owner = &dev;
   s->hca = dev.hca;
@@ -126,7 +126,7 @@ Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::create_cq(DeviceState
   if (init.channel) {
     // The CQ shares the channel's state, so the fd lives as long as either.
     public_cq->state_->channel = init.channel->state_;
-    std::weak_ptr<detail::ChannelState> ch = init.channel->state_;
+    std::weak_ptr<detail::ChannelImpl> ch = init.channel->state_;
     (*cq)->set_event_handler([ch](hca::Cq& c) {
       if (auto chan = ch.lock()) chan->channel->notify(&c);
     });

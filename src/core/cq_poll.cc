@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/cq_state.h"
+#include "core/cq_impl.h"
 #include "srdma/device.h"
 
 namespace srdma {
@@ -20,7 +20,7 @@ constexpr int kBudgetWorkqueue = 65536;  // IB_POLL_BUDGET_WORKQUEUE
 constexpr std::uint32_t kRearmFlags = CQ_NEXT_COMP | CQ_REPORT_MISSED_EVENTS;
 
 // Polls up to `budget` completions, `batch` at a time, and dispatches them.
-int process(CompletionQueue& cq, detail::CqState& s, int budget, int batch) {
+int process(CompletionQueue& cq, detail::CqImpl& s, int budget, int batch) {
   Wc wc[kPollBatch];
   int done = 0;
   while (done < budget) {
@@ -44,7 +44,7 @@ int process(CompletionQueue& cq, detail::CqState& s, int budget, int batch) {
 
 // Processes until the CQ is empty and re-armed with no event missed, in
 // rounds of `budget`; true if it stopped because the budget ran out.
-bool process_and_rearm(CompletionQueue& cq, detail::CqState& s, int budget) {
+bool process_and_rearm(CompletionQueue& cq, detail::CqImpl& s, int budget) {
   int total = 0;
   bool more;
   for (;;) {
@@ -69,7 +69,7 @@ bool process_and_rearm(CompletionQueue& cq, detail::CqState& s, int budget) {
 
 }  // namespace
 
-void detail::DeviceState::start_workers() {
+void detail::DeviceImpl::start_workers() {
   std::call_once(workers_once, [this] {
     const auto vectors = static_cast<unsigned>(hca->profile().num_comp_vectors);
     const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
@@ -84,14 +84,14 @@ Result<std::unique_ptr<CompletionQueue>> Device::alloc_cq(void* cq_context, std:
   return detail::CqAccess::alloc_cq(*state_, state_, cq_context, nr_cqe, comp_vector, ctx);
 }
 
-Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::alloc_cq(DeviceState& dev,
-                                                                   std::shared_ptr<DeviceState> keep,
+Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::alloc_cq(DeviceImpl& dev,
+                                                                   std::shared_ptr<DeviceImpl> keep,
                                                                    void* cq_context, std::uint32_t nr_cqe,
                                                                    std::uint32_t comp_vector, PollContext ctx) {
   if (!is_valid(ctx)) return make_error(EINVAL, fmt::format("poll context {} is not one", static_cast<unsigned>(ctx)));
   auto cq = create_cq(dev, std::move(keep), CqInit{.cqe = nr_cqe, .comp_vector = comp_vector, .context = cq_context});
   if (!cq) return cq;
-  detail::CqState& s = *(*cq)->state_;
+  detail::CqImpl& s = *(*cq)->state_;
   s.ctx = ctx;
   CompletionQueue* pub = cq->get();
   hca::Cq& dev_cq = *s.cq;

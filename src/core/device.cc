@@ -2,8 +2,8 @@
 
 #include <bit>
 
-#include "core/cq_state.h"
-#include "core/pd_state.h"
+#include "core/cq_impl.h"
+#include "core/pd_impl.h"
 
 namespace srdma {
 
@@ -20,7 +20,7 @@ Result<Device> Device::open_on(const Profile& profile, std::string name, const N
   if (!p) return std::unexpected(p.error());
   auto hca = hca::SoftHca::open(*p, net);
   if (!hca) return std::unexpected(hca.error());
-  auto s = std::make_shared<detail::DeviceState>();
+  auto s = std::make_shared<detail::DeviceImpl>();
   s->name = std::move(name);
   s->hca = std::move(*hca);
   detail::init_cq_pool(*s);
@@ -104,7 +104,7 @@ Result<ProtectionDomain> Device::alloc_pd() {
   if (state_->removed) return make_error(ENODEV, "the device has been removed");
   auto pdn = state_->hca->tables().alloc_pd();
   if (!pdn) return std::unexpected(pdn.error());
-  auto s = std::make_shared<detail::PdState>();
+  auto s = std::make_shared<detail::PdImpl>();
   s->device = state_;
   s->pdn = *pdn;
   return ProtectionDomain(std::move(s));

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/cq_state.h"
+#include "core/cq_impl.h"
 #include "srdma/device.h"
 
 namespace srdma {
@@ -15,7 +15,7 @@ namespace detail {
 // Creates pool CQs through the device's own alloc_cq and keeps them.
 class DevicePoolBackend final : public core::CqPool::Backend {
  public:
-  explicit DevicePoolBackend(DeviceState& dev) : dev_(dev) {}
+  explicit DevicePoolBackend(DeviceImpl& dev) : dev_(dev) {}
 
   Result<void*> create_cq(std::uint32_t cqe, std::uint32_t vector, PollContext ctx) override {
     auto cq = make_cq(cqe, vector, ctx);
@@ -42,7 +42,7 @@ class DevicePoolBackend final : public core::CqPool::Backend {
  private:
   Result<std::unique_ptr<CompletionQueue>> make_cq(std::uint32_t cqe, std::uint32_t vector, PollContext ctx);
 
-  DeviceState& dev_;
+  DeviceImpl& dev_;
   std::mutex mu_;  // guards cqs_
   std::map<void*, std::unique_ptr<CompletionQueue>> cqs_;
 };
@@ -62,7 +62,7 @@ Result<std::unique_ptr<CompletionQueue>> DevicePoolBackend::make_cq(std::uint32_
   return cq;
 }
 
-void init_cq_pool(DeviceState& dev) {
+void init_cq_pool(DeviceImpl& dev) {
   const auto& p = dev.hca->profile();
   const unsigned cpus = std::thread::hardware_concurrency();
   dev.pool_backend = std::make_unique<DevicePoolBackend>(dev);
@@ -112,7 +112,7 @@ std::vector<CqUsage> Device::cq_usage() const {
   auto rows = state_->hca->engine().cq_usage();
   for (CqUsage& u : rows) {
     // Every device CQ was made through the core: its public object and state.
-    u.state_bytes += sizeof(CompletionQueue) + sizeof(detail::CqState);
+    u.state_bytes += sizeof(CompletionQueue) + sizeof(detail::CqImpl);
     auto it = pool_used.find(u.cqn);
     u.shared = it != pool_used.end();
     u.cqe_used = u.shared ? it->second : u.cqe;

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/pd_state.h"
+#include "core/pd_impl.h"
 
 namespace srdma {
 
@@ -75,7 +75,7 @@ Result<void> unmap_fmrs(std::span<Fmr* const> fmrs) {
   if (fmrs.empty()) return {};
   std::vector<std::uint32_t> keys;
   keys.reserve(fmrs.size());
-  const detail::DeviceState* device = nullptr;
+  const detail::DeviceImpl* device = nullptr;
   for (std::size_t i = 0; i < fmrs.size(); ++i) {
     const Fmr* f = fmrs[i];
     if (f == nullptr || !f->pd_) return make_error(EINVAL, fmt::format("FMR {} of the list is not allocated", i));

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/pd_state.h"
+#include "core/pd_impl.h"
 
 namespace srdma {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "core/pd_state.h"
+#include "core/pd_impl.h"
 
 namespace srdma {
 

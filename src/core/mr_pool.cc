@@ -5,17 +5,17 @@
 
 #include <fmt/format.h>
 
-#include "core/qp_state.h"
+#include "core/qp_impl.h"
 
 namespace srdma {
 namespace detail {
 struct MrPoolAccess {
-  static QpState& state(const QueuePair& qp) { return *qp.state_; }
+  static QpImpl& state(const QueuePair& qp) { return *qp.state_; }
 };
 }  // namespace detail
 
 namespace {
-detail::MrPoolState& pool_of(const QueuePair& qp) { return detail::MrPoolAccess::state(qp).mr_pool; }
+detail::MrPoolImpl& pool_of(const QueuePair& qp) { return detail::MrPoolAccess::state(qp).mr_pool; }
 }  // namespace
 
 Result<void> mr_pool_init(QueuePair& qp, int nr, MrType type, std::uint32_t max_num_sg) {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/pd_state.h"
+#include "core/pd_impl.h"
 #include "core/memory_map.h"
 #include "srdma/access.h"
 
@@ -65,7 +65,7 @@ Result<MemoryRegion> ProtectionDomain::alloc_mr(MrType type, std::uint32_t max_n
 
 namespace detail {
 
-Result<MemoryRegion> MrAccess::alloc_mr(const std::shared_ptr<PdState>& pd, MrType type, std::uint32_t max_num_sg) {
+Result<MemoryRegion> MrAccess::alloc_mr(const std::shared_ptr<PdImpl>& pd, MrType type, std::uint32_t max_num_sg) {
   if (type != MrType::kMemReg) return make_error(EINVAL, "alloc_mr makes kMemReg MRs only (reg_mr makes user ones)");
   auto key = pd->device->hca->tables().alloc_fast_reg_mr(pd->pdn, max_num_sg);
   if (!key) return std::unexpected(key.error());

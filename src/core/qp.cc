@@ -2,16 +2,16 @@
 
 #include <fmt/format.h>
 
-#include "core/cq_state.h"
-#include "core/ah_state.h"
-#include "core/qp_state.h"
-#include "core/srq_state.h"
+#include "core/cq_impl.h"
+#include "core/ah_impl.h"
+#include "core/qp_impl.h"
+#include "core/srq_impl.h"
 #include "srdma/cq.h"
 #include "srdma/pd.h"
 
 namespace srdma {
 
-QueuePair::QueuePair(std::unique_ptr<detail::QpState> s) : state_(std::move(s)) {}
+QueuePair::QueuePair(std::unique_ptr<detail::QpImpl> s) : state_(std::move(s)) {}
 
 QueuePair::~QueuePair() {
   if (!state_ || state_->destroyed) return;
@@ -65,7 +65,7 @@ bool resolve_fast_reg(const MemoryRegion* mr, hca::FastRegView& out) {
 }
 // UD: the AH's address now, for the device.
 bool resolve_ah(const AddressHandle* ah, hca::UdAddress& out) {
-  const detail::AhState& s = detail::AhAccess::state(*ah);
+  const detail::AhImpl& s = detail::AhAccess::state(*ah);
   out.pdn = s.pd->pdn;
   out.dest_addr = s.attr.dest_addr;
   out.hop_limit = s.attr.hop_limit;
@@ -85,7 +85,7 @@ Result<void> QueuePair::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {
 namespace {
 
 // The vector whose interrupt thread runs on `cpu`, else cpu mod n.
-int vector_for_cpu(detail::DeviceState& dev, int cpu) {
+int vector_for_cpu(detail::DeviceImpl& dev, int cpu) {
   if (cpu < 0) return -1;  // round robin
   const auto n = static_cast<std::uint32_t>(dev.hca->profile().num_comp_vectors);
   for (std::uint32_t v = 0; v < n; ++v)
@@ -103,7 +103,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
     return make_error(EINVAL, "unknown create_flags");
   const bool gsi = init.create_flags & QP_CREATE_GSI;
   if (gsi && init.qp_type != QpType::kUd) return make_error(EINVAL, "the GSI QP is a UD QP");
-  auto s = std::make_unique<detail::QpState>();
+  auto s = std::make_unique<detail::QpImpl>();
   if (init.create_flags & QP_CREATE_ASSIGN_CQS) {
     if (init.send_cq || init.recv_cq) return make_error(EINVAL, "QP_CREATE_ASSIGN_CQS takes no CQs from the caller");
     Device handle = detail::ClientAccess::handle(state_->device);
@@ -129,9 +129,9 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq->state_->cq, init.cap, init.sq_sig_all,
                  init.qp_context, nullptr, init.qp_type, gsi};
   if (init.srq) {
-    if (detail::SrqState::destroyed_of(*init.srq) || detail::SrqState::device_of(*init.srq) != dev)
+    if (detail::SrqImpl::destroyed_of(*init.srq) || detail::SrqImpl::device_of(*init.srq) != dev)
       return make_error(EINVAL, "the SRQ is destroyed or belongs to another device");
-    hi.srq = detail::SrqState::of(*init.srq);
+    hi.srq = detail::SrqImpl::of(*init.srq);
   }
   auto qp = dev->hca->engine().create_qp(std::move(hi));
   if (!qp) return std::unexpected(qp.error());

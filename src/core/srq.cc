@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "core/srq_state.h"
+#include "core/srq_impl.h"
 #include "srdma/pd.h"
 
 namespace srdma {
 
-SharedReceiveQueue::SharedReceiveQueue(std::unique_ptr<detail::SrqState> s) : state_(std::move(s)) {}
+SharedReceiveQueue::SharedReceiveQueue(std::unique_ptr<detail::SrqImpl> s) : state_(std::move(s)) {}
 
 SharedReceiveQueue::~SharedReceiveQueue() {
   if (!state_ || state_->destroyed) return;
@@ -57,7 +57,7 @@ Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(const S
   if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
   auto* dev = state_->device.get();
   if (dev->removed) return make_error(ENODEV, "the device has been removed");
-  auto s = std::make_unique<detail::SrqState>();
+  auto s = std::make_unique<detail::SrqImpl>();
   s->pd = state_;
   s->context = init.srq_context;
   s->destroyed = true;  // until the device SRQ exists

@@ -31,6 +31,11 @@ WcStatus nak_status(Syndrome c) {
   return WcStatus::kGeneralErr;
 }
 
+static_assert(static_cast<int>(Syndrome::kInvalidRdRequest) - static_cast<int>(Syndrome::kInvalidRequest) ==
+              static_cast<int>(NakCode::kInvalidRdRequest));
+static_assert(static_cast<int>(Syndrome::kRemoteAccessError) - static_cast<int>(Syndrome::kInvalidRequest) ==
+              static_cast<int>(NakCode::kRemoteAccessError));
+
 constexpr std::uint32_t last_psn(std::uint32_t psn, std::uint32_t npsn) { return psn_add(psn, npsn - 1); }
 
 }  // namespace
@@ -49,6 +54,7 @@ std::string_view Qp::comp_state_str(CompState s) {
     case CompState::kSequenceNak: return "sequence_nak";
     case CompState::kFatalNak: return "fatal_nak";
     case CompState::kDrop: return "drop";
+    case CompState::kDropOpcode: return "drop_opcode";
     case CompState::kDone: return "done";
   }
   return "?";
@@ -110,6 +116,10 @@ void Qp::completer_handle(Packet& pkt) {
       case CompState::kFatalNak: s = comp_fatal_nak(pkt); break;
       case CompState::kDrop:
         c.dropped_bad_psn.bump();
+        s = CompState::kDone;
+        break;
+      case CompState::kDropOpcode:
+        c.dropped_bad_opcode.bump();
         s = CompState::kDone;
         break;
       case CompState::kDone: break;
@@ -205,19 +215,19 @@ Qp::CompState Qp::comp_check_opcode(Packet& pkt) {
     if (pkt.syndrome == Syndrome::kPsnSequenceError) return CompState::kSequenceNak;
     return CompState::kFatalNak;
   }
-  if (is_read_response(pkt.op)) return wr_row(w.opcode).cls == WrClass::kRead ? CompState::kReadData : CompState::kDrop;
+  if (is_read_response(pkt.op))
+    return wr_row(w.opcode).cls == WrClass::kRead ? CompState::kReadData : CompState::kDropOpcode;
   if (pkt.op == Opcode::kAtomicAck)
-    return wr_row(w.opcode).cls == WrClass::kAtomic && pkt.psn == w.psn
-               ? CompState::kAtomicData
-               : CompState::kDrop;
-  return CompState::kDrop;  // a request opcode: the engine routes those to the responder
+    return wr_row(w.opcode).cls == WrClass::kAtomic && pkt.psn == w.psn ? CompState::kAtomicData
+                                                                         : CompState::kDropOpcode;
+  return CompState::kDropOpcode;  // a request opcode: the engine routes those to the responder
 }
 
 // An ACK inside the oldest WQE: a SEND or WRITE completes with its last
 // PSN; before that, the ACK moves the window.
 Qp::CompState Qp::comp_ack(Packet& pkt) {
   const SendWqe& w = wqe(comp_.consumer);
-  if (is_rd_atomic(w.opcode)) return CompState::kDrop;  // only its data answers a READ or atomic
+  if (is_rd_atomic(w.opcode)) return CompState::kDropOpcode;  // only its data answers a READ or atomic
   if (pkt.psn == last_psn(w.psn, w.npsn) && comp_.consumer != req_.next) return CompState::kComplete;
   comp_.psn = psn_add(pkt.psn, 1);
   note_progress();
@@ -348,6 +358,9 @@ Qp::CompState Qp::comp_sequence_nak(Packet& pkt) {
 // Invalid request, remote access and remote operational errors (class C,
 // IBA 9.9.2): the WQE completes with the error and the QP ends.
 Qp::CompState Qp::comp_fatal_nak(Packet& pkt) {
+  // (Syndrome's class C codes follow NakCode's order from kInvalidRequest.)
+  const auto code = static_cast<std::size_t>(pkt.syndrome) - static_cast<std::size_t>(Syndrome::kInvalidRequest);
+  if (code < kNumNakCodes) send_counters_.naks_received[code].bump();
   fail_wqe(comp_.consumer, nak_status(pkt.syndrome));
   return CompState::kDone;
 }

@@ -335,12 +335,18 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // completer.cc): one small function per state, named for tracing.
   enum class RespState : std::uint8_t {
     kCheckPsn, kCheckOpSequence, kCheckLength, kCheckResources, kExecuteSend, kExecuteWrite, kExecuteRead,
-    kExecuteAtomic, kAcknowledge, kDuplicate, kNakSequence, kNakRnr, kNakInvalid, kNakAccess, kNakOperational,
+    kExecuteAtomic, kAcknowledge, kDuplicate, kNakSequence, kNakRnr,
+    // The class C NAKs, one state per cause, in NakCause's order.
+    kNakInvalidSequence, kNakInvalidLength, kNakInvalidNoResources, kNakInvalidRecvTooShort,
+    kNakInvalidInvalidate, kNakInvalidUnaligned, kNakAccessNotEnabled, kNakAccessRkey, kNakOperational,
     kDrop, kDone,
   };
   enum class CompState : std::uint8_t {
     kCheckPsn, kImpliedAcks, kCheckOpcode, kAck, kReadData, kAtomicData, kComplete, kRetryRead, kRnrNak,
-    kSequenceNak, kFatalNak, kDrop, kDone,
+    kSequenceNak, kFatalNak,
+    kDrop,          // outside the PSN window (DropReason::kBadPsn)
+    kDropOpcode,    // does not answer the WQE its PSN names (DropReason::kBadOpcode)
+    kDone,
   };
   static std::string_view resp_state_str(RespState s);
   static std::string_view comp_state_str(CompState s);
@@ -515,6 +521,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // respond() with a plain ACK of `psn`, handed over as an Ack.
   void acknowledge(const Packet& req, std::uint32_t psn);
   void nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer = 0);
+  // A class C NAK for `cause`: counted, sent, and the QP ends.
+  void nak_fatal(const Packet& req, NakCause cause);
   void flush_recv_queue();
   // `imm` is the immediate data with WC_WITH_IMM, the invalidated rkey with
   // WC_WITH_INVALIDATE.

@@ -10,6 +10,7 @@
 // Readers (snapshot) may run on any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 
@@ -31,7 +32,8 @@ struct QpCounters {
   struct SendSide {
     Counter requests_sent, responses_received, retransmissions, timeouts;
     Counter rnr_naks_received, rnr_retries, seq_naks_received;
-    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_length;
+    Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_length, dropped_bad_opcode;
+    std::array<Counter, kNumNakCodes> naks_received;  // class C, by code
   };
   // Receive side (responder).
   struct RecvSide {
@@ -41,6 +43,7 @@ struct QpCounters {
     Counter dropped_bad_key, dropped_no_receive, dropped_bad_length, dropped_bad_opcode;
     // RC: duplicate READs beyond the budget, answers beyond the queue (responder.cc).
     Counter dropped_rate_limited;
+    std::array<Counter, kNumNakCauses> naks_sent;  // class C, by cause
   };
 
   static TransportCounters snapshot(const SendSide& send, const RecvSide& recv);
@@ -66,8 +69,10 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.dropped_for(DropReason::kBadLength) = send.dropped_bad_length.get() + recv.dropped_bad_length.get();
   c.dropped_for(DropReason::kBadKey) = recv.dropped_bad_key.get();
   c.dropped_for(DropReason::kNoReceive) = recv.dropped_no_receive.get();
-  c.dropped_for(DropReason::kBadOpcode) = recv.dropped_bad_opcode.get();
+  c.dropped_for(DropReason::kBadOpcode) = send.dropped_bad_opcode.get() + recv.dropped_bad_opcode.get();
   c.dropped_for(DropReason::kRateLimited) = recv.dropped_rate_limited.get();
+  for (std::size_t i = 0; i < kNumNakCauses; ++i) c.naks_sent[i] = recv.naks_sent[i].get();
+  for (std::size_t i = 0; i < kNumNakCodes; ++i) c.naks_received[i] = send.naks_received[i].get();
   return c;
 }
 

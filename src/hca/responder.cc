@@ -44,8 +44,14 @@ std::string_view Qp::resp_state_str(RespState s) {
     case RespState::kDuplicate: return "duplicate";
     case RespState::kNakSequence: return "nak_sequence";
     case RespState::kNakRnr: return "nak_rnr";
-    case RespState::kNakInvalid: return "nak_invalid";
-    case RespState::kNakAccess: return "nak_access";
+    case RespState::kNakInvalidSequence: return "nak_invalid_sequence";
+    case RespState::kNakInvalidLength: return "nak_invalid_length";
+    case RespState::kNakInvalidNoResources: return "nak_invalid_no_resources";
+    case RespState::kNakInvalidRecvTooShort: return "nak_invalid_recv_too_short";
+    case RespState::kNakInvalidInvalidate: return "nak_invalid_invalidate";
+    case RespState::kNakInvalidUnaligned: return "nak_invalid_unaligned";
+    case RespState::kNakAccessNotEnabled: return "nak_access_not_enabled";
+    case RespState::kNakAccessRkey: return "nak_access_rkey";
     case RespState::kNakOperational: return "nak_operational";
     case RespState::kDrop: return "drop";
     case RespState::kDone: return "done";
@@ -182,6 +188,28 @@ void Qp::nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer) {
   }
 }
 
+namespace {
+// The AETH syndrome each cause is answered with (IBA 9.7.5.2.5).
+constexpr Syndrome kNakCauseSyndrome[kNumNakCauses] = {
+    Syndrome::kInvalidRequest,      Syndrome::kInvalidRequest,    Syndrome::kInvalidRequest,
+    Syndrome::kInvalidRequest,      Syndrome::kInvalidRequest,    Syndrome::kInvalidRequest,
+    Syndrome::kRemoteAccessError,   Syndrome::kRemoteAccessError, Syndrome::kRemoteOperationalError,
+};
+static_assert(kNakCauseSyndrome[static_cast<std::size_t>(NakCause::kAccessNotEnabled)] == Syndrome::kRemoteAccessError);
+// The NAK states are NakCause's values, in order, from kNakInvalidSequence.
+static_assert(static_cast<std::size_t>(Qp::RespState::kNakOperational) -
+                  static_cast<std::size_t>(Qp::RespState::kNakInvalidSequence) ==
+              static_cast<std::size_t>(NakCause::kOperationalPlacement));
+static_assert(static_cast<std::size_t>(NakCause::kOperationalPlacement) + 1 == kNumNakCauses);
+static_assert(kNakCauseSyndrome[static_cast<std::size_t>(NakCause::kOperationalPlacement)] ==
+              Syndrome::kRemoteOperationalError);
+}  // namespace
+
+void Qp::nak_fatal(const Packet& req, NakCause cause) {
+  recv_counters_.naks_sent[static_cast<std::size_t>(cause)].bump();
+  nak(req, kNakCauseSyndrome[static_cast<std::size_t>(cause)]);
+}
+
 void Qp::advance_expected(std::uint32_t next_psn) {
   resp_.nak_sent.store(false, std::memory_order_relaxed);
   resp_.expected_psn.store(next_psn, std::memory_order_release);
@@ -209,16 +237,17 @@ void Qp::responder_execute(Packet& pkt) {
         nak(pkt, Syndrome::kRnrNak, resp_.min_rnr_timer);  // IBA 9.7.5.2.8
         s = RespState::kDone;
         break;
-      case RespState::kNakInvalid:
-        nak(pkt, Syndrome::kInvalidRequest);
-        s = RespState::kDone;
-        break;
-      case RespState::kNakAccess:
-        nak(pkt, Syndrome::kRemoteAccessError);
-        s = RespState::kDone;
-        break;
+      case RespState::kNakInvalidSequence:
+      case RespState::kNakInvalidLength:
+      case RespState::kNakInvalidNoResources:
+      case RespState::kNakInvalidRecvTooShort:
+      case RespState::kNakInvalidInvalidate:
+      case RespState::kNakInvalidUnaligned:
+      case RespState::kNakAccessNotEnabled:
+      case RespState::kNakAccessRkey:
       case RespState::kNakOperational:
-        nak(pkt, Syndrome::kRemoteOperationalError);
+        nak_fatal(pkt, static_cast<NakCause>(static_cast<std::uint8_t>(s) -
+                                             static_cast<std::uint8_t>(RespState::kNakInvalidSequence)));
         s = RespState::kDone;
         break;
       case RespState::kDrop:
@@ -253,8 +282,9 @@ Qp::RespState Qp::resp_check_psn(Packet& pkt) {
 // a message. Anything else (a MIDDLE without its FIRST) is an invalid
 // request (class C, as rxe's missing FIRST/LAST).
 Qp::RespState Qp::resp_check_op_sequence(Packet& pkt) {
-  return continues_sequence(resp_.in_message.load(std::memory_order_relaxed), pkt.op) ? RespState::kCheckLength
-                                                                                     : RespState::kNakInvalid;
+  return continues_sequence(resp_.in_message.load(std::memory_order_relaxed), pkt.op)
+             ? RespState::kCheckLength
+             : RespState::kNakInvalidSequence;
 }
 
 // IBA 9.7.5.1.4 (length checks): FIRST and MIDDLE carry exactly the path
@@ -267,29 +297,29 @@ Qp::RespState Qp::resp_check_length(Packet& pkt) {
   if (pkt.count > 1) {
     // A whole message's train: every packet but the last the MTU, the last
     // 1..MTU.
-    if (packets_for(len, mtu) != pkt.count || len == 0) return RespState::kNakInvalid;
-    if (is_write(pkt.op) && pkt.dma_length != len) return RespState::kNakInvalid;
+    if (packets_for(len, mtu) != pkt.count || len == 0) return RespState::kNakInvalidLength;
+    if (is_write(pkt.op) && pkt.dma_length != len) return RespState::kNakInvalidLength;
     return RespState::kCheckResources;
   }
   if (has_payload(pkt.op)) {
     if (!ends_message(pkt.op)) {
-      if (len != mtu) return RespState::kNakInvalid;
+      if (len != mtu) return RespState::kNakInvalidLength;
     } else if (!starts_message(pkt.op)) {
-      if (len == 0 || len > mtu) return RespState::kNakInvalid;
+      if (len == 0 || len > mtu) return RespState::kNakInvalidLength;
     } else if (len > mtu) {
-      return RespState::kNakInvalid;
+      return RespState::kNakInvalidLength;
     }
   } else if (len != 0) {
-    return RespState::kNakInvalid;
+    return RespState::kNakInvalidLength;
   }
   if (is_write(pkt.op)) {
     if (starts_message(pkt.op)) {
       // ONLY: the one packet is the message; FIRST: more than one follows.
-      if (ends_message(pkt.op) ? pkt.dma_length != len : pkt.dma_length <= mtu) return RespState::kNakInvalid;
+      if (ends_message(pkt.op) ? pkt.dma_length != len : pkt.dma_length <= mtu) return RespState::kNakInvalidLength;
     } else {
       const std::uint64_t end = std::uint64_t{resp_.offset} + len;
       if (end > resp_.write_length || (ends_message(pkt.op) && end != resp_.write_length))
-        return RespState::kNakInvalid;
+        return RespState::kNakInvalidLength;
     }
   }
   return RespState::kCheckResources;
@@ -307,7 +337,7 @@ Qp::RespState Qp::resp_check_resources(Packet& pkt) {
     if (has_imm(last_opcode(pkt)) && !recv_ready()) return RespState::kNakRnr;
     return RespState::kExecuteWrite;
   }
-  if (resp_.resources.empty()) return RespState::kNakInvalid;
+  if (resp_.resources.empty()) return RespState::kNakInvalidNoResources;
   return pkt.op == Opcode::kReadRequest ? RespState::kExecuteRead : RespState::kExecuteAtomic;
 }
 
@@ -322,7 +352,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
     // the sender an invalid request (IBA 9.7.5.2.4).
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
     complete_recv(take_recv().wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
-    return RespState::kNakInvalid;
+    return RespState::kNakInvalidRecvTooShort;
   }
   // Translate and place inside one translation window, and nothing else in
   // it (the NAK below may block on a peer's lock).
@@ -359,7 +389,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
     if (!tables_.local_invalidate(pkt.imm, init_.pdn)) {
       complete_recv(done, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE,
                     pkt.src_qpn);
-      return RespState::kNakInvalid;
+      return RespState::kNakInvalidInvalidate;
     }
     acknowledge_before_completion(pkt);
     complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE, pkt.src_qpn,
@@ -375,7 +405,7 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
 
 Qp::RespState Qp::resp_execute_write(Packet& pkt) {
   using M = ResponderState::InMessage;
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return RespState::kNakAccess;
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return RespState::kNakAccessNotEnabled;
   if (starts_message(pkt.op)) {  // the RETH: the whole message's target
     resp_.write_va = pkt.va;
     resp_.write_rkey = pkt.rkey;
@@ -394,7 +424,7 @@ Qp::RespState Qp::resp_execute_write(Packet& pkt) {
   }();
   if (!placed) {
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-    return RespState::kNakAccess;
+    return RespState::kNakAccessRkey;
   }
   resp_.offset += pkt.payload_length;
   if (!ends_message(last_opcode(pkt))) {
@@ -415,8 +445,8 @@ Qp::RespState Qp::resp_execute_write(Packet& pkt) {
 // that keeps to our max_dest_rd_atomic never has more outstanding) and is
 // answered packet by packet; its PSNs are the responses'.
 Qp::RespState Qp::resp_execute_read(Packet& pkt) {
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) return RespState::kNakAccess;
-  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccess;
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) return RespState::kNakAccessNotEnabled;
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccessRkey;
   RdAtomicResource& res = take_resource();
   res.atomic = false;
   res.first_psn = pkt.psn;
@@ -471,8 +501,8 @@ bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::ui
 }
 
 Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) return RespState::kNakAccess;
-  if (pkt.va % 8 != 0) return RespState::kNakInvalid;
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) return RespState::kNakAccessNotEnabled;
+  if (pkt.va % 8 != 0) return RespState::kNakInvalidUnaligned;
   std::uint64_t orig = 0;
   const bool executed = [&] {
     TranslationWindow window(pkt.rkey);
@@ -488,7 +518,7 @@ Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
     }
     return true;
   }();
-  if (!executed) return RespState::kNakAccess;
+  if (!executed) return RespState::kNakAccessRkey;
   // Saved before it is answered: a duplicate is answered from here and
   // never executed twice.
   RdAtomicResource& res = take_resource();
@@ -554,7 +584,7 @@ Qp::RespState Qp::resp_duplicate(Packet& pkt) {
     recv_counters_.dropped_rate_limited.bump();
     return RespState::kDone;
   }
-  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccess;
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccessRkey;
   return RespState::kDone;
 }
 

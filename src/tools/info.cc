@@ -105,6 +105,11 @@ Result<void> info(const Profile& requested, std::ostream& out, const std::string
     fmt::print(out, "  {:<22} {}\n", name, v);
   for (std::size_t r = 0; r < kNumDropReasons; ++r)
     fmt::print(out, "  dropped_{:<14} {}\n", drop_reason_str(static_cast<DropReason>(r)), tc.dropped[r]);
+  // Class C NAKs by cause (sent) and by code (received): IBA's names.
+  for (std::size_t i = 0; i < kNumNakCauses; ++i)
+    fmt::print(out, "  nak_sent_{:<13} {}\n", nak_cause_str(static_cast<NakCause>(i)), tc.naks_sent[i]);
+  for (std::size_t i = 0; i < kNumNakCodes; ++i)
+    fmt::print(out, "  nak_received_{:<9} {}\n", nak_code_str(static_cast<NakCode>(i)), tc.naks_received[i]);
   fmt::print(out, "footprint\n  {:<22} {}\n  {:<22} {}\n", "table address space", dev->table_bytes(),
              "resident after open", rss_after > rss_before ? rss_after - rss_before : 0);
   return {};

@@ -34,6 +34,12 @@ nlohmann::json to_json(const TransportCounters& c) {
   nlohmann::json dropped = nlohmann::json::object();
   for (std::size_t r = 0; r < kNumDropReasons; ++r)
     dropped[std::string(drop_reason_str(static_cast<DropReason>(r)))] = c.dropped[r];
+  nlohmann::json naks_sent = nlohmann::json::object();
+  for (std::size_t i = 0; i < kNumNakCauses; ++i)
+    naks_sent[std::string(nak_cause_str(static_cast<NakCause>(i)))] = c.naks_sent[i];
+  nlohmann::json naks_received = nlohmann::json::object();
+  for (std::size_t i = 0; i < kNumNakCodes; ++i)
+    naks_received[std::string(nak_code_str(static_cast<NakCode>(i)))] = c.naks_received[i];
   return {{"requests_sent", c.requests_sent},
           {"requests_received", c.requests_received},
           {"responses_sent", c.responses_sent},
@@ -47,7 +53,9 @@ nlohmann::json to_json(const TransportCounters& c) {
           {"seq_naks_received", c.seq_naks_received},
           {"duplicate_requests", c.duplicate_requests},
           {"dropped", std::move(dropped)},
-          {"dropped_total", c.dropped_total()}};
+          {"dropped_total", c.dropped_total()},
+          {"naks_sent", std::move(naks_sent)},
+          {"naks_received", std::move(naks_received)}};
 }
 
 namespace {
@@ -76,6 +84,12 @@ TransportCounters transport_from_json(const nlohmann::json& j) {
   if (const auto d = j.find("dropped"); d != j.end() && d->is_object())
     for (std::size_t r = 0; r < kNumDropReasons; ++r)
       c.dropped[r] = count_field(*d, drop_reason_str(static_cast<DropReason>(r)));
+  if (const auto n = j.find("naks_sent"); n != j.end() && n->is_object())
+    for (std::size_t i = 0; i < kNumNakCauses; ++i)
+      c.naks_sent[i] = count_field(*n, nak_cause_str(static_cast<NakCause>(i)));
+  if (const auto n = j.find("naks_received"); n != j.end() && n->is_object())
+    for (std::size_t i = 0; i < kNumNakCodes; ++i)
+      c.naks_received[i] = count_field(*n, nak_code_str(static_cast<NakCode>(i)));
   return c;
 }
 
@@ -136,12 +150,22 @@ void print_transport(const std::vector<DeviceTransport>& devs, const ImpairSpec&
         drops += fmt::format("{}{} {}", drops.empty() ? " (" : ", ", drop_reason_str(static_cast<DropReason>(r)),
                              c.dropped[r]);
     if (!drops.empty()) drops += ")";
+    std::string naks;
+    for (std::size_t i = 0; i < kNumNakCauses; ++i)
+      if (c.naks_sent[i])
+        naks += fmt::format("{}sent {} {}", naks.empty() ? ", NAKs (" : ", ", nak_cause_str(static_cast<NakCause>(i)),
+                            c.naks_sent[i]);
+    for (std::size_t i = 0; i < kNumNakCodes; ++i)
+      if (c.naks_received[i])
+        naks += fmt::format("{}received {} {}", naks.empty() ? ", NAKs (" : ", ",
+                            nak_code_str(static_cast<NakCode>(i)), c.naks_received[i]);
+    if (!naks.empty()) naks += ")";
     fmt::print(out,
                "{}transport {:<{}}: requests {} sent / {} received, responses {} / {}, retransmissions {}, "
-               "timeouts {}, seq NAKs {} / {}, RNR NAKs {} / {}, duplicate requests {}, dropped {}{}\n",
+               "timeouts {}, seq NAKs {} / {}, RNR NAKs {} / {}, duplicate requests {}, dropped {}{}{}\n",
                indent, d.role, width, c.requests_sent, c.requests_received, c.responses_sent, c.responses_received,
                c.retransmissions, c.timeouts, c.seq_naks_sent, c.seq_naks_received, c.rnr_naks_sent,
-               c.rnr_naks_received, c.duplicate_requests, c.dropped_total(), drops);
+               c.rnr_naks_received, c.duplicate_requests, c.dropped_total(), drops, naks);
     const WireStats& w = d.wire;
     if (w.frames_sent + w.frames_received > 0)
       fmt::print(out, "{}  {:<{}}  RoCEv2 frames {} sent / {} received, send errors {}, receive overruns {}\n", indent,

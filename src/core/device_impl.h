@@ -1,6 +1,6 @@
 // The shared state behind a Device handle: the software HCA it drives, its
 // poll-context workers and its CQ pool. Internal to src/core; each object
-// kind has its own state header (pd_state.h, cq_state.h, qp_state.h).
+// kind has its own state header (pd_impl.h, cq_impl.h, qp_impl.h).
 //
 // Lifetime: a Device handle, each PD and each MR hold a shared_ptr to what
 // they stand on (MR -> PD -> device), so a device is closed only after its
@@ -20,7 +20,7 @@
 
 namespace srdma::detail {
 
-struct DeviceState {
+struct DeviceImpl {
   std::string name;
   std::shared_ptr<hca::SoftHca> hca;
 
@@ -38,18 +38,18 @@ struct DeviceState {
   std::atomic<bool> removed{false};
   std::atomic<bool> cq_dim{true};  // adaptive moderation for processed CQs allocated from now on
 
-  ~DeviceState();  // leaves the client registry
+  ~DeviceImpl();  // leaves the client registry
 };
 
 // Makes Device handles inside the core (client callbacks, assigned CQs).
 struct ClientAccess {
-  static Device handle(std::shared_ptr<DeviceState> s) { return Device(std::move(s)); }
+  static Device handle(std::shared_ptr<DeviceImpl> s) { return Device(std::move(s)); }
 };
 
 // Creates the device's CQ pool (device_cq_pool.cc).
-void init_cq_pool(DeviceState& dev);
+void init_cq_pool(DeviceImpl& dev);
 // Tells the registered clients about a new device (client.cc).
-void announce_device(const std::shared_ptr<DeviceState>& dev);
-void forget_device(const DeviceState* dev);
+void announce_device(const std::shared_ptr<DeviceImpl>& dev);
+void forget_device(const DeviceImpl* dev);
 
 }  // namespace srdma::detail

@@ -4,18 +4,18 @@
 
 #include <memory>
 
-#include "core/pd_state.h"
+#include "core/pd_impl.h"
 #include "srdma/ah.h"
 
 namespace srdma::detail {
 
-struct AhState {
-  std::shared_ptr<PdState> pd;
+struct AhImpl {
+  std::shared_ptr<PdImpl> pd;
   AhAttr attr;
 };
 
 struct AhAccess {
-  static const AhState& state(const AddressHandle& ah) { return *ah.state_; }
+  static const AhImpl& state(const AddressHandle& ah) { return *ah.state_; }
 };
 
 }  // namespace srdma::detail

@@ -4,20 +4,20 @@
 
 #include <memory>
 
-#include "core/pd_state.h"
+#include "core/pd_impl.h"
 #include "hca/srq.h"
 #include "srdma/srq.h"
 
 namespace srdma::detail {
 
-struct SrqState {
-  std::shared_ptr<PdState> pd;
+struct SrqImpl {
+  std::shared_ptr<PdImpl> pd;
   std::shared_ptr<hca::Srq> srq;
   void* context = nullptr;
   bool destroyed = false;
   // The device SRQ behind a public one (create_qp's srq).
   static const std::shared_ptr<hca::Srq>& of(const SharedReceiveQueue& q) { return q.state_->srq; }
-  static DeviceState* device_of(const SharedReceiveQueue& q) { return q.state_->pd->device.get(); }
+  static DeviceImpl* device_of(const SharedReceiveQueue& q) { return q.state_->pd->device.get(); }
   static bool destroyed_of(const SharedReceiveQueue& q) { return q.state_->destroyed; }
 };
 

@@ -6,26 +6,26 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/device_state.h"
+#include "core/device_impl.h"
 #include "srdma/mr.h"
 #include "srdma/status.h"
 
 namespace srdma::detail {
 
-struct PdState {
-  std::shared_ptr<DeviceState> device;
+struct PdImpl {
+  std::shared_ptr<DeviceImpl> device;
   std::uint32_t pdn = 0;
   std::atomic<int> usecnt{0};      // live MRs (and later QPs)
   std::atomic<bool> dealloced{false};
 
-  ~PdState() {
+  ~PdImpl() {
     if (!dealloced.load()) (void)device->hca->tables().dealloc_pd(pdn);
   }
 };
 
 // Makes MemoryRegions inside the core (alloc_mr, the MR pool).
 struct MrAccess {
-  static Result<MemoryRegion> alloc_mr(const std::shared_ptr<PdState>& pd, MrType type, std::uint32_t max_num_sg);
+  static Result<MemoryRegion> alloc_mr(const std::shared_ptr<PdImpl>& pd, MrType type, std::uint32_t max_num_sg);
 };
 
 }  // namespace srdma::detail

@@ -12,7 +12,7 @@
 namespace srdma::detail {
 
 // The QP's MR pool (mr_pool.h, like qp->rdma_mrs and qp->mrs_used).
-struct MrPoolState {
+struct MrPoolImpl {
   std::mutex mu;  // guards all, free_list, max_num_sg, type
   std::vector<std::unique_ptr<MemoryRegion>> all;  // every MR of the pool
   std::vector<MemoryRegion*> free_list;            // those not handed out

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "core/cq_dim.h"
-#include "core/device_state.h"
+#include "core/device_impl.h"
 #include "core/work_queue.h"
 #include "hca/comp_channel.h"
 #include "srdma/cq.h"
@@ -16,16 +16,16 @@
 
 namespace srdma::detail {
 
-struct ChannelState;
+struct ChannelImpl;
 
-struct CqState {
+struct CqImpl {
   // The owner's CQs keep the device open; the pool's CQs must not (the
   // device owns the pool), so for them `device` is null.
-  std::shared_ptr<DeviceState> device;
-  DeviceState* owner = nullptr;
+  std::shared_ptr<DeviceImpl> device;
+  DeviceImpl* owner = nullptr;
   std::shared_ptr<hca::SoftHca> hca;
   std::shared_ptr<hca::Cq> cq;
-  std::shared_ptr<ChannelState> channel;  // when bound to one
+  std::shared_ptr<ChannelImpl> channel;  // when bound to one
   bool destroyed = false;
   bool polled_link = false;  // the device's wire is received by polling (poll() drives it)
   // alloc_cq CQs: how they are processed, and counters.
@@ -41,7 +41,7 @@ struct CqState {
 };
 
 // A completion channel's device half.
-struct ChannelState {
+struct ChannelImpl {
   std::unique_ptr<hca::CompChannel> channel;
   // Whose link a consumer blocking on the channel stops receiving for.
   std::shared_ptr<hca::SoftHca> hca;
@@ -50,12 +50,12 @@ struct ChannelState {
 // CQ creation, shared by Device and the pool. `keep` is the device's
 // shared state for the owner's CQs, null for the pool's.
 struct CqAccess {
-  static Result<std::unique_ptr<CompletionQueue>> create_cq(DeviceState& dev, std::shared_ptr<DeviceState> keep,
+  static Result<std::unique_ptr<CompletionQueue>> create_cq(DeviceImpl& dev, std::shared_ptr<DeviceImpl> keep,
                                                             const CqInit& init);
-  static Result<std::unique_ptr<CompletionQueue>> alloc_cq(DeviceState& dev, std::shared_ptr<DeviceState> keep,
+  static Result<std::unique_ptr<CompletionQueue>> alloc_cq(DeviceImpl& dev, std::shared_ptr<DeviceImpl> keep,
                                                            void* cq_context, std::uint32_t nr_cqe,
                                                            std::uint32_t comp_vector, PollContext ctx);
-  static CqState& state(CompletionQueue& cq) { return *cq.state_; }
+  static CqImpl& state(CompletionQueue& cq) { return *cq.state_; }
 };
 
 }  // namespace srdma::detail
