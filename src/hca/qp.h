@@ -6,7 +6,13 @@
 // Roles (one file each): the requester (requester.cc) turns send WQEs into
 // request packets; the responder (responder.cc) executes request packets
 // that arrive and answers them; the completer (completer.cc) matches
-// response packets to WQEs and writes CQEs. Each role's state is a struct only that role writes.
+// response packets to WQEs and writes CQEs. Each role's state is a struct
+// of its own, but the completer still reaches into the requester's where a
+// response moves the send point: rewind_to (next, next_psn, offset),
+// comp_rnr_nak (rnr_until), retire_oldest (rd_atomic_outstanding) and
+// note_retired / note_progress (the retry counts); and fail_wqe, the
+// requester's, flushes the receive queue under rq_mu_. Splitting the roles
+// into objects that own their state is issue 37's next step.
 //
 // Locking: `sq_mu_` guards the send queue, the requester and the completer;
 // `rq_mu_` guards the receive queue and the responder (except a whole
