@@ -11,8 +11,8 @@
 // response moves the send point: rewind_to (next, next_psn, offset),
 // comp_rnr_nak (rnr_until), retire_oldest (rd_atomic_outstanding) and
 // note_retired / note_progress (the retry counts); and fail_wqe, the
-// requester's, flushes the receive queue under rq_mu_. Splitting the roles
-// into objects that own their state is issue 37's next step.
+// requester's, flushes the receive queue under rq_mu_. The roles are to
+// become objects that own their state and answer each other by named calls.
 //
 // Locking: `sq_mu_` guards the send queue, the requester and the completer;
 // `rq_mu_` guards the receive queue and the responder (except a whole
