@@ -9,17 +9,14 @@
 
 #include "srdma/access.h"
 #include "srdma/device.h"
+#include "test_profile.h"
 #include "wait.h"
 
 namespace srdma {
 namespace {
 
 Profile small_profile() {
-  Profile p;
-  p.num_mpt = 1 << 10;
-  p.num_mtt_segs = 1 << 12;
-  p.num_qp = 64;
-  p.num_cq = 64;
+  Profile p = test::small_profile();
   p.num_comp_vectors = 1;
   return p;
 }

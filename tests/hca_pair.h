@@ -10,20 +10,13 @@
 #include "hca/soft_hca.h"
 #include "srdma/access.h"
 #include "srdma/impair.h"
+#include "test_profile.h"
 #include "wait.h"
 
 namespace srdma::hca::pair {
 
-inline Profile small_profile() {
-  Profile p;
-  p.num_mpt = 1 << 10;
-  p.num_mtt_segs = 1 << 12;
-  p.fmr_reserved_mtt_segs = 1 << 10;
-  p.num_qp = 64;
-  p.num_cq = 64;
-  p.num_comp_vectors = 2;
-  return validate_profile(p).value();
-}
+// The shared small profile (test_profile.h), validated.
+inline Profile small_profile() { return validate_profile(test::small_profile()).value(); }
 
 struct Side {
   std::shared_ptr<SoftHca> dev;

@@ -11,19 +11,12 @@
 
 #include "srdma/access.h"
 #include "srdma/device.h"
+#include "test_profile.h"
 
 namespace srdma {
 namespace {
 
-Profile small_profile() {
-  Profile p;
-  p.num_mpt = 1 << 10;
-  p.num_mtt_segs = 1 << 12;
-  p.fmr_reserved_mtt_segs = 1 << 10;
-  p.num_qp = 64;
-  p.num_cq = 64;
-  return p;
-}
+using test::small_profile;
 
 class TranslateTest : public ::testing::Test {
  protected:
