@@ -3,48 +3,16 @@
 // by the engine (perf_engine.cc); or one side of a run between processes
 // (perf_remote.cc). Everything a loop posts is built once per size and reused.
 
-#include <poll.h>
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <limits>
 #include <memory>
-#include <optional>
-#include <span>
-#include <thread>
 #include <vector>
-
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 #include <fmt/format.h>
 
-#include "common/cpu_affinity.h"
-#include "common/secure_random.h"
-#include "srdma/access.h"
-#include "srdma/cq.h"
-#include "srdma/device.h"
-#include "srdma/mr.h"
-#include "srdma/pd.h"
-#include "srdma/qp.h"
-#include "srdma/qp_attr.h"
-#include "srdma/wc.h"
-#include "srdma/wr.h"
 #include "tools/link_options.h"
 #include "tools/perf.h"
 #include "tools/perf_side.h"
 
-#if defined(__SANITIZE_THREAD__)
-extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
-extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
-#endif
 namespace srdma::tools {
 
 namespace perf {
