@@ -20,10 +20,6 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
-
 #include <fmt/format.h>
 
 #include "common/cpu_affinity.h"
@@ -41,10 +37,6 @@
 #include "tools/perf.h"
 #include "tools/perf_side.h"
 
-#if defined(__SANITIZE_THREAD__)
-extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
-extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
-#endif
 namespace srdma::tools::perf {
 
 
