@@ -21,19 +21,9 @@ namespace srdma::hca {
 Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init)
     : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)), trains_(engine.link().carries_trains()),
       answers_inline_(engine.link().answers_inline()),
-      udp_sport_(entropy_port(qpn)), recv_pdn_(init_.srq ? init_.srq->pdn() : init_.pdn) {
-  sq_.resize(std::bit_ceil(sq_depth()));
-  sq_mask_ = sq_.size() - 1;
-  for (auto& w : sq_) {
-    w.sges.reserve(init_.caps.max_send_sge);
-    w.inline_data.reserve(init_.caps.max_inline_data);
-  }
-  // With an SRQ the QP has no receive queue of its own.
-  rq_.resize(init_.srq ? 1 : std::bit_ceil(std::max<std::uint64_t>(init_.caps.max_recv_wr, 1)));
-  rq_mask_ = rq_.size() - 1;
-  if (!init_.srq)
-    for (auto& r : rq_) r.sges.reserve(init_.caps.max_recv_sge);
-}
+      udp_sport_(entropy_port(qpn)),
+      sq_(init_.caps.max_send_wr, init_.caps.max_send_sge, init_.caps.max_inline_data),
+      rq_(init_.srq, init_.caps.max_recv_wr, init_.caps.max_recv_sge, init_.pdn) {}
 
 Qp::~Qp() = default;
 
@@ -105,56 +95,38 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
   }
   {
     std::lock_guard lock(attr_mu_);
-    req_.dest_addr = attr_.dest_addr;
-    req_.dest_qpn = attr_.dest_qp_num;
-    req_.timeout = attr_.timeout;
-    req_.retry_cnt = attr_.retry_cnt;
-    req_.rnr_retry = attr_.rnr_retry;
+    path_.dest_addr = attr_.dest_addr;
+    path_.dest_qpn = attr_.dest_qp_num;
+    path_.timeout = attr_.timeout;
+    path_.retry_cnt = attr_.retry_cnt;
+    path_.rnr_retry = attr_.rnr_retry;
     // A UD datagram is one packet of at most the port's MTU (no path MTU).
     const std::uint32_t mtu = init_.type == QpType::kUd ? engine_.active_mtu() : attr_.path_mtu;
-    req_.mtu = mtu;
-    req_.mtu_shift = static_cast<std::uint8_t>(std::countr_zero(mtu));
-    req_.qkey = attr_.qkey;
-    resp_.qkey.store(attr_.qkey, std::memory_order_relaxed);
-    req_.max_rd_atomic = attr_.max_rd_atomic;
-    resp_.mtu.store(mtu, std::memory_order_relaxed);
-    if (resp_.resources.size() != attr_.max_dest_rd_atomic) {
-      resp_.resources.assign(attr_.max_dest_rd_atomic, RdAtomicResource{});
-      resp_.next_resource = 0;
-    }
-    resp_.access.store(attr_.qp_access_flags, std::memory_order_relaxed);
-    resp_.peer_addr.store(attr_.dest_addr, std::memory_order_relaxed);
-    resp_.peer_qpn.store(attr_.dest_qp_num, std::memory_order_relaxed);
-    resp_.min_rnr_timer = attr_.min_rnr_timer;
+    path_.mtu = mtu;
+    path_.mtu_shift = static_cast<std::uint8_t>(std::countr_zero(mtu));
+    path_.qkey = attr_.qkey;
+    path_.max_rd_atomic = attr_.max_rd_atomic;
+    responder_.configure(attr_, mtu);
   }
-  if (mask & QP_RQ_PSN) {
-    resp_.expected_psn.store(in.rq_psn & kPsnMask, std::memory_order_release);
-    resp_.nak_sent.store(false, std::memory_order_relaxed);
+  if (mask & QP_RQ_PSN) responder_.set_rq_psn(in.rq_psn & kPsnMask);
+  if (mask & QP_SQ_PSN) {
+    requester_.set_sq_psn(in.sq_psn & kPsnMask);
+    completer_.set_sq_psn(in.sq_psn & kPsnMask);
   }
-  if (mask & QP_SQ_PSN) req_.next_psn = comp_.psn = req_.sent_end_psn = in.sq_psn & kPsnMask;
-  if (mask & QP_RETRY_CNT) req_.retries_left = in.retry_cnt;
-  if (mask & QP_RNR_RETRY) req_.rnr_retries_left = in.rnr_retry;
+  if (mask & QP_RETRY_CNT) completer_.set_retry_cnt(in.retry_cnt);
+  if (mask & QP_RNR_RETRY) completer_.set_rnr_retry(in.rnr_retry);
 
   if (next == QpState::kReset) {
     // RESET empties both queues without completions (IBA 10.3.1).
-    sq_prod_ = req_.next = comp_.consumer = 0;
-    req_.offset = req_.rd_atomic_outstanding = 0;
-    comp_.read_retry_pending = false;
-    rq_head_ = rq_tail_ = 0;
-    srq_wqe_held_ = false;  // a WQE taken from the SRQ is lost with the QP's state (as on RESET of any QP)
-    last_wqe_reported_ = false;
-    resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
-    for (auto& r : resp_.resources) r.valid = false;
-    respq_.queued.clear();  // a turn that is sending finds the queue empty and ends it
-    if (!respq_.turn_sending) resp_.answers_queued.store(false, std::memory_order_release);
-    respq_.dup_read_tokens = kDupReadBudget;
-    req_.rnr_until = {};
-    comp_.timeout_at = {};
-    comp_.timeout_unstamped = false;
+    sq_.reset();
+    requester_.reset();
+    completer_.reset();
+    rq_.reset();
+    responder_.reset();
   }
   state_.store(next, std::memory_order_release);
   if (next == QpState::kErr && cur != QpState::kErr) {
-    flush_recv_queue();
+    responder_.flush();
     flush_send_queue();
   }
   if (next == QpState::kRts && cur == QpState::kSqd) run_send_side();
@@ -174,11 +146,11 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
   for (; wr; wr = wr->next) {
     if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) [[unlikely]] {
       result = make_error(EINVAL, fmt::format("cannot post sends in state {}", qp_state_str(s)));
-    } else if (sq_prod_ - comp_.consumer >= sq_depth()) [[unlikely]] {
-      result = make_error(ENOMEM, fmt::format("send queue full ({} WRs outstanding)", sq_depth()));
+    } else if (sq_.prod() - completer_.consumer() >= sq_.depth()) [[unlikely]] {
+      result = make_error(ENOMEM, fmt::format("send queue full ({} WRs outstanding)", sq_.depth()));
     } else if (std::uint64_t length; plain_data_wr(*wr, length)) [[likely]] {
-      fill_data_wqe(wqe(sq_prod_), *wr, length);
-      ++sq_prod_;
+      fill_data_wqe(sq_[sq_.prod()], *wr, length);
+      sq_.produce();
       continue;
     } else {
       result = post_one_checked(*wr, resolve, resolve_ah);
@@ -214,7 +186,6 @@ void Qp::fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length) {
   w.imm = wr.opcode == WrOpcode::kSendWithInv ? wr.invalidate_rkey : wr.imm_data;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
-  w.local_done = false;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
   w.length = static_cast<std::uint32_t>(length);
@@ -267,7 +238,7 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
   if (!local_op)  // local operations have no scatter/gather list
     for (int i = 0; i < wr.num_sge; ++i) length += wr.sg_list[i].length;
   const bool inl = wr.send_flags & SEND_INLINE;
-  if (row.rd_atomic() && req_.max_rd_atomic == 0)
+  if (row.rd_atomic() && path_.max_rd_atomic == 0)
     return make_error(EINVAL, "max_rd_atomic is 0: this QP may not issue RDMA READs or atomics");
   if (inl && (length > init_.caps.max_inline_data || row.cls != WrClass::kMessage))
     return make_error(EINVAL, length > init_.caps.max_inline_data
@@ -275,17 +246,16 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
                                                 init_.caps.max_inline_data)
                                   : std::string("inline data only with SEND and RDMA WRITE"));
   if (length > 0x80000000ull) return make_error(EINVAL, "a message is at most 2^31 bytes (IBA 9.4.4)");
-  if (init_.type == QpType::kUd && length > req_.mtu)
-    return make_error(EINVAL, fmt::format("a UD message of {} bytes is beyond the port's MTU {}", length, req_.mtu));
+  if (init_.type == QpType::kUd && length > path_.mtu)
+    return make_error(EINVAL, fmt::format("a UD message of {} bytes is beyond the port's MTU {}", length, path_.mtu));
 
-  SendWqe& w = wqe(sq_prod_);
+  SendWqe& w = sq_[sq_.prod()];
   if (!local_op) {
     fill_data_wqe(w, wr, length);
   } else {
     w.wr_id = wr.wr_id;
     w.opcode = wr.opcode;
     w.flags = wr.send_flags;
-    w.local_done = false;
     w.rkey = wr.opcode == WrOpcode::kRegMr ? wr.key : wr.invalidate_rkey;
     w.length = 0;
     w.is_inline = false;
@@ -310,7 +280,7 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
     w.ud_hop_limit = ud.hop_limit;
     w.ud_traffic_class = ud.traffic_class;
   }
-  ++sq_prod_;
+  sq_.produce();
   return {};
 }
 
@@ -327,101 +297,50 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
       return make_error(code, std::move(why));
     };
     if (s == QpState::kReset) return refuse(EINVAL, "cannot post receives in state RESET");
-    if (rq_tail_ - rq_head_ >= init_.caps.max_recv_wr)
+    if (rq_.full())
       return refuse(ENOMEM, fmt::format("receive queue full ({} WRs)", init_.caps.max_recv_wr));
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > init_.caps.max_recv_sge)
       return refuse(EINVAL, fmt::format("num_sge {} beyond max_recv_sge {}", wr->num_sge, init_.caps.max_recv_sge));
     if (wr->num_sge > 0 && wr->sg_list == nullptr)
       return refuse(EINVAL, fmt::format("num_sge {} with a NULL sg_list", wr->num_sge));
-    RecvWqe& r = rq_[rq_tail_ & rq_mask_];
+    RecvWqe& r = rq_.next_slot();
     r.assign(*wr);
     if (s == QpState::kErr) {
-      complete_recv(r.wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+      responder_.complete_recv(r.wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
       continue;
     }
-    ++rq_tail_;
+    rq_.produce();
   }
   return {};
 }
 
-void Qp::receive_response(Packet&& pkt) {
-  // An answer delivered by the thread whose send side is running (the
-  // in-process link answers a request before send() returns) is that send
-  // side's to take: it holds sq_mu_, so no inbox lock and no kick.
-  if (SendSideHere::runs(this)) {
-    if (!own_answers_pending() && Ack::is(pkt)) {
-      own_ack_ = Ack::of(pkt);
-      own_ack_valid_ = true;
-      return;
+bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const {
+  out.clear();
+  for (const Sge& s : sges) {
+    auto t = tables_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
+    if (!t) return false;
+    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
+  }
+  return true;
+}
+
+bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
+                         std::uint32_t pdn, PieceList& out) const {
+  out.clear();
+  for (const Sge& s : sges) {
+    if (len == 0) break;
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
     }
-    own_inbox_.push_back(std::move(pkt));
-    return;
+    const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, len);
+    auto t = tables_.translate(s.lkey, s.addr + offset, n, access, pdn);
+    if (!t) return false;
+    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
+    offset = 0;
+    len -= n;
   }
-  {
-    std::lock_guard lock(inbox_mu_);
-    inbox_.push_back(std::move(pkt));
-    inbox_ready_.store(true, std::memory_order_release);
-  }
-  kick();
-}
-
-void Qp::receive_ack(const Ack& ack) {
-  if (SendSideHere::runs(this) && !own_answers_pending()) [[likely]] {
-    own_ack_ = ack;
-    own_ack_valid_ = true;
-    return;
-  }
-  receive_response_packet(ack);
-}
-
-void Qp::receive_response_packet(const Ack& ack) { receive_response(ack.packet()); }
-
-void Qp::take_stranded_responses() {
-  // A response that arrived while we held sq_mu_, after run_send_side()
-  // last looked, found kick() locked out: take it now, or it would wait for
-  // the next post or timer (the send side arms no timer for an answer it
-  // saw arrive). Our unlock (a plain store) must be ordered before the
-  // load: a Dekker pair with kick(). Where answers come back on the
-  // sending thread (answers_inline_), kick()'s side is the rare one
-  // (another thread's response found us holding sq_mu_): the poster pays
-  // the light half of an asymmetric fence and kick() the heavy one. Where
-  // they come from a wire's receive thread, that happens all the time: a
-  // full fence here, against kick()'s locked try_lock.
-  poster_fence();
-  if (inbox_ready_.load(std::memory_order_relaxed)) kick();
-}
-
-void Qp::poster_fence() const {
-  if (answers_inline_)
-    asymmetric_light_fence();
-  else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-
-void Qp::kick() {
-  // Whoever holds sq_mu_ drains the inbox before it lets go; re-check after
-  // unlocking so that a response that arrived just then is not stranded.
-  for (;;) {
-    {
-      std::unique_lock lock(sq_mu_, std::try_to_lock);
-      if (!lock.owns_lock()) {
-        // A send side running on this thread (its request was answered
-        // synchronously) drains the inbox in its loop, before it returns;
-        // without answers_inline_ the holder's full fence after it lets
-        // go pairs with our locked try_lock.
-        if (SendSideHere::runs(this) || !answers_inline_) return;
-        // Another thread holds it, and looks at the inbox after it lets go
-        // behind only the light half: after the heavy half, either it sees
-        // our response or we see it gone.
-        asymmetric_heavy_fence();
-        if (sq_mu_.locked()) return;
-        continue;
-      }
-      run_send_side();
-    }
-    poster_fence();  // as in take_stranded_responses
-    if (!inbox_ready_.load(std::memory_order_relaxed)) return;
-  }
+  return len == 0;
 }
 
 void Qp::set_error() {
@@ -429,7 +348,7 @@ void Qp::set_error() {
     std::lock_guard lock(rq_mu_);
     if (state() == QpState::kErr) return;
     state_.store(QpState::kErr, std::memory_order_release);
-    flush_recv_queue();
+    responder_.flush();
   }
   engine_.kick_later(shared_from_this());
 }
@@ -439,41 +358,6 @@ void Qp::push_cqe(Cq& cq, const Wc& wc, bool solicited) {
     // Overrun: the CQ is now in error and the device moves every QP on it
     // to ERR (IBA 11.4.2.1); this CQE is lost with the CQ.
   }
-}
-
-void Qp::arm_timer(Clock::time_point at, bool transport) {
-  // One pending timer per QP is enough: an earlier one re-arms as needed.
-  if (timer_armed_ != Clock::time_point{} && timer_armed_ <= at) return;
-  timer_armed_ = at;
-  timer_armed_timeout_ = transport ? req_.timeout : 0xff;
-  engine_.schedule_timer(weak_from_this(), at);
-}
-
-void Qp::start_transport_timer() {
-  comp_.timeout_at = {};
-  comp_.timeout_unstamped = false;
-  if (req_.timeout == 0) return;  // infinite
-  // IBA 9.7.6.1.3 lets the timer expire between the timeout and four times
-  // it. A pending transport timer of the same timeout was armed at most one
-  // timeout ago, so it runs within one timeout from now; it stamps the
-  // deadline then (completer_check_timeout), which expires at most two
-  // timeouts after this send. That saves a clock read per request.
-  if (timer_armed_ != Clock::time_point{} && timer_armed_timeout_ == req_.timeout) {
-    comp_.timeout_unstamped = true;
-    return;
-  }
-  comp_.timeout_at = transport_deadline();
-  arm_timer(comp_.timeout_at, /*transport=*/true);
-}
-
-void Qp::on_timer() {
-  {
-    std::lock_guard lock(sq_mu_);
-    timer_armed_ = {};
-    timer_armed_timeout_ = 0xff;
-    run_send_side(/*check_timeout=*/true);
-  }
-  take_stranded_responses();
 }
 
 }  // namespace srdma::hca

@@ -16,164 +16,100 @@
 #include "hca/cq.h"
 #include "hca/link.h"
 #include "hca/qp.h"
+#include "hca/requester.h"
 #include "hca/queue_engine.h"
 #include "hca/translation_tables.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
 
-void Qp::run_send_side(bool check_timeout) {
-  SendSideHere here(this);  // a response this thread delivers meanwhile is ours to drain (kick)
-  // A link with a wire sends what we send here together, before sq_mu_
-  // (held by our callers) lets another thread send for this QP.
-  SendBatch batch(engine_.link(), SendBatch::kOrdered);
-  // The transport timeout is checked only when the engine timer runs us
-  // (once, after draining the responses already here):
-  // whenever comp_.timeout_at is set (or timeout_unstamped), a timer at or
-  // before it is pending (arm_timer), so checking on every post would only
-  // cost a clock read.
-  for (;;) {
-    // Completer first: responses retire WQEs and may stop the requester.
-    // (Handling them sends nothing, so none arrives meanwhile; and every
-    // way out of this loop below sends nothing either: own_ack_ and
-    // own_inbox_ are empty when it returns.)
-    if (own_ack_valid_) {  // older than own_inbox_
-      own_ack_valid_ = false;
-      const Ack ack = own_ack_;
-      completer_handle_ack(ack);
-      continue;
-    }
-    if (!own_inbox_.empty()) {
-      drain_.swap(own_inbox_);
-      for (auto& m : drain_) completer_handle(m);
-      drain_.clear();
-      continue;
-    }
-    if (inbox_ready_.load(std::memory_order_acquire)) {
-      {
-        std::lock_guard lock(inbox_mu_);
-        drain_.swap(inbox_);
-        inbox_ready_.store(false, std::memory_order_relaxed);
-      }
-      for (auto& m : drain_) completer_handle(m);
-      drain_.clear();
-      continue;
-    }
-    if (check_timeout) {  // once, after the responses that are here
-      check_timeout = false;
-      completer_check_timeout();
-    }
-    switch (requester_next_step()) {
-      case ReqStep::kIdle:
-        return;
-      case ReqStep::kWaitRnr:
-        arm_timer(req_.rnr_until);
-        return;
-      case ReqStep::kFlush:
-        flush_send_queue();
-        return;
-      case ReqStep::kSend:
-        requester_send_one();
-        // The usual end of a post: nothing came back, nothing is left to
-        // send (what the next turn would find, one turn sooner).
-        if (req_.next == sq_prod_ && !own_answers_pending() && !inbox_ready_.load(std::memory_order_acquire) &&
-            state() == QpState::kRts)
-          return;
-        break;
-    }
-  }
-}
-
-Qp::ReqStep Qp::requester_next_step() {
-  QpState s = state();
-  if (s == QpState::kErr) return ReqStep::kFlush;
+Requester::Step Requester::next_step() {
+  QpState s = qp_.state();
+  if (s == QpState::kErr) return Step::kFlush;
   // SQD drains: what is outstanding completes, nothing new is sent.
-  if (s != QpState::kRts) return ReqStep::kIdle;
-  if (req_.next == sq_prod_) return ReqStep::kIdle;
-  if (req_.rnr_until != Clock::time_point{}) [[unlikely]] {
-    if (engine_.clock().now() < req_.rnr_until) return ReqStep::kWaitRnr;
-    req_.rnr_until = {};  // the wait is over: no more clock reads
+  if (s != QpState::kRts) return Step::kIdle;
+  if (next_ == qp_.sq_.prod()) return Step::kIdle;
+  if (rnr_until_ != Clock::time_point{}) [[unlikely]] {
+    if (qp_.engine_.clock().now() < rnr_until_) return Step::kWaitRnr;
+    rnr_until_ = {};  // the wait is over: no more clock reads
   }
-  const bool outstanding = comp_.consumer != req_.next;
   // The window: an ACK (asked for every kAckEveryPsns packets) reopens it.
-  if (outstanding && window_room() <= 0) [[unlikely]]
-    return ReqStep::kIdle;
-  const SendWqe& w = wqe(req_.next);
+  if (outstanding() && window_room() <= 0) [[unlikely]]
+    return Step::kIdle;
+  const SendWqe& w = qp_.sq_[next_];
   // Fence: wait for the completions of everything before (a response runs
   // the send side again; the transport timer is armed while it waits).
-  if ((w.flags & SEND_FENCE) && !w.local_done && comp_.consumer != req_.next) [[unlikely]]
-    return ReqStep::kIdle;
+  if ((w.flags & SEND_FENCE) && !w.acknowledged() && outstanding()) [[unlikely]]
+    return Step::kIdle;
   // max_rd_atomic (IBA 9.4.5): a READ or atomic waits while that many are
   // outstanding; the completion of one sends it.
-  if (is_rd_atomic(w.opcode) && req_.offset == 0 && req_.rd_atomic_outstanding >= req_.max_rd_atomic) [[unlikely]]
-    return ReqStep::kIdle;
-  return ReqStep::kSend;
+  if (is_rd_atomic(w.opcode) && offset_ == 0 && rd_atomic_outstanding_ >= qp_.path_.max_rd_atomic) [[unlikely]]
+    return Step::kIdle;
+  return Step::kSend;
 }
 
-bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const {
-  out.clear();
-  for (const Sge& s : sges) {
-    auto t = tables_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
-    if (!t) return false;
-    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
+bool Requester::outstanding() const { return qp_.completer_.consumer() != next_; }
+
+std::int32_t Requester::window_room() const {
+  return static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(next_psn_, qp_.completer_.oldest_unacked_psn());
+}
+
+void Requester::rewind_to(std::uint64_t index, std::uint32_t psn) {
+  // The WQEs from `index` on are to be sent again (the READs and atomics
+  // among them are counted again then); a local operation that executed
+  // is passed, not executed twice.
+  for (std::uint64_t i = index; i < next_; ++i) {
+    SendWqe& w = qp_.sq_[i];
+    if (w.acknowledged()) continue;
+    if (is_rd_atomic(w.opcode)) --rd_atomic_outstanding_;
+    w.state = WqeState::kPosted;
   }
-  return true;
+  const SendWqe& w = qp_.sq_[index];
+  next_ = index;
+  next_psn_ = psn;
+  // The resume point inside it: a SEND or WRITE resends from the packet
+  // `psn`, a READ asks for the rest from there (IBA 9.7.5.2.1).
+  // (An atomic has one PSN, so the product is 0 for it.)
+  offset_ = static_cast<std::uint32_t>(psn_diff(psn, w.psn)) * qp_.path_.mtu;
 }
 
-bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
-                         std::uint32_t pdn, PieceList& out) const {
-  out.clear();
-  for (const Sge& s : sges) {
-    if (len == 0) break;
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, len);
-    auto t = tables_.translate(s.lkey, s.addr + offset, n, access, pdn);
-    if (!t) return false;
-    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
-    offset = 0;
-    len -= n;
-  }
-  return len == 0;
+void Requester::wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) {
+  rewind_to(index, psn);
+  rnr_until_ = until;
 }
 
-std::uint32_t Qp::packets_at_mtu(std::uint64_t bytes) const {
-  // (The MTU is a power of two: a shift, not a division, per packet.)
-  return bytes == 0 ? 1 : static_cast<std::uint32_t>((bytes + req_.mtu - 1) >> req_.mtu_shift);
+void Requester::stop(std::uint64_t from) {
+  next_ = std::max(next_, from);
+  offset_ = 0;
+  rd_atomic_outstanding_ = 0;
 }
 
-Clock::time_point Qp::transport_deadline() const {
-  // 4.096 us * 2^timeout (IBA 9.7.6.1.3); timeout 0 means infinite.
-  if (req_.timeout == 0) return {};
-  return engine_.clock().now() + std::chrono::nanoseconds(4096LL << std::min<int>(req_.timeout, 31));
+void Requester::reset() {
+  next_ = 0;
+  offset_ = 0;
+  rd_atomic_outstanding_ = 0;
+  rnr_until_ = {};
 }
 
-void Qp::requester_execute_local(SendWqe& w) {
+void Requester::execute_local(SendWqe& w) {
   // Executed once: a resend from an earlier WQE (RNR, sequence error,
   // timeout) walks past it.
-  if (!w.local_done) {
+  if (!w.acknowledged()) {
+    const std::uint32_t pdn = qp_.init_.pdn;
     Result<void> r = w.opcode == WrOpcode::kRegMr
-                         ? tables_.fast_reg(w.rkey, init_.pdn, w.access, w.iova, w.mr_length, w.page_shift, w.pages)
-                         : tables_.local_invalidate(w.rkey, init_.pdn);
+                         ? qp_.tables_.fast_reg(w.rkey, pdn, w.access, w.iova, w.mr_length, w.page_shift, w.pages)
+                         : qp_.tables_.local_invalidate(w.rkey, pdn);
     // IBA 10.6.3.3 / 10.6.6: a refused fast register or invalidate is a
     // memory management operation error; like every local error it ends
     // the QP and flushes the rest.
-    if (!r) return fail_wqe(req_.next, WcStatus::kMemMgmtOpErr);
-    w.local_done = true;
+    if (!r) return qp_.fail_wqe(next_, WcStatus::kMemMgmtOpErr);
+    w.state = WqeState::kAcknowledged;
   }
-  ++req_.next;
-  retire_local_wqes();  // completes now if nothing earlier is outstanding
-}
-
-void Qp::retire_local_wqes() {
-  // Keeps the invariant the completer relies on: the oldest outstanding WQE
-  // is never an executed local operation (those have no PSN to match).
-  while (comp_.consumer != req_.next && wqe(comp_.consumer).local_done) {
-    complete_send(wqe(comp_.consumer), WcStatus::kSuccess, false, 0);
-    ++comp_.consumer;
-  }
+  ++next_;
+  // It completes now if nothing earlier is outstanding (the completer
+  // relies on it: the oldest outstanding WQE is never an executed local
+  // operation, which has no PSN to match).
+  qp_.completer_.retire_acknowledged();
 }
 
 namespace {
@@ -184,19 +120,20 @@ Opcode send_opcode(WrOpcode op, bool first, bool last) { return wr_row(op).packe
 
 }  // namespace
 
-bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
+bool Requester::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
   // The next packet of a SEND or WRITE longer than the MTU, or a train of
   // them where the link carries trains: as many as the message has left
   // and the window allows.
-  const std::uint32_t left = w.length - req_.offset;
+  const SendPath& path = qp_.path_;
+  const std::uint32_t left = w.length - offset_;
   std::uint32_t n = 1;
-  if (trains_ && left > req_.mtu) {
-    n = packets_at_mtu(left);
-    if (comp_.consumer != req_.next) n = std::clamp<std::int64_t>(window_room(), 1, n);
+  if (qp_.trains_ && left > path.mtu) {
+    n = path.packets_at_mtu(left);
+    if (outstanding()) n = std::clamp<std::int64_t>(window_room(), 1, n);
   }
-  const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, std::uint64_t{n} * req_.mtu));
-  const bool first = req_.offset == 0;
-  last = req_.offset + len == w.length;
+  const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, std::uint64_t{n} * path.mtu));
+  const bool first = offset_ == 0;
+  last = offset_ + len == w.length;
   p.op = send_opcode(w.opcode, first, last && n == 1);
   if (n > 1) {
     p.count = n;
@@ -204,8 +141,8 @@ bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
     psns = n;
   }
   if (w.is_inline) {
-    if (len) p.payload.push_back(MemPiece{const_cast<std::byte*>(w.inline_data.data()) + req_.offset, std::uint64_t{len}});
-  } else if (!translate_slice(w.sges, req_.offset, len, 0, init_.pdn, p.payload)) {
+    if (len) p.payload.push_back(MemPiece{const_cast<std::byte*>(w.inline_data.data()) + offset_, std::uint64_t{len}});
+  } else if (!qp_.translate_slice(w.sges, offset_, len, 0, qp_.init_.pdn, p.payload)) {
     return false;
   }
   p.payload_length = len;
@@ -219,7 +156,7 @@ bool Qp::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) {
   return true;
 }
 
-bool Qp::wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const {
+bool Requester::wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const {
   // The AckReq policy (IBA 9.7.5.1.2 lets the requester choose): a READ or
   // atomic is always answered; otherwise ask on the last packet of a WQE
   // that will need its completion, every kAckEveryPsns PSNs (so the window
@@ -228,48 +165,42 @@ bool Qp::wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const {
   // responder coalesces the rest: an ACK acknowledges every PSN before it.
   // (A train's packets before its last ask by the PSN rule: unroll().)
   if (is_rd_atomic(w.opcode)) return true;
-  if (last && (init_.sq_sig_all || (w.flags & SEND_SIGNALED))) return true;
+  if (last && (qp_.init_.sq_sig_all || (w.flags & SEND_SIGNALED))) return true;
   if ((last_psn & (kAckEveryPsns - 1)) == kAckEveryPsns - 1) return true;
   if (!last) return false;
-  if ((req_.next + 1 - comp_.consumer) * 2 >= sq_depth()) return true;
-  if (req_.next + 1 == sq_prod_) return false;
-  const SendWqe& after = wqe(req_.next + 1);
+  const SendQueue& sq = qp_.sq_;
+  if ((next_ + 1 - qp_.completer_.consumer()) * 2 >= sq.depth()) return true;
+  if (next_ + 1 == sq.prod()) return false;
+  const SendWqe& after = sq[next_ + 1];
   return is_local_op(after.opcode) || (after.flags & SEND_FENCE);
 }
 
-void Qp::note_sent(const Packet& p, std::uint32_t psns) {
-  send_counters_.requests_sent.bump(p.count);
-  if (psn_before(p.psn, req_.sent_end_psn)) [[unlikely]]
-    send_counters_.retransmissions.bump(std::min<std::uint32_t>(psn_diff(req_.sent_end_psn, p.psn), p.count));
-  req_.next_psn = psn_add(req_.next_psn, psns);
-  if (!psn_before(req_.next_psn, req_.sent_end_psn)) req_.sent_end_psn = req_.next_psn;
+void Requester::note_sent(const Packet& p, std::uint32_t psns) {
+  QpCounters::SendSide& c = qp_.send_counters_;
+  c.requests_sent.bump(p.count);
+  if (psn_before(p.psn, sent_end_psn_)) [[unlikely]]
+    c.retransmissions.bump(std::min<std::uint32_t>(psn_diff(sent_end_psn_, p.psn), p.count));
+  next_psn_ = psn_add(next_psn_, psns);
+  if (!psn_before(next_psn_, sent_end_psn_)) sent_end_psn_ = next_psn_;
 }
 
-void Qp::time_if_unanswered() {
-  // Start the transport timer only if the answer is not already here (a
-  // synchronous link usually has delivered it by now).
-  if (comp_.timeout_at == Clock::time_point{} && !comp_.timeout_unstamped &&
-      !own_answers_pending() && !inbox_ready_.load(std::memory_order_acquire) && comp_.consumer != req_.next)
-    start_transport_timer();
+void Requester::start_request(Packet& p) const {
+  p.transport = qp_.init_.type;
+  p.src_addr = qp_.engine_.address();
+  p.dst_addr = qp_.path_.dest_addr;
+  p.src_qpn = qp_.qpn_;
+  p.dst_qpn = qp_.path_.dest_qpn;
+  p.udp_sport = qp_.udp_sport_;
+  p.psn = next_psn_;
 }
 
-void Qp::start_request(Packet& p) const {
-  p.transport = init_.type;
-  p.src_addr = engine_.address();
-  p.dst_addr = req_.dest_addr;
-  p.src_qpn = qpn_;
-  p.dst_qpn = req_.dest_qpn;
-  p.udp_sport = udp_sport_;
-  p.psn = req_.next_psn;
-}
-
-bool Qp::fill_only(const SendWqe& w, Packet& p) const {
+bool Requester::fill_only(const SendWqe& w, Packet& p) const {
   // Every local byte through translate() (IBA 10.6.3: local read access is
   // implied by the lkey).
   p.op = send_opcode(w.opcode, true, true);
   if (w.is_inline) {
     if (w.length) p.payload.push_back(MemPiece{const_cast<std::byte*>(w.inline_data.data()), std::uint64_t{w.length}});
-  } else if (!translate_local(w.sges, 0, p.payload)) {
+  } else if (!qp_.translate_local(w.sges, 0, p.payload)) {
     return false;
   }
   p.payload_length = w.length;
@@ -281,15 +212,16 @@ bool Qp::fill_only(const SendWqe& w, Packet& p) const {
   return true;
 }
 
-void Qp::requester_send_whole(SendWqe& w, std::uint32_t n) {
-  // What requester_send_one (and segment, for a train) does for it,
-  // without the branches this case never takes. Every local byte through
-  // translate() (IBA 10.6.3: local read access is implied by the lkey).
-  w.psn = req_.next_psn;
+void Requester::send_whole(SendWqe& w, std::uint32_t n) {
+  // What send_one (and segment, for a train) does for it, without the
+  // branches this case never takes. Every local byte through translate()
+  // (IBA 10.6.3: local read access is implied by the lkey).
+  w.psn = next_psn_;
   w.npsn = n;
+  w.state = WqeState::kInFlight;
   Packet p;
   start_request(p);
-  if (!fill_only(w, p)) return fail_wqe(req_.next, WcStatus::kLocProtErr);
+  if (!fill_only(w, p)) return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
   if (n > 1) {  // FIRST, MIDDLE..., LAST: the headers fill_only wrote are theirs
     p.op = send_opcode(w.opcode, true, false);
     p.last_op = send_opcode(w.opcode, false, true);
@@ -297,37 +229,39 @@ void Qp::requester_send_whole(SendWqe& w, std::uint32_t n) {
   }
   p.ack_req = wants_ack(w, last_psn_of(p), true);
   note_sent(p, n);
-  ++req_.next;
+  ++next_;
   // An unknown destination loses the request; the transport timer retries.
-  (void)engine_.link().send(std::move(p));
-  time_if_unanswered();
+  (void)qp_.engine_.link().send(std::move(p));
+  qp_.completer_.request_sent();
 }
 
-void Qp::requester_send_one() {
-  SendWqe& w = wqe(req_.next);
+void Requester::send_one() {
+  SendWqe& w = qp_.sq_[next_];
+  const SendPath& path = qp_.path_;
+  const QpType type = qp_.init_.type;
   // The common cases first: an RC SEND or WRITE that fits one packet, or
   // that goes whole as one train.
   const WrOpcodeRow& row = wr_row(w.opcode);
-  if (init_.type == QpType::kRc && row.cls == WrClass::kMessage && req_.offset == 0) [[likely]] {
-    if (w.length <= req_.mtu) [[likely]]
-      return requester_send_whole(w, 1);
-    if (trains_) {
-      const std::uint32_t n = packets_at_mtu(w.length);
-      if (comp_.consumer == req_.next || window_room() >= static_cast<std::int32_t>(n))
-        return requester_send_whole(w, n);
+  if (type == QpType::kRc && row.cls == WrClass::kMessage && offset_ == 0) [[likely]] {
+    if (w.length <= path.mtu) [[likely]]
+      return send_whole(w, 1);
+    if (qp_.trains_) {
+      const std::uint32_t n = path.packets_at_mtu(w.length);
+      if (!outstanding() || window_room() >= static_cast<std::int32_t>(n)) return send_whole(w, n);
     }
   }
   if (row.cls == WrClass::kLocal) [[unlikely]]
-    return requester_execute_local(w);
-  if (init_.type == QpType::kUd) return requester_send_datagram(w);
+    return execute_local(w);
+  if (type == QpType::kUd) return send_datagram(w);
   // A WQE takes its PSNs when its first packet goes out. A resend from an
   // earlier WQE reaches it with the same PSN again (every WQE takes the
   // same number of PSNs each time); a resume in its middle (rewind_to)
   // comes with the offset already set.
-  if (req_.offset == 0) {
-    w.psn = req_.next_psn;
-    w.npsn = row.cls == WrClass::kAtomic ? 1 : packets_at_mtu(w.length);
+  if (offset_ == 0) {
+    w.psn = next_psn_;
+    w.npsn = row.cls == WrClass::kAtomic ? 1 : path.packets_at_mtu(w.length);
   }
+  w.state = WqeState::kInFlight;
   Packet p;
   start_request(p);
   std::uint32_t psns = 1;  // this packet takes
@@ -335,25 +269,25 @@ void Qp::requester_send_one() {
 
   switch (row.cls) {
     case WrClass::kMessage:
-      // ONLY (a UC WQE; RC's took requester_send_whole), or the next
-      // packet or train of a longer one.
-      if (const bool only = req_.offset == 0 && w.length <= req_.mtu; !(only ? fill_only(w, p) : segment(w, p, psns, last)))
-        return fail_wqe(req_.next, WcStatus::kLocProtErr);
+      // ONLY (a UC WQE; RC's took send_whole), or the next packet or train
+      // of a longer one.
+      if (const bool only = offset_ == 0 && w.length <= path.mtu; !(only ? fill_only(w, p) : segment(w, p, psns, last)))
+        return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
       break;
     case WrClass::kRead:
       // The local SGEs are checked for LOCAL_WRITE before the request goes
       // out, so a bad lkey never costs the responder a read. A resume asks
       // for the rest only, from the PSN where the responses stopped.
-      if (!translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_)) return fail_wqe(req_.next, WcStatus::kLocProtErr);
+      if (!qp_.translate_local(w.sges, ACCESS_LOCAL_WRITE, pieces_)) return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
       p.op = row.only;
-      p.va = w.remote_addr + req_.offset;
+      p.va = w.remote_addr + offset_;
       p.rkey = w.rkey;
-      p.dma_length = w.length - req_.offset;
-      psns = packets_at_mtu(p.dma_length);
+      p.dma_length = w.length - offset_;
+      psns = path.packets_at_mtu(p.dma_length);
       break;
     case WrClass::kAtomic:
-      if (w.length != 8 || !translate_local(w.sges, ACCESS_LOCAL_WRITE, req_pieces_))
-        return fail_wqe(req_.next, w.length != 8 ? WcStatus::kLocLenErr : WcStatus::kLocProtErr);
+      if (w.length != 8 || !qp_.translate_local(w.sges, ACCESS_LOCAL_WRITE, pieces_))
+        return qp_.fail_wqe(next_, w.length != 8 ? WcStatus::kLocLenErr : WcStatus::kLocProtErr);
       p.op = row.only;
       p.va = w.remote_addr;
       p.rkey = w.rkey;
@@ -365,79 +299,62 @@ void Qp::requester_send_one() {
   }
 
   // Nothing answers UC; the rest ask as wants_ack() says.
-  p.ack_req = init_.type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
+  p.ack_req = type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
   note_sent(p, psns);
   if (last) {
-    if (row.rd_atomic()) ++req_.rd_atomic_outstanding;
-    ++req_.next;
-    req_.offset = 0;
+    if (row.rd_atomic()) ++rd_atomic_outstanding_;
+    ++next_;
+    offset_ = 0;
   } else {
-    req_.offset += p.payload_length;
+    offset_ += p.payload_length;
   }
   // An unknown destination loses the request; the transport timer retries.
-  (void)engine_.link().send(std::move(p));
-  if (init_.type == QpType::kUc) {  // no answer, no timer: done once sent
-    if (last) retire_sent_wqe();
+  (void)qp_.engine_.link().send(std::move(p));
+  if (type == QpType::kUc) {  // no answer, no timer: done once sent
+    if (last) handed_over(w);
     return;
   }
-  time_if_unanswered();
+  qp_.completer_.request_sent();
 }
 
-void Qp::requester_send_datagram(SendWqe& w) {
+void Requester::send_datagram(SendWqe& w) {
   Packet p;
   p.transport = QpType::kUd;
   p.op = wr_row(w.opcode).only;
-  p.src_addr = engine_.address();
+  p.src_addr = qp_.engine_.address();
   p.dst_addr = w.ud_dest_addr;
-  p.src_qpn = qpn_;
+  p.src_qpn = qp_.qpn_;
   p.dst_qpn = w.ud_qpn;
-  p.qkey = w.ud_own_qkey ? req_.qkey : w.ud_qkey;  // IBA 10.2.4: the high bit asks for the QP's
-  p.udp_sport = udp_sport_;
-  p.psn = req_.next_psn;
+  p.qkey = w.ud_own_qkey ? qp_.path_.qkey : w.ud_qkey;  // IBA 10.2.4: the high bit asks for the QP's
+  p.udp_sport = qp_.udp_sport_;
+  p.psn = next_psn_;
   p.imm = w.imm;
   p.solicited = w.flags & SEND_SOLICITED;
   p.hop_limit = w.ud_hop_limit;
   p.traffic_class = w.ud_traffic_class;
   if (w.is_inline) {
     if (w.length) p.payload.push_back(MemPiece{w.inline_data.data(), std::uint64_t{w.length}});
-  } else if (!translate_local(w.sges, 0, p.payload)) {
-    return fail_wqe(req_.next, WcStatus::kLocProtErr);
+  } else if (!qp_.translate_local(w.sges, 0, p.payload)) {
+    return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
   }
   p.payload_length = w.length;
-  w.psn = req_.next_psn;
+  w.psn = next_psn_;
   w.npsn = 1;
-  send_counters_.requests_sent.bump();
-  req_.next_psn = req_.sent_end_psn = psn_add(req_.next_psn, 1);
-  ++req_.next;
+  qp_.send_counters_.requests_sent.bump();
+  next_psn_ = sent_end_psn_ = psn_add(next_psn_, 1);
+  ++next_;
   // A destination no device answers for loses the datagram, as a wire
   // would; nothing tells the sender.
-  (void)engine_.link().send(std::move(p));
-  retire_sent_wqe();
+  (void)qp_.engine_.link().send(std::move(p));
+  handed_over(w);
 }
 
-void Qp::retire_sent_wqe() {
+void Requester::handed_over(SendWqe& w) {
   // The link reads a batched packet's payload when the batch ends: hand it
   // to the wire now, before the completion lets the consumer reuse it.
-  engine_.link().end_batch();
-  SendWqe& w = wqe(comp_.consumer);
-  comp_.psn = psn_add(w.psn, w.npsn);  // nothing acknowledges it: the window stays open
-  complete_send(w, WcStatus::kSuccess, false, w.length);
-  ++comp_.consumer;
-  retire_local_wqes();
-}
-
-void Qp::fail_wqe(std::uint64_t index, WcStatus status) {
-  // The first error ends the QP (IBA 10.8.3.3): the WQEs before this one
-  // can no longer be acknowledged and flush, this one completes with the
-  // error, and the rest flush when the send side next runs.
-  state_.store(QpState::kErr, std::memory_order_release);
-  while (comp_.consumer < index) complete_send(wqe(comp_.consumer++), WcStatus::kWrFlushErr, true);
-  complete_send(wqe(comp_.consumer++), status, true);
-  req_.next = std::max(req_.next, comp_.consumer);
-  req_.offset = 0;
-  req_.rd_atomic_outstanding = 0;
-  std::lock_guard lock(rq_mu_);  // lock order: sq_mu_ then rq_mu_
-  flush_recv_queue();
+  qp_.engine_.link().end_batch();
+  w.state = WqeState::kAcknowledged;
+  qp_.completer_.retire_acknowledged();
 }
 
 }  // namespace srdma::hca

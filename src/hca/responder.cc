@@ -4,7 +4,7 @@
 // (invalid request, remote access, remote operation) end the responder's QP
 // too (IBA 9.9.3.1.2); RNR does not.
 //
-// A state machine as rxe's rxe_resp.c: responder_execute() runs one small
+// A state machine as rxe's rxe_resp.c: execute() runs one small
 // function per state, each returning the next; the IBA rule each applies is
 // cited beside it.
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "hca/delivery_scope.h"
 #include "hca/link.h"
 #include "hca/qp.h"
+#include "hca/responder.h"
 #include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
 #include "hca/srq.h"
@@ -30,60 +31,87 @@ std::atomic_ref<std::uint64_t> atomic_at(std::byte* p) {
 
 }  // namespace
 
-std::string_view Qp::resp_state_str(RespState s) {
+std::string_view Responder::state_str(State s) {
   switch (s) {
-    case RespState::kCheckPsn: return "check_psn";
-    case RespState::kCheckOpSequence: return "check_op_sequence";
-    case RespState::kCheckLength: return "check_length";
-    case RespState::kCheckResources: return "check_resources";
-    case RespState::kExecuteSend: return "execute_send";
-    case RespState::kExecuteWrite: return "execute_write";
-    case RespState::kExecuteRead: return "execute_read";
-    case RespState::kExecuteAtomic: return "execute_atomic";
-    case RespState::kAcknowledge: return "acknowledge";
-    case RespState::kDuplicate: return "duplicate";
-    case RespState::kNakSequence: return "nak_sequence";
-    case RespState::kNakRnr: return "nak_rnr";
-    case RespState::kNakInvalidSequence: return "nak_invalid_sequence";
-    case RespState::kNakInvalidLength: return "nak_invalid_length";
-    case RespState::kNakInvalidNoResources: return "nak_invalid_no_resources";
-    case RespState::kNakInvalidRecvTooShort: return "nak_invalid_recv_too_short";
-    case RespState::kNakInvalidInvalidate: return "nak_invalid_invalidate";
-    case RespState::kNakInvalidUnaligned: return "nak_invalid_unaligned";
-    case RespState::kNakAccessNotEnabled: return "nak_access_not_enabled";
-    case RespState::kNakAccessRkey: return "nak_access_rkey";
-    case RespState::kNakOperational: return "nak_operational";
-    case RespState::kDrop: return "drop";
-    case RespState::kDone: return "done";
+    case State::kCheckPsn: return "check_psn";
+    case State::kCheckOpSequence: return "check_op_sequence";
+    case State::kCheckLength: return "check_length";
+    case State::kCheckResources: return "check_resources";
+    case State::kExecuteSend: return "execute_send";
+    case State::kExecuteWrite: return "execute_write";
+    case State::kExecuteRead: return "execute_read";
+    case State::kExecuteAtomic: return "execute_atomic";
+    case State::kAcknowledge: return "acknowledge";
+    case State::kDuplicate: return "duplicate";
+    case State::kNakSequence: return "nak_sequence";
+    case State::kNakRnr: return "nak_rnr";
+    case State::kNakInvalidSequence: return "nak_invalid_sequence";
+    case State::kNakInvalidLength: return "nak_invalid_length";
+    case State::kNakInvalidNoResources: return "nak_invalid_no_resources";
+    case State::kNakInvalidRecvTooShort: return "nak_invalid_recv_too_short";
+    case State::kNakInvalidInvalidate: return "nak_invalid_invalidate";
+    case State::kNakInvalidUnaligned: return "nak_invalid_unaligned";
+    case State::kNakAccessNotEnabled: return "nak_access_not_enabled";
+    case State::kNakAccessRkey: return "nak_access_rkey";
+    case State::kNakOperational: return "nak_operational";
+    case State::kDrop: return "drop";
+    case State::kDone: return "done";
   }
   return "?";
 }
 
-bool Qp::from_peer(const Packet& pkt) const {
+void Responder::configure(const QpAttr& attr, std::uint32_t mtu) {
+  resp_.qkey.store(attr.qkey, std::memory_order_relaxed);
+  resp_.mtu.store(mtu, std::memory_order_relaxed);
+  if (resp_.resources.size() != attr.max_dest_rd_atomic) {
+    resp_.resources.assign(attr.max_dest_rd_atomic, RdAtomicResource{});
+    resp_.next_resource = 0;
+  }
+  resp_.access.store(attr.qp_access_flags, std::memory_order_relaxed);
+  resp_.peer_addr.store(attr.dest_addr, std::memory_order_relaxed);
+  resp_.peer_qpn.store(attr.dest_qp_num, std::memory_order_relaxed);
+  resp_.min_rnr_timer = attr.min_rnr_timer;
+}
+
+void Responder::set_rq_psn(std::uint32_t psn) {
+  resp_.expected_psn.store(psn, std::memory_order_release);
+  resp_.nak_sent.store(false, std::memory_order_relaxed);
+}
+
+void Responder::reset() {
+  last_wqe_reported_ = false;
+  resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
+  for (auto& r : resp_.resources) r.valid = false;
+  respq_.queued.clear();  // a turn that is sending finds the queue empty and ends it
+  if (!respq_.turn_sending) resp_.answers_queued.store(false, std::memory_order_release);
+  respq_.dup_read_tokens = kDupReadBudget;
+}
+
+bool Responder::from_peer(const Packet& pkt) const {
   return pkt.src_addr == resp_.peer_addr.load(std::memory_order_relaxed) &&
          pkt.src_qpn == resp_.peer_qpn.load(std::memory_order_relaxed);
 }
 
-void Qp::receive_request(Packet&& pkt) {
-  if (init_.type != QpType::kRc) [[unlikely]]
-    return init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
+void Responder::receive(Packet&& pkt) {
+  if (qp_.init_.type != QpType::kRc) [[unlikely]]
+    return qp_.init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
   // A whole RDMA WRITE (one packet or a train of all of them) may take the
   // unlocked path; everything else is checked and executed per packet.
-  if ((pkt.op == Opcode::kWriteOnly || (pkt.op == Opcode::kWriteFirst && pkt.count > 1)) && responder_unlocked(pkt))
+  if ((pkt.op == Opcode::kWriteOnly || (pkt.op == Opcode::kWriteFirst && pkt.count > 1)) && write_unlocked(pkt))
     return;
-  std::lock_guard lock(rq_mu_);
-  if (!accepts_requests(state())) {
-    recv_counters_.dropped_bad_state.bump();
+  std::lock_guard lock(qp_.rq_mu_);
+  if (!accepts_requests(qp_.state())) {
+    qp_.recv_counters_.dropped_bad_state.bump();
     return;
   }
   // IBA 9.6.1.5 (header validation of a connected QP): a request from any
   // address or QPN but the peer's is silently dropped. Executing it would
   // let a third party write our memory and move our expected PSN.
   if (!from_peer(pkt)) {
-    recv_counters_.dropped_bad_source.bump();
+    qp_.recv_counters_.dropped_bad_source.bump();
     return;
   }
-  recv_counters_.requests_received.bump(pkt.count);
+  qp_.recv_counters_.requests_received.bump(pkt.count);
   // A train that is a whole message at the expected PSN runs through the
   // state machine at once (each check covers its packets); any other is
   // taken apart and its packets run one by one.
@@ -91,13 +119,13 @@ void Qp::receive_request(Packet&& pkt) {
       (starts_message(pkt.op) && ends_message(pkt.last_op) &&
        pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
        resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone))
-    return responder_execute(pkt);
+    return execute(pkt);
   unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) {
-    if (accepts_requests(state())) responder_execute(p);  // a NAK on the way ended the QP
+    if (accepts_requests(qp_.state())) execute(p);  // a NAK on the way ended the QP
   });
 }
 
-bool Qp::responder_unlocked(const Packet& pkt) {
+bool Responder::write_unlocked(const Packet& pkt) {
   // Requests to a QP come from its one peer, whose requester sends them one
   // at a time (under its sq_mu_), so an in-sequence RDMA WRITE ONLY needs
   // no lock of ours: it touches neither the receive queue nor the state of
@@ -111,7 +139,7 @@ bool Qp::responder_unlocked(const Packet& pkt) {
   // A train here is a whole WRITE: what its packets one by one would pass
   // (the expected PSN, FIRST..LAST with MTU-sized packets before the last,
   // lengths adding up to the DMA length) is checked for the train at once.
-  if (!accepts_requests(state()) || !from_peer(pkt)) return false;  // the locked path counts the drop
+  if (!accepts_requests(qp_.state()) || !from_peer(pkt)) return false;  // the locked path counts the drop
   if (pkt.psn != resp_.expected_psn.load(std::memory_order_acquire)) return false;
   if (resp_.in_message.load(std::memory_order_relaxed) != ResponderState::InMessage::kNone ||
       resp_.nak_sent.load(std::memory_order_relaxed))
@@ -129,13 +157,13 @@ bool Qp::responder_unlocked(const Packet& pkt) {
     // From the translation to the last store (see delivery_scope.h): an
     // invalidation of this rkey waits for it.
     TranslationWindow window(pkt.rkey);
-    auto t = tables_.translate(pkt.rkey, pkt.va, pkt.payload_length, ACCESS_REMOTE_WRITE, init_.pdn);
+    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, pkt.payload_length, ACCESS_REMOTE_WRITE, qp_.init_.pdn);
     if (!t) return false;
     PieceList dst;
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
     copy_pieces(dst, pkt.payload);
   }
-  recv_counters_.requests_received.bump(pkt.count);
+  qp_.recv_counters_.requests_received.bump(pkt.count);
   count_message();
   const std::uint32_t last = last_psn_of(pkt);
   resp_.expected_psn.store(psn_add(last, 1), std::memory_order_release);
@@ -144,47 +172,47 @@ bool Qp::responder_unlocked(const Packet& pkt) {
   return true;
 }
 
-void Qp::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn) {
+void Responder::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn) {
   resp.op = op;
-  resp.src_addr = engine_.address();
+  resp.src_addr = qp_.engine_.address();
   resp.dst_addr = req.src_addr;
-  resp.src_qpn = qpn_;
+  resp.src_qpn = qp_.qpn_;
   resp.dst_qpn = req.src_qpn;
-  resp.udp_sport = udp_sport_;
+  resp.udp_sport = qp_.udp_sport_;
   resp.psn = psn;
   if (has_aeth(op)) resp.msn = resp_.msn.load(std::memory_order_relaxed);
   if (resp_.answers_queued.load(std::memory_order_relaxed)) [[unlikely]]
     return queue_answer(std::move(resp));  // behind a READ's responses (counted when sent)
-  recv_counters_.responses_sent.bump(resp.count);
-  engine_.link().send(std::move(resp));
+  qp_.recv_counters_.responses_sent.bump(resp.count);
+  qp_.engine_.link().send(std::move(resp));
 }
 
-void Qp::acknowledge(const Packet& req, std::uint32_t psn) {
+void Responder::acknowledge(const Packet& req, std::uint32_t psn) {
   if (resp_.answers_queued.load(std::memory_order_relaxed)) [[unlikely]] return acknowledge_queued(req, psn);
-  recv_counters_.responses_sent.bump();
-  engine_.link().send_ack(Ack{engine_.address(), req.src_addr, qpn_, req.src_qpn, psn,
-                              resp_.msn.load(std::memory_order_relaxed), udp_sport_});
+  qp_.recv_counters_.responses_sent.bump();
+  qp_.engine_.link().send_ack(Ack{qp_.engine_.address(), req.src_addr, qp_.qpn_, req.src_qpn, psn,
+                              resp_.msn.load(std::memory_order_relaxed), qp_.udp_sport_});
 }
 
-void Qp::nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer) {
+void Responder::nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer) {
   Packet m;
   m.syndrome = code;
   m.rnr_timer = rnr_timer;
-  if (code == Syndrome::kRnrNak) recv_counters_.rnr_naks_sent.bump();
+  if (code == Syndrome::kRnrNak) qp_.recv_counters_.rnr_naks_sent.bump();
   // A sequence-error NAK names the PSN the responder expects (IBA 9.7.5.2.2);
   // every other NAK names the packet it refuses.
   std::uint32_t psn = req.psn;
   if (code == Syndrome::kPsnSequenceError) {
-    recv_counters_.seq_naks_sent.bump();
+    qp_.recv_counters_.seq_naks_sent.bump();
     psn = resp_.expected_psn.load(std::memory_order_relaxed);
   }
   respond(req, Opcode::kAck, std::move(m), psn);
   if (code == Syndrome::kInvalidRequest || code == Syndrome::kRemoteAccessError ||
       code == Syndrome::kRemoteOperationalError) {
-    state_.store(QpState::kErr, std::memory_order_release);
+    qp_.state_.store(QpState::kErr, std::memory_order_release);
     resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
-    flush_recv_queue();
-    engine_.kick_later(shared_from_this());  // its send side flushes too
+    flush();
+    qp_.engine_.kick_later(qp_.shared_from_this());  // its send side flushes too
   }
 }
 
@@ -197,64 +225,64 @@ constexpr Syndrome kNakCauseSyndrome[kNumNakCauses] = {
 };
 static_assert(kNakCauseSyndrome[static_cast<std::size_t>(NakCause::kAccessNotEnabled)] == Syndrome::kRemoteAccessError);
 // The NAK states are NakCause's values, in order, from kNakInvalidSequence.
-static_assert(static_cast<std::size_t>(Qp::RespState::kNakOperational) -
-                  static_cast<std::size_t>(Qp::RespState::kNakInvalidSequence) ==
+static_assert(static_cast<std::size_t>(Responder::State::kNakOperational) -
+                  static_cast<std::size_t>(Responder::State::kNakInvalidSequence) ==
               static_cast<std::size_t>(NakCause::kOperationalPlacement));
 static_assert(static_cast<std::size_t>(NakCause::kOperationalPlacement) + 1 == kNumNakCauses);
 static_assert(kNakCauseSyndrome[static_cast<std::size_t>(NakCause::kOperationalPlacement)] ==
               Syndrome::kRemoteOperationalError);
 }  // namespace
 
-void Qp::nak_fatal(const Packet& req, NakCause cause) {
-  recv_counters_.naks_sent[static_cast<std::size_t>(cause)].bump();
+void Responder::nak_fatal(const Packet& req, NakCause cause) {
+  qp_.recv_counters_.naks_sent[static_cast<std::size_t>(cause)].bump();
   nak(req, kNakCauseSyndrome[static_cast<std::size_t>(cause)]);
 }
 
-void Qp::advance_expected(std::uint32_t next_psn) {
+void Responder::advance_expected(std::uint32_t next_psn) {
   resp_.nak_sent.store(false, std::memory_order_relaxed);
   resp_.expected_psn.store(next_psn, std::memory_order_release);
 }
 
-void Qp::responder_execute(Packet& pkt) {
-  RespState s = RespState::kCheckPsn;
-  while (s != RespState::kDone) {
+void Responder::execute(Packet& pkt) {
+  State s = State::kCheckPsn;
+  while (s != State::kDone) {
     switch (s) {
-      case RespState::kCheckPsn: s = resp_check_psn(pkt); break;
-      case RespState::kCheckOpSequence: s = resp_check_op_sequence(pkt); break;
-      case RespState::kCheckLength: s = resp_check_length(pkt); break;
-      case RespState::kCheckResources: s = resp_check_resources(pkt); break;
-      case RespState::kExecuteSend: s = resp_execute_send(pkt); break;
-      case RespState::kExecuteWrite: s = resp_execute_write(pkt); break;
-      case RespState::kExecuteRead: s = resp_execute_read(pkt); break;
-      case RespState::kExecuteAtomic: s = resp_execute_atomic(pkt); break;
-      case RespState::kAcknowledge: s = resp_acknowledge(pkt); break;
-      case RespState::kDuplicate: s = resp_duplicate(pkt); break;
-      case RespState::kNakSequence:
+      case State::kCheckPsn: s = check_psn(pkt); break;
+      case State::kCheckOpSequence: s = check_op_sequence(pkt); break;
+      case State::kCheckLength: s = check_length(pkt); break;
+      case State::kCheckResources: s = check_resources(pkt); break;
+      case State::kExecuteSend: s = execute_send(pkt); break;
+      case State::kExecuteWrite: s = execute_write(pkt); break;
+      case State::kExecuteRead: s = execute_read(pkt); break;
+      case State::kExecuteAtomic: s = execute_atomic(pkt); break;
+      case State::kAcknowledge: s = acknowledge_state(pkt); break;
+      case State::kDuplicate: s = duplicate(pkt); break;
+      case State::kNakSequence:
         nak(pkt, Syndrome::kPsnSequenceError);
-        s = RespState::kDone;
+        s = State::kDone;
         break;
-      case RespState::kNakRnr:
+      case State::kNakRnr:
         nak(pkt, Syndrome::kRnrNak, resp_.min_rnr_timer);  // IBA 9.7.5.2.8
-        s = RespState::kDone;
+        s = State::kDone;
         break;
-      case RespState::kNakInvalidSequence:
-      case RespState::kNakInvalidLength:
-      case RespState::kNakInvalidNoResources:
-      case RespState::kNakInvalidRecvTooShort:
-      case RespState::kNakInvalidInvalidate:
-      case RespState::kNakInvalidUnaligned:
-      case RespState::kNakAccessNotEnabled:
-      case RespState::kNakAccessRkey:
-      case RespState::kNakOperational:
+      case State::kNakInvalidSequence:
+      case State::kNakInvalidLength:
+      case State::kNakInvalidNoResources:
+      case State::kNakInvalidRecvTooShort:
+      case State::kNakInvalidInvalidate:
+      case State::kNakInvalidUnaligned:
+      case State::kNakAccessNotEnabled:
+      case State::kNakAccessRkey:
+      case State::kNakOperational:
         nak_fatal(pkt, static_cast<NakCause>(static_cast<std::uint8_t>(s) -
-                                             static_cast<std::uint8_t>(RespState::kNakInvalidSequence)));
-        s = RespState::kDone;
+                                             static_cast<std::uint8_t>(State::kNakInvalidSequence)));
+        s = State::kDone;
         break;
-      case RespState::kDrop:
-        recv_counters_.dropped_bad_psn.bump();
-        s = RespState::kDone;
+      case State::kDrop:
+        qp_.recv_counters_.dropped_bad_psn.bump();
+        s = State::kDone;
         break;
-      case RespState::kDone: break;
+      case State::kDone: break;
     }
   }
 }
@@ -263,120 +291,120 @@ void Qp::responder_execute(Packet& pkt) {
 // earlier one is a duplicate; a later one means packets were lost: one
 // sequence-error NAK per gap (C9-66), and every packet after it is dropped
 // until the expected PSN arrives.
-Qp::RespState Qp::resp_check_psn(Packet& pkt) {
+Responder::State Responder::check_psn(Packet& pkt) {
   const std::int32_t d = psn_diff(pkt.psn, resp_.expected_psn.load(std::memory_order_relaxed));
   if (d > 0) {
-    if (resp_.nak_sent.load(std::memory_order_relaxed)) return RespState::kDrop;
+    if (resp_.nak_sent.load(std::memory_order_relaxed)) return State::kDrop;
     resp_.nak_sent.store(true, std::memory_order_relaxed);
-    return RespState::kNakSequence;
+    return State::kNakSequence;
   }
   if (d < 0) {
-    recv_counters_.duplicate_requests.bump();
-    return RespState::kDuplicate;
+    qp_.recv_counters_.duplicate_requests.bump();
+    return State::kDuplicate;
   }
-  return RespState::kCheckOpSequence;
+  return State::kCheckOpSequence;
 }
 
 // IBA 9.8.3 (opcode sequence): inside a multi-packet message only its
 // MIDDLE and LAST packets may follow; outside one, only a packet that starts
 // a message. Anything else (a MIDDLE without its FIRST) is an invalid
 // request (class C, as rxe's missing FIRST/LAST).
-Qp::RespState Qp::resp_check_op_sequence(Packet& pkt) {
+Responder::State Responder::check_op_sequence(Packet& pkt) {
   return continues_sequence(resp_.in_message.load(std::memory_order_relaxed), pkt.op)
-             ? RespState::kCheckLength
-             : RespState::kNakInvalidSequence;
+             ? State::kCheckLength
+             : State::kNakInvalidSequence;
 }
 
 // IBA 9.7.5.1.4 (length checks): FIRST and MIDDLE carry exactly the path
 // MTU, LAST 1..MTU, ONLY 0..MTU; a WRITE's packets add up to its RETH DMA
 // length; READ requests and atomics carry none. A message longer than its
 // DMA length (or than the receive, below) is an invalid request.
-Qp::RespState Qp::resp_check_length(Packet& pkt) {
+Responder::State Responder::check_length(Packet& pkt) {
   const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
   const std::uint32_t len = pkt.payload_length;
   if (pkt.count > 1) {
     // A whole message's train: every packet but the last the MTU, the last
     // 1..MTU.
-    if (packets_for(len, mtu) != pkt.count || len == 0) return RespState::kNakInvalidLength;
-    if (is_write(pkt.op) && pkt.dma_length != len) return RespState::kNakInvalidLength;
-    return RespState::kCheckResources;
+    if (packets_for(len, mtu) != pkt.count || len == 0) return State::kNakInvalidLength;
+    if (is_write(pkt.op) && pkt.dma_length != len) return State::kNakInvalidLength;
+    return State::kCheckResources;
   }
   if (has_payload(pkt.op)) {
     if (!ends_message(pkt.op)) {
-      if (len != mtu) return RespState::kNakInvalidLength;
+      if (len != mtu) return State::kNakInvalidLength;
     } else if (!starts_message(pkt.op)) {
-      if (len == 0 || len > mtu) return RespState::kNakInvalidLength;
+      if (len == 0 || len > mtu) return State::kNakInvalidLength;
     } else if (len > mtu) {
-      return RespState::kNakInvalidLength;
+      return State::kNakInvalidLength;
     }
   } else if (len != 0) {
-    return RespState::kNakInvalidLength;
+    return State::kNakInvalidLength;
   }
   if (is_write(pkt.op)) {
     if (starts_message(pkt.op)) {
       // ONLY: the one packet is the message; FIRST: more than one follows.
-      if (ends_message(pkt.op) ? pkt.dma_length != len : pkt.dma_length <= mtu) return RespState::kNakInvalidLength;
+      if (ends_message(pkt.op) ? pkt.dma_length != len : pkt.dma_length <= mtu) return State::kNakInvalidLength;
     } else {
       const std::uint64_t end = std::uint64_t{resp_.offset} + len;
       if (end > resp_.write_length || (ends_message(pkt.op) && end != resp_.write_length))
-        return RespState::kNakInvalidLength;
+        return State::kNakInvalidLength;
     }
   }
-  return RespState::kCheckResources;
+  return State::kCheckResources;
 }
 
 // A SEND (at its first packet) and a WRITE with immediate (at its last)
 // need a receive WQE: none is an RNR NAK (IBA 9.7.5.2.8). A READ or atomic
 // needs a responder resource: max_dest_rd_atomic 0 allows none (class C).
-Qp::RespState Qp::resp_check_resources(Packet& pkt) {
+Responder::State Responder::check_resources(Packet& pkt) {
   if (is_send(pkt.op)) {
-    if (starts_message(pkt.op) && !recv_ready()) return RespState::kNakRnr;
-    return RespState::kExecuteSend;
+    if (starts_message(pkt.op) && !qp_.rq_.ready()) return State::kNakRnr;
+    return State::kExecuteSend;
   }
   if (is_write(pkt.op)) {
-    if (has_imm(last_opcode(pkt)) && !recv_ready()) return RespState::kNakRnr;
-    return RespState::kExecuteWrite;
+    if (has_imm(last_opcode(pkt)) && !qp_.rq_.ready()) return State::kNakRnr;
+    return State::kExecuteWrite;
   }
-  if (resp_.resources.empty()) return RespState::kNakInvalidNoResources;
-  return pkt.op == Opcode::kReadRequest ? RespState::kExecuteRead : RespState::kExecuteAtomic;
+  if (resp_.resources.empty()) return State::kNakInvalidNoResources;
+  return pkt.op == Opcode::kReadRequest ? State::kExecuteRead : State::kExecuteAtomic;
 }
 
-Qp::RespState Qp::resp_execute_send(Packet& pkt) {
+Responder::State Responder::execute_send(Packet& pkt) {
   using M = ResponderState::InMessage;
   // The receive stays at the head of the queue until the message's last
   // packet completes it (post_recv appends behind it).
-  const RecvWqe& r = recv_head();
+  const RecvWqe& r = qp_.rq_.head();
   const std::uint32_t offset = starts_message(pkt.op) ? 0 : resp_.offset;
   if (std::uint64_t{offset} + pkt.payload_length > r.length) {
     // The receive is too small: the receiver sees a local length error,
     // the sender an invalid request (IBA 9.7.5.2.4).
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-    complete_recv(take_recv().wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
-    return RespState::kNakInvalidRecvTooShort;
+    complete_recv(qp_.rq_.take().wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
+    return State::kNakInvalidRecvTooShort;
   }
   // Translate and place inside one translation window, and nothing else in
   // it (the NAK below may block on a peer's lock).
   const bool placed = [&] {
-    TranslationWindow window(window_key(r.sges));
+    TranslationWindow window(Qp::window_key(r.sges));
     PieceList dst;
-    if (!translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, recv_pdn_, dst)) return false;
+    if (!qp_.translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, qp_.rq_.pdn(), dst)) return false;
     copy_pieces(dst, pkt.payload);
     return true;
   }();
   if (!placed) {
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-    complete_recv(take_recv().wr_id, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
-    return RespState::kNakOperational;
+    complete_recv(qp_.rq_.take().wr_id, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
+    return State::kNakOperational;
   }
   const Opcode last_op = last_opcode(pkt);
   if (!ends_message(last_op)) {
     resp_.in_message.store(M::kSend, std::memory_order_relaxed);
     resp_.offset = offset + pkt.payload_length;
-    return RespState::kAcknowledge;
+    return State::kAcknowledge;
   }
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
   const std::uint32_t byte_len = offset + pkt.payload_length;
-  const std::uint64_t done = take_recv().wr_id;
+  const std::uint64_t done = qp_.rq_.take().wr_id;
   count_message();
   if (has_ieth(last_op)) {
     // IETH (IBA 9.4.1.3): after the message is placed, the responder
@@ -386,26 +414,26 @@ Qp::RespState Qp::resp_execute_send(Packet& pkt) {
     // If not, we choose (and IBA's class C handling allows) NAK Invalid
     // Request: the sender sees kRemInvReqErr, the receive completes with
     // kMemMgmtOpErr carrying the key, and both QPs go to error.
-    if (!tables_.local_invalidate(pkt.imm, init_.pdn)) {
+    if (!qp_.tables_.local_invalidate(pkt.imm, qp_.init_.pdn)) {
       complete_recv(done, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE,
                     pkt.src_qpn);
-      return RespState::kNakInvalidInvalidate;
+      return State::kNakInvalidInvalidate;
     }
     acknowledge_before_completion(pkt);
     complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE, pkt.src_qpn,
                   pkt.solicited);
-    return RespState::kDone;
+    return State::kDone;
   }
   const bool imm = has_imm(last_op);
   acknowledge_before_completion(pkt);
   complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, imm ? pkt.imm : 0, imm ? WC_WITH_IMM : 0u,
                 pkt.src_qpn, pkt.solicited);
-  return RespState::kDone;
+  return State::kDone;
 }
 
-Qp::RespState Qp::resp_execute_write(Packet& pkt) {
+Responder::State Responder::execute_write(Packet& pkt) {
   using M = ResponderState::InMessage;
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return RespState::kNakAccessNotEnabled;
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return State::kNakAccessNotEnabled;
   if (starts_message(pkt.op)) {  // the RETH: the whole message's target
     resp_.write_va = pkt.va;
     resp_.write_rkey = pkt.rkey;
@@ -414,8 +442,8 @@ Qp::RespState Qp::resp_execute_write(Packet& pkt) {
   }
   const bool placed = [&] {
     TranslationWindow window(resp_.write_rkey);
-    auto t = tables_.translate(resp_.write_rkey, resp_.write_va + resp_.offset, pkt.payload_length,
-                               ACCESS_REMOTE_WRITE, init_.pdn);
+    auto t = qp_.tables_.translate(resp_.write_rkey, resp_.write_va + resp_.offset, pkt.payload_length,
+                               ACCESS_REMOTE_WRITE, qp_.init_.pdn);
     if (!t) return false;
     PieceList dst;
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
@@ -424,29 +452,29 @@ Qp::RespState Qp::resp_execute_write(Packet& pkt) {
   }();
   if (!placed) {
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-    return RespState::kNakAccessRkey;
+    return State::kNakAccessRkey;
   }
   resp_.offset += pkt.payload_length;
   if (!ends_message(last_opcode(pkt))) {
     resp_.in_message.store(M::kWrite, std::memory_order_relaxed);
-    return RespState::kAcknowledge;
+    return State::kAcknowledge;
   }
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
   count_message();
-  if (!has_imm(last_opcode(pkt))) return RespState::kAcknowledge;
-  const std::uint64_t done = take_recv().wr_id;
+  if (!has_imm(last_opcode(pkt))) return State::kAcknowledge;
+  const std::uint64_t done = qp_.rq_.take().wr_id;
   acknowledge_before_completion(pkt);
   complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_length, pkt.imm, WC_WITH_IMM,
                 pkt.src_qpn, pkt.solicited);
-  return RespState::kDone;
+  return State::kDone;
 }
 
 // A new READ takes a responder resource (the oldest is reused: a requester
 // that keeps to our max_dest_rd_atomic never has more outstanding) and is
 // answered packet by packet; its PSNs are the responses'.
-Qp::RespState Qp::resp_execute_read(Packet& pkt) {
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) return RespState::kNakAccessNotEnabled;
-  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccessRkey;
+Responder::State Responder::execute_read(Packet& pkt) {
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) return State::kNakAccessNotEnabled;
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return State::kNakAccessRkey;
   RdAtomicResource& res = take_resource();
   res.atomic = false;
   res.first_psn = pkt.psn;
@@ -458,10 +486,10 @@ Qp::RespState Qp::resp_execute_read(Packet& pkt) {
   if (respq_.dup_read_tokens < kDupReadBudget) ++respq_.dup_read_tokens;
   count_message();
   advance_expected(psn_add(res.last_psn, 1));
-  return RespState::kDone;
+  return State::kDone;
 }
 
-bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
+bool Responder::send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
                              std::uint32_t length) {
   // The key, access and bounds are checked for every READ, a duplicate's
   // too: an rkey invalidated since the first answer answers nothing more.
@@ -473,20 +501,20 @@ bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::ui
   const std::uint32_t n = packets_for(length, mtu);
   const ReadTrain train{req.src_addr, req.src_qpn, first_psn, n, 0, va, rkey, length, mtu,
                         resp_.msn.load(std::memory_order_relaxed)};
-  if (!trains_) {
+  if (!qp_.trains_) {
     // A link of single packets: never more than a burst here, on the
     // thread that received the request.
     if (n > kResponseBurst || resp_.answers_queued.load(std::memory_order_relaxed)) [[unlikely]]
       return start_read_train(train);
     if (!send_read_packets(train, 0, n)) return false;
-    recv_counters_.responses_sent.bump(n);
+    qp_.recv_counters_.responses_sent.bump(n);
     return true;
   }
   // The in-process link: all of them at once, one train whose payload the
   // requester's completer copies.
   TranslationWindow window(rkey);
-  SendBatch batch(engine_.link(), SendBatch::kOrdered);
-  auto t = tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, init_.pdn);
+  SendBatch batch(qp_.engine_.link(), SendBatch::kOrdered);
+  auto t = qp_.tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, qp_.init_.pdn);
   if (!t) return false;
   Packet r;
   t->for_each_piece([&](MemPiece p) { r.payload.push_back(p); });
@@ -500,13 +528,13 @@ bool Qp::send_read_responses(const Packet& req, std::uint32_t first_psn, std::ui
   return true;
 }
 
-Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) return RespState::kNakAccessNotEnabled;
-  if (pkt.va % 8 != 0) return RespState::kNakInvalidUnaligned;
+Responder::State Responder::execute_atomic(Packet& pkt) {
+  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) return State::kNakAccessNotEnabled;
+  if (pkt.va % 8 != 0) return State::kNakInvalidUnaligned;
   std::uint64_t orig = 0;
   const bool executed = [&] {
     TranslationWindow window(pkt.rkey);
-    auto t = tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, init_.pdn);
+    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, qp_.init_.pdn);
     if (!t) return false;
     std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
     auto word = atomic_at(target);
@@ -518,7 +546,7 @@ Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
     }
     return true;
   }();
-  if (!executed) return RespState::kNakAccessRkey;
+  if (!executed) return State::kNakAccessRkey;
   // Saved before it is answered: a duplicate is answered from here and
   // never executed twice.
   RdAtomicResource& res = take_resource();
@@ -533,24 +561,24 @@ Qp::RespState Qp::resp_execute_atomic(Packet& pkt) {
   Packet m;
   m.atomic_orig = orig;
   respond(pkt, Opcode::kAtomicAck, std::move(m), pkt.psn);
-  return RespState::kDone;
+  return State::kDone;
 }
 
 // A SEND or WRITE packet executed: the expected PSN moves on; an ACK only
 // when asked (IBA 9.7.5.1.2, coalescing: it covers every earlier PSN).
-Qp::RespState Qp::resp_acknowledge(Packet& pkt) {
+Responder::State Responder::acknowledge_state(Packet& pkt) {
   const std::uint32_t last = last_psn_of(pkt);
   advance_expected(psn_add(last, 1));
   if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) acknowledge(pkt, last);
-  return RespState::kDone;
+  return State::kDone;
 }
 
 // The ACK leaves before the receive completes, as an HCA's does: a
 // consumer that answers the completion by another path (a CM REQ, a
 // socket) must not overtake the ACK its peer's send waits for. UC has no
 // ACK (its caller moves the PSN on).
-void Qp::acknowledge_before_completion(Packet& pkt) {
-  if (init_.type == QpType::kRc) resp_acknowledge(pkt);
+void Responder::acknowledge_before_completion(Packet& pkt) {
+  if (qp_.init_.type == QpType::kRc) acknowledge_state(pkt);
 }
 
 // IBA 9.7.5.1.1 / C9-105..108 (duplicates): a SEND or WRITE is not executed
@@ -559,42 +587,42 @@ void Qp::acknowledge_before_completion(Packet& pkt) {
 // a READ is executed again from the PSN it asks for, if a resource still
 // holds it; an atomic is answered from its resource's saved result. A
 // duplicate no resource remembers is dropped (rxe does the same).
-Qp::RespState Qp::resp_duplicate(Packet& pkt) {
+Responder::State Responder::duplicate(Packet& pkt) {
   if (is_send(pkt.op) || is_write(pkt.op)) {
     acknowledge(pkt, pkt.psn);
-    return RespState::kDone;
+    return State::kDone;
   }
   RdAtomicResource* res = find_resource(pkt.psn);
-  if (res == nullptr || res->atomic != is_atomic(pkt.op)) return RespState::kDrop;
+  if (res == nullptr || res->atomic != is_atomic(pkt.op)) return State::kDrop;
   if (res->atomic) {
-    if (pkt.psn != res->first_psn) return RespState::kDrop;
+    if (pkt.psn != res->first_psn) return State::kDrop;
     Packet m;
     m.atomic_orig = res->orig;
     respond(pkt, Opcode::kAtomicAck, std::move(m), pkt.psn);
-    return RespState::kDone;
+    return State::kDone;
   }
   // It must ask for the rest of the same READ, from its PSN on.
   const std::uint64_t offset = static_cast<std::uint64_t>(psn_diff(pkt.psn, res->first_psn)) * resp_.mtu.load(std::memory_order_relaxed);
   if (pkt.op != Opcode::kReadRequest || pkt.rkey != res->rkey || offset > res->length ||
       pkt.va != res->va + offset || pkt.dma_length != res->length - offset)
-    return RespState::kDrop;
+    return State::kDrop;
   // Executed again only within the QP's budget: a storm of them would
   // otherwise have the device stream the region again and again.
   if (!take_dup_read_token()) {
-    recv_counters_.dropped_rate_limited.bump();
-    return RespState::kDone;
+    qp_.recv_counters_.dropped_rate_limited.bump();
+    return State::kDone;
   }
-  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return RespState::kNakAccessRkey;
-  return RespState::kDone;
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return State::kNakAccessRkey;
+  return State::kDone;
 }
 
-Qp::RdAtomicResource* Qp::find_resource(std::uint32_t psn) {
+Responder::RdAtomicResource* Responder::find_resource(std::uint32_t psn) {
   for (RdAtomicResource& r : resp_.resources)
     if (r.valid && psn_diff(psn, r.first_psn) >= 0 && psn_diff(r.last_psn, psn) >= 0) return &r;
   return nullptr;
 }
 
-Qp::RdAtomicResource& Qp::take_resource() {
+Responder::RdAtomicResource& Responder::take_resource() {
   RdAtomicResource& r = resp_.resources[resp_.next_resource];
   resp_.next_resource = (resp_.next_resource + 1) % resp_.resources.size();
   r = RdAtomicResource{};
@@ -602,7 +630,7 @@ Qp::RdAtomicResource& Qp::take_resource() {
   return r;
 }
 
-void Qp::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
+void Responder::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                        std::uint32_t imm, std::uint32_t flags, std::uint32_t src_qp, bool solicited) {
   Wc wc;
   wc.wr_id = wr_id;
@@ -614,28 +642,22 @@ void Qp::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::u
   else
     wc.imm_data = imm;
   wc.wc_flags = flags;
-  wc.qp_num = qpn_;
-  wc.qp_context = init_.qp_context;
+  wc.qp_num = qp_.qpn_;
+  wc.qp_context = qp_.init_.qp_context;
   wc.src_qp = src_qp;
-  push_cqe(*init_.recv_cq, wc, solicited);
+  qp_.push_cqe(*qp_.init_.recv_cq, wc, solicited);
 }
 
-bool Qp::recv_ready() {
-  if (!init_.srq) return rq_head_ != rq_tail_;
-  if (!srq_wqe_held_) srq_wqe_held_ = init_.srq->take(srq_wqe_);
-  return srq_wqe_held_;
-}
-
-void Qp::flush_recv_queue() {
+void Responder::flush() {
   // With an SRQ only the WQE this QP took flushes: the rest stay for the
   // other QPs. The QP takes no more, which IBA 10.3.1 announces as the
   // last WQE reached event (once per entry into ERR).
-  while (!rq_empty()) {
-    complete_recv(take_recv().wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
+  while (!qp_.rq_.empty()) {
+    complete_recv(qp_.rq_.take().wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0);
   }
-  if (init_.srq && !last_wqe_reported_) {
+  if (qp_.init_.srq && !last_wqe_reported_) {
     last_wqe_reported_ = true;
-    engine_.async_events().raise(AsyncEvent{AsyncEventType::kQpLastWqeReached, 0, qpn_, init_.qp_context});
+    qp_.engine_.async_events().raise(AsyncEvent{AsyncEventType::kQpLastWqeReached, 0, qp_.qpn_, qp_.init_.qp_context});
   }
 }
 

@@ -8,6 +8,7 @@
 #include "hca/delivery_scope.h"
 #include "hca/link.h"
 #include "hca/qp.h"
+#include "hca/responder.h"
 #include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
 #include "hca/translation_tables.h"
@@ -15,20 +16,20 @@
 
 namespace srdma::hca {
 
-void Qp::acknowledge_queued(const Packet& req, std::uint32_t psn) {
-  queue_answer(Ack{engine_.address(), req.src_addr, qpn_, req.src_qpn, psn, resp_.msn.load(std::memory_order_relaxed),
-                   udp_sport_}
+void Responder::acknowledge_queued(const Packet& req, std::uint32_t psn) {
+  queue_answer(Ack{qp_.engine_.address(), req.src_addr, qp_.qpn_, req.src_qpn, psn, resp_.msn.load(std::memory_order_relaxed),
+                   qp_.udp_sport_}
                    .packet());
 }
 
-bool Qp::start_read_train(const ReadTrain& train) {
-  if (!tables_.translate(train.rkey, train.va, train.length, ACCESS_REMOTE_READ, init_.pdn)) return false;
+bool Responder::start_read_train(const ReadTrain& train) {
+  if (!qp_.tables_.translate(train.rkey, train.va, train.length, ACCESS_REMOTE_READ, qp_.init_.pdn)) return false;
   if (resp_.answers_queued.load(std::memory_order_relaxed)) {  // behind what waits
     queue_train(train);
     return true;
   }
   if (!send_read_packets(train, 0, kResponseBurst)) return false;
-  recv_counters_.responses_sent.bump(kResponseBurst);
+  qp_.recv_counters_.responses_sent.bump(kResponseBurst);
   ReadTrain rest = train;
   rest.next = kResponseBurst;
   resp_.answers_queued.store(true, std::memory_order_relaxed);
@@ -36,14 +37,14 @@ bool Qp::start_read_train(const ReadTrain& train) {
   return true;
 }
 
-bool Qp::send_read_packets(const ReadTrain& t, std::uint32_t from, std::uint32_t to) {
+bool Responder::send_read_packets(const ReadTrain& t, std::uint32_t from, std::uint32_t to) {
   to = std::min(to, t.n);
   const std::uint64_t offset = std::uint64_t{from} * t.mtu;
   const std::uint32_t bytes =
       static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{to} * t.mtu, t.length) - offset);
   TranslationWindow window(t.rkey);
-  SendBatch batch(engine_.link(), SendBatch::kOrdered);
-  auto tr = tables_.translate(t.rkey, t.va + offset, bytes, ACCESS_REMOTE_READ, init_.pdn);
+  SendBatch batch(qp_.engine_.link(), SendBatch::kOrdered);
+  auto tr = qp_.tables_.translate(t.rkey, t.va + offset, bytes, ACCESS_REMOTE_READ, qp_.init_.pdn);
   if (!tr) return false;
   PieceList all;
   tr->for_each_piece([&](MemPiece p) { all.push_back(p); });
@@ -57,19 +58,19 @@ bool Qp::send_read_packets(const ReadTrain& t, std::uint32_t from, std::uint32_t
            : i == 0 ? Opcode::kReadResponseFirst
            : i == t.n - 1 ? Opcode::kReadResponseLast
                           : Opcode::kReadResponseMiddle;
-    r.src_addr = engine_.address();
+    r.src_addr = qp_.engine_.address();
     r.dst_addr = t.dst_addr;
-    r.src_qpn = qpn_;
+    r.src_qpn = qp_.qpn_;
     r.dst_qpn = t.dst_qpn;
-    r.udp_sport = udp_sport_;
+    r.udp_sport = qp_.udp_sport_;
     r.psn = psn_add(t.psn, i);
     if (has_aeth(r.op)) r.msn = t.msn;
-    engine_.link().send(std::move(r));
+    qp_.engine_.link().send(std::move(r));
   }
   return true;
 }
 
-void Qp::queue_answer(Packet&& p) {
+void Responder::queue_answer(Packet&& p) {
   auto& q = respq_.queued;
   if (!q.empty() && !q.back().read && Ack::is(q.back().packet) && Ack::is(p)) {
     // An ACK covers every PSN before it: the later of the two does for both.
@@ -77,14 +78,14 @@ void Qp::queue_answer(Packet&& p) {
     return;
   }
   if (q.size() >= kMaxQueuedAnswers) {
-    recv_counters_.dropped_rate_limited.bump();  // the requester's timer asks again
+    qp_.recv_counters_.dropped_rate_limited.bump();  // the requester's timer asks again
     return;
   }
   q.push_back(QueuedAnswer{false, ReadTrain{}, std::move(p)});
   schedule_turn();
 }
 
-void Qp::queue_train(const ReadTrain& t) {
+void Responder::queue_train(const ReadTrain& t) {
   auto& q = respq_.queued;
   // A duplicate asking again for a READ whose responses still wait:
   // answered in that train's place (it asks from where it lost them).
@@ -96,28 +97,28 @@ void Qp::queue_train(const ReadTrain& t) {
     }
   }
   if (q.size() >= kMaxQueuedAnswers) {
-    recv_counters_.dropped_rate_limited.bump();
+    qp_.recv_counters_.dropped_rate_limited.bump();
     return;
   }
   q.push_back(QueuedAnswer{true, t, Packet{}});
   schedule_turn();
 }
 
-void Qp::schedule_turn() {
+void Responder::schedule_turn() {
   if (respq_.turn_scheduled || respq_.turn_sending) return;  // that one schedules the next if needed
   respq_.turn_scheduled = true;
-  engine_.schedule_response_turn(weak_from_this());
+  qp_.engine_.schedule_response_turn(qp_.weak_from_this());
 }
 
-void Qp::respond_turn() {
-  // Taken under rq_mu_, sent without it: the answers before a READ's
+void Responder::respond_turn() {
+  // Taken under qp_.rq_mu_, sent without it: the answers before a READ's
   // burst, then the burst. A request that arrives meanwhile queues its
   // answers behind (answers_queued stays set until everything is out).
   std::vector<Packet> out;
   ReadTrain burst;
   std::uint32_t from = 0, to = 0;
   {
-    std::lock_guard lock(rq_mu_);
+    std::lock_guard lock(qp_.rq_mu_);
     respq_.turn_scheduled = false;
     if (respq_.turn_sending) return;  // it schedules the next turn when it is done
     if (respq_.queued.empty()) {      // dropped meanwhile (destroy, RESET)
@@ -126,7 +127,7 @@ void Qp::respond_turn() {
     }
     // A QP that stopped answering (ERR, RESET) sends its waiting ACKs and
     // NAKs (the NAK that ended it among them), no more READ responses.
-    const bool reading = accepts_requests(state());
+    const bool reading = accepts_requests(qp_.state());
     std::uint32_t budget = kResponseBurst;
     while (budget > 0 && !respq_.queued.empty()) {
       QueuedAnswer& a = respq_.queued.front();
@@ -151,13 +152,13 @@ void Qp::respond_turn() {
   }
   bool read_ok = true;
   {
-    SendBatch batch(engine_.link(), SendBatch::kOrdered);
-    for (Packet& p : out) engine_.link().send(std::move(p));
+    SendBatch batch(qp_.engine_.link(), SendBatch::kOrdered);
+    for (Packet& p : out) qp_.engine_.link().send(std::move(p));
     if (to > from) read_ok = send_read_packets(burst, from, to);
   }
-  std::lock_guard lock(rq_mu_);
+  std::lock_guard lock(qp_.rq_mu_);
   respq_.turn_sending = false;
-  recv_counters_.responses_sent.bump(out.size() + (read_ok ? to - from : 0));
+  qp_.recv_counters_.responses_sent.bump(out.size() + (read_ok ? to - from : 0));
   if (!read_ok) {
     // The key was invalidated under the READ: the rest of it is not sent
     // (the requester asks again, and that duplicate is refused).
@@ -172,14 +173,14 @@ void Qp::respond_turn() {
   schedule_turn();
 }
 
-void Qp::drop_queued_answers() {
-  std::lock_guard lock(rq_mu_);
+void Responder::drop_queued_answers() {
+  std::lock_guard lock(qp_.rq_mu_);
   respq_.queued.clear();
   if (!respq_.turn_sending) resp_.answers_queued.store(false, std::memory_order_release);
 }
 
-bool Qp::take_dup_read_token() {
-  const Clock::time_point now = engine_.clock().now();
+bool Responder::take_dup_read_token() {
+  const Clock::time_point now = qp_.engine_.clock().now();
   if (respq_.dup_read_tokens >= kDupReadBudget) {
     respq_.dup_read_refilled = now;  // full: the refill starts from here
   } else if (const auto ticks = (now - respq_.dup_read_refilled) / kDupReadRefill; ticks > 0) {

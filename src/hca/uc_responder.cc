@@ -18,17 +18,18 @@
 #include <mutex>
 
 #include "hca/qp.h"
+#include "hca/responder.h"
 #include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
 #include "srdma/access.h"
 
 namespace srdma::hca {
 
-void Qp::receive_uc(Packet& pkt) {
-  std::lock_guard lock(rq_mu_);
-  if (!accepts_requests(state())) return recv_counters_.dropped_bad_state.bump();
-  if (!from_peer(pkt)) return recv_counters_.dropped_bad_source.bump();  // UC is connected
-  recv_counters_.requests_received.bump(pkt.count);
+void Responder::receive_uc(Packet& pkt) {
+  std::lock_guard lock(qp_.rq_mu_);
+  if (!accepts_requests(qp_.state())) return qp_.recv_counters_.dropped_bad_state.bump();
+  if (!from_peer(pkt)) return qp_.recv_counters_.dropped_bad_source.bump();  // UC is connected
+  qp_.recv_counters_.requests_received.bump(pkt.count);
   // A whole message's train in one go when it will land; one that will not
   // (no receive for its SEND) is unrolled, so it is dropped and counted
   // packet by packet as on the wire.
@@ -36,7 +37,7 @@ void Qp::receive_uc(Packet& pkt) {
       (starts_message(pkt.op) && ends_message(pkt.last_op) &&
        pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
        resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone &&
-       (!is_send(pkt.op) || recv_ready())))
+       (!is_send(pkt.op) || qp_.rq_.ready())))
     return uc_execute(pkt);
   unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) { uc_execute(p); });
 }
@@ -44,35 +45,35 @@ void Qp::receive_uc(Packet& pkt) {
 namespace {
 // What the RC execute steps return when the packet was placed: more of the
 // message to come, or the message completed.
-bool executed(Qp::RespState s) { return s == Qp::RespState::kAcknowledge || s == Qp::RespState::kDone; }
+bool executed(Responder::State s) { return s == Responder::State::kAcknowledge || s == Responder::State::kDone; }
 }  // namespace
 
-void Qp::uc_abandon_message(Counter& reason) {
+void Responder::uc_abandon_message(Counter& reason) {
   resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
   reason.bump();
 }
 
-void Qp::uc_execute(Packet& pkt) {
+void Responder::uc_execute(Packet& pkt) {
   using M = ResponderState::InMessage;
   const bool in_message = resp_.in_message.load(std::memory_order_relaxed) != M::kNone;
   if (pkt.psn != resp_.expected_psn.load(std::memory_order_relaxed) && in_message)
-    uc_abandon_message(recv_counters_.dropped_bad_psn);
+    uc_abandon_message(qp_.recv_counters_.dropped_bad_psn);
   // The next packet is expected after this one, whatever becomes of it.
   resp_.expected_psn.store(psn_add(last_psn_of(pkt), 1), std::memory_order_relaxed);
   const M cur = resp_.in_message.load(std::memory_order_relaxed);
   if (cur != M::kNone && !continues_sequence(cur, pkt.op))
-    uc_abandon_message(recv_counters_.dropped_bad_opcode);
+    uc_abandon_message(qp_.recv_counters_.dropped_bad_opcode);
   if (resp_.in_message.load(std::memory_order_relaxed) == M::kNone && !starts_message(pkt.op))
-    return recv_counters_.dropped_bad_opcode.bump(pkt.count);
-  if (resp_check_length(pkt) != RespState::kCheckResources) return uc_abandon_message(recv_counters_.dropped_bad_length);
+    return qp_.recv_counters_.dropped_bad_opcode.bump(pkt.count);
+  if (check_length(pkt) != State::kCheckResources) return uc_abandon_message(qp_.recv_counters_.dropped_bad_length);
   if (is_send(pkt.op)) {
-    if (starts_message(pkt.op) && !recv_ready()) return recv_counters_.dropped_no_receive.bump(pkt.count);
+    if (starts_message(pkt.op) && !qp_.rq_.ready()) return qp_.recv_counters_.dropped_no_receive.bump(pkt.count);
     // A refusal has completed the WQE in error (too short, a bad lkey).
-    if (!executed(resp_execute_send(pkt))) resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    if (!executed(execute_send(pkt))) resp_.in_message.store(M::kNone, std::memory_order_relaxed);
     return;
   }
-  if (has_imm(last_opcode(pkt)) && !recv_ready()) return uc_abandon_message(recv_counters_.dropped_no_receive);
-  if (!executed(resp_execute_write(pkt))) uc_abandon_message(recv_counters_.dropped_bad_key);
+  if (has_imm(last_opcode(pkt)) && !qp_.rq_.ready()) return uc_abandon_message(qp_.recv_counters_.dropped_no_receive);
+  if (!executed(execute_write(pkt))) uc_abandon_message(qp_.recv_counters_.dropped_bad_key);
 }
 
 }  // namespace srdma::hca

@@ -20,6 +20,7 @@
 #include "hca/cq.h"
 #include "hca/delivery_scope.h"
 #include "hca/qp.h"
+#include "hca/responder.h"
 #include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
 #include "hca/roce_frame.h"
@@ -66,23 +67,23 @@ std::array<std::byte, kGrhBytes> grh_area(const Packet& pkt) {
 
 }  // namespace
 
-void Qp::receive_datagram(const Packet& pkt) {
-  std::lock_guard lock(rq_mu_);
-  if (!accepts_requests(state())) return recv_counters_.dropped_bad_state.bump();
-  recv_counters_.requests_received.bump();
+void Responder::receive_datagram(const Packet& pkt) {
+  std::lock_guard lock(qp_.rq_mu_);
+  if (!accepts_requests(qp_.state())) return qp_.recv_counters_.dropped_bad_state.bump();
+  qp_.recv_counters_.requests_received.bump();
   // IBA 10.2.4 / C10-15: a datagram whose Q_Key is not the QP's is dropped.
-  if (pkt.qkey != resp_.qkey.load(std::memory_order_relaxed)) return recv_counters_.dropped_bad_key.bump();
+  if (pkt.qkey != resp_.qkey.load(std::memory_order_relaxed)) return qp_.recv_counters_.dropped_bad_key.bump();
   if (pkt.count != 1 || (pkt.op != Opcode::kSendOnly && pkt.op != Opcode::kSendOnlyImm))
-    return recv_counters_.dropped_bad_opcode.bump();
-  if (pkt.payload_length > engine_.active_mtu()) return recv_counters_.dropped_bad_length.bump();
-  if (!recv_ready()) return recv_counters_.dropped_no_receive.bump();  // UD has no RNR
-  const RecvWqe& r = recv_head();
-  if (r.length < kGrhBytes + std::uint64_t{pkt.payload_length}) return recv_counters_.dropped_bad_length.bump();
+    return qp_.recv_counters_.dropped_bad_opcode.bump();
+  if (pkt.payload_length > qp_.engine_.active_mtu()) return qp_.recv_counters_.dropped_bad_length.bump();
+  if (!qp_.rq_.ready()) return qp_.recv_counters_.dropped_no_receive.bump();  // UD has no RNR
+  const RecvWqe& r = qp_.rq_.head();
+  if (r.length < kGrhBytes + std::uint64_t{pkt.payload_length}) return qp_.recv_counters_.dropped_bad_length.bump();
   const std::array<std::byte, kGrhBytes> grh = grh_area(pkt);
   const bool placed = [&] {
-    TranslationWindow window(window_key(r.sges));
+    TranslationWindow window(Qp::window_key(r.sges));
     PieceList dst;
-    if (!translate_slice(r.sges, 0, kGrhBytes + std::uint64_t{pkt.payload_length}, ACCESS_LOCAL_WRITE, recv_pdn_, dst))
+    if (!qp_.translate_slice(r.sges, 0, kGrhBytes + std::uint64_t{pkt.payload_length}, ACCESS_LOCAL_WRITE, qp_.rq_.pdn(), dst))
       return false;
     PieceList src;
     src.push_back(MemPiece{const_cast<std::byte*>(grh.data()), kGrhBytes});
@@ -90,7 +91,7 @@ void Qp::receive_datagram(const Packet& pkt) {
     copy_pieces(dst, src);
     return true;
   }();
-  const RecvWqe& done = take_recv();
+  const RecvWqe& done = qp_.rq_.take();
   Wc wc;
   wc.wr_id = done.wr_id;
   wc.status = placed ? WcStatus::kSuccess : WcStatus::kLocProtErr;
@@ -101,12 +102,12 @@ void Qp::receive_datagram(const Packet& pkt) {
     wc.wc_flags |= WC_WITH_IMM;
     wc.imm_data = pkt.imm;
   }
-  wc.qp_num = qpn_;
-  wc.qp_context = init_.qp_context;
+  wc.qp_num = qp_.qpn_;
+  wc.qp_context = qp_.init_.qp_context;
   wc.src_qp = pkt.src_qpn;  // DETH
   wc.slid = static_cast<std::uint16_t>(pkt.src_addr);
   wc.pkey_index = 0;
-  push_cqe(*init_.recv_cq, wc, pkt.solicited);
+  qp_.push_cqe(*qp_.init_.recv_cq, wc, pkt.solicited);
 }
 
 }  // namespace srdma::hca

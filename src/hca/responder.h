@@ -1,0 +1,250 @@
+// The responder (responder.cc, responder_queue.cc, uc_responder.cc,
+// ud_responder.cc): executes the request packets that arrive for its QP and
+// answers them. It owns the expected PSN, the message in progress, the
+// READ and atomic resources, the MSN and its queue of answers; it takes
+// receive WQEs from the QP's receive queue (recv_queue.h). modify_qp moves
+// it only through configure, set_rq_psn and reset.
+//
+// Locking: rq_mu_ guards all of it, except what a whole in-sequence RDMA
+// WRITE reads or moves without the lock (see ResponderState).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <string_view>
+#include <vector>
+
+#include "hca/engine_clock.h"
+#include "hca/opcode_table.h"
+#include "hca/packet.h"
+#include "hca/qp_counters.h"
+#include "hca/transport_limits.h"
+#include "srdma/counters.h"
+#include "srdma/qp_attr.h"
+#include "srdma/wc.h"
+
+namespace srdma::hca {
+
+class Qp;
+
+// The responder's bounds. Where the link takes single packets, a READ's
+// responses go out at most kResponseBurst packets per turn: the first burst
+// where the request arrives, the rest on the engine thread a burst per
+// turn, other QPs' work between (64 KiB at MTU 4096 still goes at once).
+// Answers behind a READ's queued responses wait with them, at most
+// kMaxQueuedAnswers (a peer within its max_rd_atomic never has so many). A
+// duplicate READ is executed again only with a token: a QP holds at most
+// kDupReadBudget, gets one back every kDupReadRefill of the engine clock
+// and one per new READ it executes; the rest are dropped and counted
+// (DropReason::kRateLimited). One 28-byte request can no longer keep a
+// device's receive thread streaming a whole region.
+constexpr std::uint32_t kResponseBurst = 16;
+constexpr std::size_t kMaxQueuedAnswers = 64;
+constexpr std::uint32_t kDupReadBudget = 2 * kMaxRdAtomic;
+constexpr Clock::duration kDupReadRefill = std::chrono::microseconds(100);
+
+class Responder {
+ public:
+  explicit Responder(Qp& qp) : qp_(qp) {}
+  Responder(const Responder&) = delete;
+  Responder& operator=(const Responder&) = delete;
+
+  // The RC state machine, as rxe's rxe_resp.c: one small function per
+  // state, each returning the next; named for tracing.
+  enum class State : std::uint8_t {
+    kCheckPsn, kCheckOpSequence, kCheckLength, kCheckResources, kExecuteSend, kExecuteWrite, kExecuteRead,
+    kExecuteAtomic, kAcknowledge, kDuplicate, kNakSequence, kNakRnr,
+    // The class C NAKs, one state per cause, in NakCause's order.
+    kNakInvalidSequence, kNakInvalidLength, kNakInvalidNoResources, kNakInvalidRecvTooShort,
+    kNakInvalidInvalidate, kNakInvalidUnaligned, kNakAccessNotEnabled, kNakAccessRkey, kNakOperational,
+    kDrop, kDone,
+  };
+  static std::string_view state_str(State s);
+
+  // A request from the link (any thread; takes rq_mu_ as it needs).
+  void receive(Packet&& pkt);
+  // A turn on the engine thread (QueueEngine::schedule_response_turn): the
+  // next kResponseBurst packets of what waits in the answer queue, sent
+  // without rq_mu_.
+  void respond_turn();
+  // The QP is being destroyed: what waits in the answer queue is dropped.
+  void drop_queued_answers();
+
+  // The QP's calls, REQUIRES rq_mu_.
+  // ERR: every receive WQE completes with a flush error (with an SRQ, the
+  // one the QP holds, and the last WQE reached event).
+  void flush();
+  // A receive WQE completes. `imm` is the immediate data with WC_WITH_IMM,
+  // the invalidated rkey with WC_WITH_INVALIDATE.
+  void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len, std::uint32_t imm,
+                     std::uint32_t flags, std::uint32_t src_qp, bool solicited = false);
+  // The connected peer's QPN (QP_DEST_QPN; 0 before RTR), any thread.
+  std::uint32_t peer_qpn() const { return resp_.peer_qpn.load(std::memory_order_relaxed); }
+
+  // modify_qp's calls (every lock held). `mtu`: the path MTU (a UD QP: the port's).
+  void configure(const QpAttr& attr, std::uint32_t mtu);
+  void set_rq_psn(std::uint32_t psn);
+  void reset();  // RESET: no message in progress, no resources, no answers waiting
+
+ private:
+  // A READ or atomic the responder executed, kept to answer its duplicate
+  // (IBA 9.7.5.1.1, rxe's resp_res): a READ again from the PSN asked, an
+  // atomic from the saved original value, never executed twice.
+  struct RdAtomicResource {
+    bool valid = false;
+    bool atomic = false;
+    std::uint32_t first_psn = 0, last_psn = 0;
+    std::uint64_t va = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;
+    std::uint64_t orig = 0;  // an atomic's result
+  };
+  // READ responses still to send: packets [next, n) of the answer to the
+  // READ request at `psn` (a new READ, or a duplicate asking again from
+  // there), with the MSN they carry (the READ is counted after them).
+  struct ReadTrain {
+    std::uint64_t dst_addr = 0;
+    std::uint32_t dst_qpn = 0;
+    std::uint32_t psn = 0;
+    std::uint32_t n = 0, next = 0;
+    std::uint64_t va = 0;  // of packet 0
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;
+    std::uint32_t mtu = 0;
+    std::uint32_t msn = 0;
+  };
+  // An answer waiting its turn: the rest of a READ's responses, or a packet
+  // (ACK, NAK, atomic ACK) that may not overtake them.
+  struct QueuedAnswer {
+    bool read = false;
+    ReadTrain train;
+    Packet packet;
+  };
+  // What every request reads: written only by the responder (and by
+  // modify_qp through configure, set_rq_psn and reset). A whole
+  // in-sequence RDMA WRITE runs without rq_mu_ (it touches neither the
+  // receive queue nor a message in progress): what it reads or moves is
+  // atomic (access, expected_psn, mtu, msn, nak_sent, in_message).
+  struct ResponderState {
+    std::atomic<std::uint32_t> access{0};  // qp_access_flags
+    std::uint8_t min_rnr_timer = 1;
+    std::atomic<std::uint32_t> expected_psn{0};
+    std::atomic<std::uint32_t> mtu{4096};  // path_mtu (read by the unlocked path too)
+    // Messages completed (AETH MSN), and whether a sequence-error NAK for
+    // expected_psn is out (the rest is dropped silently until it arrives).
+    // Atomics: the unlocked path reads or moves them too.
+    std::atomic<std::uint32_t> msn{0};
+    std::atomic<bool> nak_sent{false};
+    // Answers wait in `queued` (below), or a turn is sending what it took
+    // from there: every answer then queues, and the unlocked path leaves its
+    // WRITE to the locked one (here: the line every request reads anyway).
+    std::atomic<bool> answers_queued{false};
+    // The multi-packet message in progress (FIRST seen, LAST not yet):
+    // what the next packet must continue. Read without rq_mu_ by the
+    // unlocked path (a WRITE ONLY is a sequence error in the middle of one).
+    // Its kind (kSend or kWrite; kNone between messages), as the opcode
+    // table names it: continues_sequence() checks the next packet against it.
+    using InMessage = MsgKind;
+    std::atomic<InMessage> in_message{InMessage::kNone};
+    std::uint32_t offset = 0;     // bytes of it placed so far
+    std::uint64_t write_va = 0;   // RETH of the WRITE in progress
+    std::uint32_t write_rkey = 0;
+    std::uint32_t write_length = 0;
+    std::vector<RdAtomicResource> resources;  // max_dest_rd_atomic of them
+    std::uint32_t next_resource = 0;          // the one reused next (the oldest)
+    // The connected peer (IBA 9.6 / C9-xx: a connected QP accepts requests
+    // only from its destination address and QPN), set at modify time.
+    std::atomic<std::uint64_t> peer_addr{0};
+    std::atomic<std::uint32_t> peer_qpn{0};
+    std::atomic<std::uint32_t> qkey{0};  // UD: what a datagram must carry
+  };
+  // The responder's bounds, guarded by rq_mu_; apart from ResponderState,
+  // whose lines every request reads, as these are not.
+  struct ResponderQueue {
+    // A QP's answers leave in PSN order: while a READ's responses wait for
+    // their turns (a link of single packets only), every later answer
+    // waits behind them, here (resp_.answers_queued is set while it is not
+    // empty).
+    std::deque<QueuedAnswer> queued;
+    bool turn_sending = false;    // a turn sends outside rq_mu_
+    bool turn_scheduled = false;  // a turn is due on the engine thread
+    // Duplicate READs executed again: a token bucket on the engine clock.
+    std::uint32_t dup_read_tokens = kDupReadBudget;
+    Clock::time_point dup_read_refilled{};
+  };
+
+
+  // The request comes from the connected peer's address and QPN.
+  bool from_peer(const Packet& pkt) const;
+  // A message completed: the AETH MSN moves on.
+  void count_message() {
+    resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
+  }
+  // A whole in-sequence RDMA WRITE (ONLY, or a train FIRST..LAST), without
+  // rq_mu_: true if it executed it, false if the locked path must (anything
+  // else: a duplicate, a gap, a NAK, a state that drops it).
+  bool write_unlocked(const Packet& pkt);
+  // UD (ud_responder.cc) and UC (uc_responder.cc): what arrives for a QP of
+  // those transports; they take rq_mu_.
+  void receive_datagram(const Packet& pkt);
+  void receive_uc(Packet& pkt);
+  // REQUIRES rq_mu_: one UC packet; a message given up, counted under `why`.
+  void uc_execute(Packet& pkt);
+  void uc_abandon_message(Counter& why);
+  // The RC machine and its states, REQUIRES rq_mu_.
+  void execute(Packet& pkt);
+  State check_psn(Packet& pkt);
+  State check_op_sequence(Packet& pkt);
+  State check_length(Packet& pkt);
+  State check_resources(Packet& pkt);
+  State execute_send(Packet& pkt);
+  State execute_write(Packet& pkt);
+  State execute_read(Packet& pkt);
+  State execute_atomic(Packet& pkt);
+  State acknowledge_state(Packet& pkt);
+  void acknowledge_before_completion(Packet& pkt);
+  State duplicate(Packet& pkt);
+  // Sends the READ response packets for [va, va + length) from `first_psn`
+  // (a new READ or a duplicate asking again from the middle): at once as a
+  // train, else a burst now and the rest queued for later turns (all of
+  // it queued behind answers already waiting); false if the rkey does not
+  // grant it.
+  bool send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
+                           std::uint32_t length);
+  // send_read_responses() of a READ longer than a burst, or behind answers
+  // that wait: the key checked for all of it, then a burst now and the rest
+  // queued, or all of it queued.
+  [[gnu::noinline]] bool start_read_train(const ReadTrain& train);
+  // Packets [from, to) of `t`, translated anew (the key is checked again);
+  // false, and nothing sent, if it no longer translates.
+  bool send_read_packets(const ReadTrain& t, std::uint32_t from, std::uint32_t to);
+  // REQUIRES rq_mu_, answers_queued: `p` waits its turn behind what waits
+  // (a plain ACK merges with one waiting last: it covers it); beyond
+  // kMaxQueuedAnswers it is dropped and counted.
+  // (Out of line, as everything of the queue: the common answer, an ACK
+  // with nothing waiting, stays a few instructions inlined into its caller.)
+  [[gnu::noinline, gnu::cold]] void queue_answer(Packet&& p);
+  [[gnu::noinline, gnu::cold]] void acknowledge_queued(const Packet& req, std::uint32_t psn);
+  [[gnu::noinline]] void queue_train(const ReadTrain& t);
+  void schedule_turn();  // REQUIRES rq_mu_: a turn is due, unless one is already
+  // A duplicate READ may be executed again (REQUIRES rq_mu_).
+  bool take_dup_read_token();
+  RdAtomicResource* find_resource(std::uint32_t psn);
+  RdAtomicResource& take_resource();
+  // The expected PSN moves past `pkt` (and past a READ's response PSNs).
+  void advance_expected(std::uint32_t next_psn);
+  void respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn);
+  // respond() with a plain ACK of `psn`, handed over as an Ack.
+  void acknowledge(const Packet& req, std::uint32_t psn);
+  void nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer = 0);
+  // A class C NAK for `cause`: counted, sent, and the QP ends.
+  void nak_fatal(const Packet& req, NakCause cause);
+
+  Qp& qp_;
+  ResponderState resp_;
+  ResponderQueue respq_;
+  bool last_wqe_reported_ = false;  // kQpLastWqeReached raised for this ERR
+};
+
+}  // namespace srdma::hca
