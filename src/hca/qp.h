@@ -17,7 +17,7 @@
 //
 // Locking: `sq_mu_` guards the send queue, the requester and the completer;
 // `rq_mu_` guards the receive queue and the responder (except a whole
-// in-sequence RDMA WRITE, which runs without it: responder_unlocked). The send
+// in-sequence RDMA WRITE, which runs without it: Responder::write_unlocked). The send
 // side runs in whatever thread holds sq_mu_: a poster (post_send executes
 // in the poster's thread), the link's receive path, or the device timer.
 // Responses arrive in `inbox_` (its own small lock) and are drained by the
