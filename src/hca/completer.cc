@@ -91,7 +91,11 @@ bool Completer::outstanding() const {
 }
 
 void Completer::retire_oldest(SendWqe& w) {
-  complete_send(w, WcStatus::kSuccess, false, wc_byte_len(w));
+  // (The common unsignaled one costs no call: CQ moderation leaves runs of them.)
+  if (qp_.init_.sq_sig_all || (w.flags & SEND_SIGNALED))
+    complete_send(w, WcStatus::kSuccess, false, wc_byte_len(w));
+  else
+    w.state = WqeState::kDone;
   if (is_rd_atomic(w.opcode)) [[unlikely]] qp_.requester_.rd_atomic_retired();
   psn_ = psn_add(w.psn, w.npsn);
   ++consumer_;
@@ -405,14 +409,6 @@ Completer::State Completer::fatal_nak(Packet& pkt) {
   if (code < kNumNakCodes) qp_.send_counters_.naks_received[code].bump();
   qp_.fail_wqe(consumer_, nak_status(pkt.syndrome));
   return State::kDone;
-}
-
-void Completer::request_sent() {
-  // Start the transport timer only if the answer is not already here (a
-  // synchronous link usually has delivered it by now).
-  if (timeout_at_ == Clock::time_point{} && !timeout_unstamped_ && !qp_.answers_waiting() &&
-      consumer_ != qp_.requester_.next())
-    start_transport_timer();
 }
 
 void Completer::start_transport_timer() {

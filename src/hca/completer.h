@@ -50,6 +50,7 @@ class Completer {
 
   // The requester's calls.
   // A request went out: time it, unless its answer is already here.
+  // (Defined in requester.cc, its caller's unit.)
   void request_sent();
   // WQEs at the head that have nothing left to wait for (local operations
   // executed, UC/UD messages handed to the link) retire, in order.

@@ -314,35 +314,6 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
   return {};
 }
 
-bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const {
-  out.clear();
-  for (const Sge& s : sges) {
-    auto t = tables_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
-    if (!t) return false;
-    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
-  }
-  return true;
-}
-
-bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std::uint64_t len, std::uint32_t access,
-                         std::uint32_t pdn, PieceList& out) const {
-  out.clear();
-  for (const Sge& s : sges) {
-    if (len == 0) break;
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, len);
-    auto t = tables_.translate(s.lkey, s.addr + offset, n, access, pdn);
-    if (!t) return false;
-    t->for_each_piece([&](MemPiece p) { out.push_back(p); });
-    offset = 0;
-    len -= n;
-  }
-  return len == 0;
-}
-
 void Qp::set_error() {
   {
     std::lock_guard lock(rq_mu_);
