@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "common/asymmetric_fence.h"
 #include "hca/cq.h"
 #include "hca/qp_rules.h"
 #include "hca/queue_engine.h"
