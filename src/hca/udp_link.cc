@@ -22,8 +22,30 @@
 #include "hca/queue_engine.h"
 #include "hca/roce_frame.h"
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace srdma::hca {
 namespace {
+
+// The wire orders what a datagram carries before whatever its receiver does:
+// the sender's reads of a buffer it handed to sendmmsg happen before the ACK
+// that lets the owner reuse it. ThreadSanitizer cannot see through the
+// kernel's sockets, so every send releases, and every receive acquires, one
+// process-wide synchronization object standing for the wire.
+[[maybe_unused]] char tsan_wire;
+inline void wire_sent() {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(&tsan_wire);
+#endif
+}
+inline void wire_received() {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(&tsan_wire);
+#endif
+}
 
 constexpr std::size_t kRecvBatch = 16;
 // A slot holds more than the longest frame parse_frame() accepts: a longer
@@ -465,6 +487,7 @@ void UdpLink::flush_pending() {
     const int fd = q.d[q.first[done]].fd;
     std::size_t end = done + 1;
     while (end < msgs && q.d[q.first[end]].fd == fd) ++end;
+    wire_sent();
     const int rc = ::sendmmsg(fd, &q.msgs[done], static_cast<unsigned>(end - done), 0);
     if (rc > 0) {
       done += static_cast<std::size_t>(rc);
@@ -553,6 +576,7 @@ int UdpLink::receive_once() {
   const int n = ::recvmmsg(fd_, r.msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
   // EAGAIN: nothing; ECONNREFUSED and friends (ICMP errors): nothing to read.
   if (n <= 0) return 0;
+  wire_received();
   for (int i = 0; i < n; ++i) {
     // The answers to one datagram's frames go out together, and before the
     // next datagram is looked at: a peer waiting for an ACK to open its
