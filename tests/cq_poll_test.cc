@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "connected_pair.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "test_profile.h"
@@ -41,11 +42,7 @@ struct Link {
     cq = da.alloc_cq(nullptr, 512, vector, ctx).value();
     qa = pa.create_qp(QpInitAttr{cq.get(), cq.get(), QpCaps{256, 4, 1, 1, 0}}).value();
     qb = pb.create_qp(QpInitAttr{peer_cq.get(), peer_cq.get(), QpCaps{4, 4, 1, 1, 0}}).value();
-    up(*qa, db, qb->qp_num());
-    up(*qb, da, qa->qp_num());
-  }
-  static void up(QueuePair& qp, const Device& peer, std::uint32_t qpn) {
-    ASSERT_TRUE(qp.connect(RcConnection{.peer_addr = peer.address(), .peer_qpn = qpn, .access = ACCESS_REMOTE_WRITE}));
+    test::connect_qps(*qa, da, *qb, db, {.access = ACCESS_REMOTE_WRITE});
   }
   void write(WrCqe* cqe) {
     Sge s{reinterpret_cast<std::uint64_t>(ba.data()), 8, ma.lkey()};

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "connected_pair.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "test_profile.h"
@@ -77,14 +78,7 @@ TEST(DeviceCqPool, SharedCqNeverOverrunsWithinReservations) {
     leases.push_back(std::move(lease));
   }
   EXPECT_EQ(da.cq_pool_stats().size(), 2u) << "16 x 32 entries fit in one 4096-entry CQ per vector";
-  for (int i = 0; i < kPairs; ++i) {
-    auto up = [](QueuePair& qp, const Device& peer, std::uint32_t qpn) {
-      ASSERT_TRUE(
-          qp.connect(RcConnection{.peer_addr = peer.address(), .peer_qpn = qpn, .access = ACCESS_REMOTE_WRITE}));
-    };
-    up(*qa[i], db, qb[i]->qp_num());
-    up(*qb[i], da, qa[i]->qp_num());
-  }
+  for (int i = 0; i < kPairs; ++i) test::connect_qps(*qa[i], da, *qb[i], db, {.access = ACCESS_REMOTE_WRITE});
   Sge s{reinterpret_cast<std::uint64_t>(ba.data()), 64, ma.lkey()};
   SendWr w;
   w.wr_cqe = &done.cqe;

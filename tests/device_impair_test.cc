@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "connected_pair.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "test_profile.h"
@@ -15,38 +16,24 @@
 namespace srdma {
 namespace {
 
+using test::PairNode;
+
 Profile small_profile() {
   Profile p = test::small_profile();
   p.num_comp_vectors = 1;
   return p;
 }
 
-struct Node {
-  Device dev;
-  ProtectionDomain pd;
-  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(64 * 1024);
-  MemoryRegion mr;
-  std::unique_ptr<CompletionQueue> cq;
-  std::unique_ptr<QueuePair> qp;
+// A node of these tests: a 64 KiB buffer, a CQ of 64 and a QP of 32 WRs
+// and one SGE each way, on a device that sends through `impair`.
+PairNode node(const ImpairSpec& impair = {}) {
+  return PairNode(
+      {.profile = small_profile(), .impair = impair, .buf_bytes = 64 * 1024, .cq = {.cqe = 64}, .caps = {32, 32, 1, 1, 0}});
+}
 
-  explicit Node(const ImpairSpec& impair = {}) {
-    dev = Device::open(small_profile()).value();
-    EXPECT_TRUE(dev.impair(impair));
-    pd = dev.alloc_pd().value();
-    mr = pd.reg_mr(buf.data(), buf.size(), kAccessAll).value();
-    cq = dev.create_cq(CqInit{.cqe = 64}).value();
-    qp = pd.create_qp(QpInitAttr{cq.get(), cq.get(), QpCaps{32, 32, 1, 1, 0}, false, nullptr}).value();
-  }
-};
-
-void connect(Node& a, Node& b, std::uint32_t mtu) {
+void connect(PairNode& a, PairNode& b, std::uint32_t mtu) {
   // A short transport timeout: a lost last packet costs one timeout.
-  RcConnection c{.peer_addr = b.dev.address(), .peer_qpn = b.qp->qp_num(), .access = kAccessAll, .path_mtu = mtu};
-  c.timeout = 8;  // 4.096 us * 2^8 ~ 1 ms
-  ASSERT_TRUE(a.qp->connect(c));
-  c.peer_addr = a.dev.address();
-  c.peer_qpn = a.qp->qp_num();
-  ASSERT_TRUE(b.qp->connect(c));
+  test::connect(a, b, {.access = kAccessAll, .path_mtu = mtu, .timeout = 8});  // 4.096 us * 2^8 ~ 1 ms
 }
 
 ImpairSpec lossy(double loss, std::uint64_t seed) {
@@ -57,7 +44,7 @@ ImpairSpec lossy(double loss, std::uint64_t seed) {
 }
 
 TEST(DeviceImpair, RefusedOnceTheDeviceHasAQpAndForABadSpec) {
-  Node n;
+  PairNode n = node();
   auto r = n.dev.impair(lossy(0.1, 1));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, EBUSY) << r.error().to_string();
@@ -89,7 +76,7 @@ TEST(DeviceImpair, RcTransfersSurviveAnImpairedLink) {
   spec.reorder = 0.05;
   spec.corrupt = 0.02;
   spec.seed = 11;
-  Node a(spec), b(spec);
+  PairNode a = node(spec), b = node(spec);
   connect(a, b, 256);
   constexpr std::size_t kLen = 4096;  // 16 packets at MTU 256
   std::uint32_t wrs = 0;
@@ -125,7 +112,7 @@ TEST(DeviceImpair, RcTransfersSurviveAnImpairedLink) {
 // completes.
 TEST(DeviceImpair, EverySendArrivesOnceAcrossALossyLink) {
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
-    Node a(lossy(0.03, seed)), b(lossy(0.03, seed + 100));
+    PairNode a = node(lossy(0.03, seed)), b = node(lossy(0.03, seed + 100));
     connect(a, b, 4096);
     constexpr std::uint32_t kMsgs = 400, kWindow = 8, kRecvs = 16;
     constexpr std::size_t kSlot = 64;

@@ -16,6 +16,7 @@
 
 #include "hca/keys.h"
 #include "hca/soft_hca.h"
+#include "connected_pair.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "srdma/fmr.h"
@@ -413,30 +414,18 @@ TEST(FmrConcurrency, TranslateNeverSeesATornMapping) {
   RecordProperty("next_key_hits", static_cast<int>(next_key_hits.load()));
 }
 
-// Two devices with a connected RC QP pair, through the public API. The
-// target maps an FMR over its memory; the initiator's buffer is an MR.
-struct Peer {
-  Device dev;
-  ProtectionDomain pd;
-  std::unique_ptr<CompletionQueue> cq;
-  std::unique_ptr<QueuePair> qp;
-  explicit Peer(const char* name)
-      : dev(Device::open(test::small_profile(), name).value()), pd(dev.alloc_pd().value()) {
-    cq = dev.create_cq(CqInit{.cqe = 64}).value();
-    qp = pd.create_qp(QpInitAttr{cq.get(), cq.get(), QpCaps{16, 16, 2, 2, 64}, false, nullptr}).value();
-  }
-};
+// Two devices with a connected RC QP pair, through the public API
+// (connected_pair.h): a CQ of 64 and a QP of 16 WRs each. The target maps an
+// FMR over its memory; the initiator's buffer is an MR.
+using test::PairNode;
+const PairNode::Options kPeer{.cq = {.cqe = 64}, .caps = {16, 16, 2, 2, 64}};
 
-void connect(Peer& a, Peer& b) {
-  const std::uint32_t access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
-  ASSERT_TRUE(a.qp->connect(RcConnection{.peer_addr = b.dev.address(), .peer_qpn = b.qp->qp_num(), .access = access}));
-  ASSERT_TRUE(b.qp->connect(RcConnection{.peer_addr = a.dev.address(), .peer_qpn = a.qp->qp_num(), .access = access}));
-}
+const RcConnection kPath{.access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ};
 
 using test::poll_one;
 
 // The RDMA the initiator posts against the target's FMR; its completion.
-Wc rdma(Peer& initiator, WrOpcode op, const MemoryRegion& local, std::uint64_t remote_addr, std::uint32_t rkey,
+Wc rdma(PairNode& initiator, WrOpcode op, const MemoryRegion& local, std::uint64_t remote_addr, std::uint32_t rkey,
         std::uint32_t len) {
   Sge sge{reinterpret_cast<std::uint64_t>(local.addr()), len, local.lkey()};
   SendWr w;
@@ -459,8 +448,8 @@ TEST(FmrSecurity, PeerWriteAndReadWithUnmappedKeyFail) {
   constexpr std::uint64_t kIova = 0x10000000;
   for (WrOpcode op : {WrOpcode::kRdmaWrite, WrOpcode::kRdmaRead}) {
     SCOPED_TRACE(op == WrOpcode::kRdmaWrite ? "RDMA WRITE" : "RDMA READ");
-    Peer a("initiator"), b("target");  // a fresh QP pair for each opcode
-    connect(a, b);
+    PairNode a(kPeer), b(kPeer);  // a fresh QP pair for each opcode
+    test::connect(a, b, kPath);
     std::memset(target.p, 0x5a, 4 * 4096);
     std::vector<std::uint8_t> local(8192, 0xc3);
     MemoryRegion mr = a.pd.reg_mr(local.data(), local.size(), ACCESS_LOCAL_WRITE).value();

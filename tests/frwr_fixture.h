@@ -1,5 +1,7 @@
-// Two connected devices for the FRWR and security tests: a target that owns
-// memory and registers it, and a peer that accesses it with RDMA.
+// For the FRWR and security tests: a target that owns memory and registers
+// it, and a peer that accesses it with RDMA, a connected pair
+// (connected_pair.h); the work requests that register and invalidate, and
+// an RDMA access's completion.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "connected_pair.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "srdma/mr_pool.h"
@@ -18,39 +21,14 @@
 
 namespace srdma::test {
 
-inline constexpr std::size_t kPage = 4096;
-
-// Page-aligned memory, so page lists can be checked exactly.
-struct PageBuf {
-  explicit PageBuf(std::size_t n) : size(n), p(static_cast<std::uint8_t*>(std::aligned_alloc(kPage, n))) {
-    std::memset(p.get(), 0, n);
-  }
-  struct Free {
-    void operator()(std::uint8_t* q) const { std::free(q); }
-  };
-  std::size_t size;
-  std::unique_ptr<std::uint8_t, Free> p;
-  std::uint8_t* data() const { return p.get(); }
-  std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uint64_t>(p.get()) + off; }
-  std::vector<std::uint8_t> snapshot() const { return {p.get(), p.get() + size}; }
+// A node of the FRWR and security tests (connected_pair.h): 16 pages of
+// memory, a CQ of 1024, a QP of 64 WRs and 4 SGEs each way.
+struct FrwrNode : PairNode {
+  FrwrNode() : PairNode({.buf_bytes = 16 * kPage, .cq = {.cqe = 1024}, .caps = {64, 64, 4, 4, 64}}) {}
 };
 
-struct Node {
-  Device dev = Device::open(small_profile()).value();
-  ProtectionDomain pd = dev.alloc_pd().value();
-  PageBuf buf{16 * kPage};
-  MemoryRegion mr = pd.reg_mr(buf.data(), buf.size, kAccessAll).value();  // the node's own lkey
-  std::unique_ptr<CompletionQueue> cq = dev.create_cq(CqInit{.cqe = 1024}).value();
-  std::unique_ptr<QueuePair> qp =
-      pd.create_qp(QpInitAttr{cq.get(), cq.get(), QpCaps{64, 64, 4, 4, 64}, false, nullptr}).value();
-};
-
-inline void connect_qps(QueuePair& a, const Device& adev, QueuePair& b, const Device& bdev) {
-  const std::uint32_t access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
-  ASSERT_TRUE(a.connect(RcConnection{.peer_addr = bdev.address(), .peer_qpn = b.qp_num(), .access = access}));
-  ASSERT_TRUE(b.connect(RcConnection{.peer_addr = adev.address(), .peer_qpn = a.qp_num(), .access = access}));
-}
-inline void connect(Node& a, Node& b) { connect_qps(*a.qp, a.dev, *b.qp, b.dev); }
+// The path the tests connect with: the peer may WRITE, READ and use atomics.
+inline const RcConnection kFrwrPath{.access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC};
 
 inline SendWr reg_wr(MemoryRegion& mr, std::uint32_t access, std::uint64_t wr_id = 0,
                      std::uint32_t flags = SEND_SIGNALED) {
@@ -91,7 +69,7 @@ inline Wc rdma(QueuePair& qp, CompletionQueue& cq, const Sge& local, WrOpcode op
   }
   return poll_one(cq);
 }
-inline Wc rdma(Node& from, std::size_t local_off, std::uint32_t len, WrOpcode op, std::uint64_t raddr,
+inline Wc rdma(PairNode& from, std::size_t local_off, std::uint32_t len, WrOpcode op, std::uint64_t raddr,
                std::uint32_t rkey) {
   return rdma(*from.qp, *from.cq, Sge{from.buf.addr(local_off), len, from.mr.lkey()}, op, raddr, rkey);
 }

@@ -12,7 +12,7 @@ namespace srdma {
 namespace {
 
 using test::kPage;
-using test::Node;
+using test::FrwrNode;
 using test::poll_one;
 
 constexpr std::uint32_t kRw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
@@ -22,8 +22,8 @@ std::vector<std::uint64_t> pages_of(const MemoryRegion& mr) {
 }
 
 TEST(FrwrAllocMr, StartsFreeAndItsKeyFails) {
-  Node target, peer;
-  test::connect(target, peer);
+  FrwrNode target, peer;
+  test::connect(target, peer, test::kFrwrPath);
   auto mr = target.pd.alloc_mr(MrType::kMemReg, 4);
   ASSERT_TRUE(mr) << mr.error().reason;
   EXPECT_EQ(mr->type(), MrType::kMemReg);
@@ -39,8 +39,8 @@ TEST(FrwrAllocMr, StartsFreeAndItsKeyFails) {
 }
 
 TEST(FrwrAllocMr, LocalUseOfAFreeKeyIsALocalProtectionError) {
-  Node a, b;
-  test::connect(a, b);
+  FrwrNode a, b;
+  test::connect(a, b, test::kFrwrPath);
   auto mr = a.pd.alloc_mr(MrType::kMemReg, 4).value();
   Wc wc = test::rdma(*a.qp, *a.cq, Sge{a.buf.addr(), 8, mr.lkey()}, WrOpcode::kRdmaWrite, b.buf.addr(), b.mr.rkey());
   EXPECT_EQ(wc.status, WcStatus::kLocProtErr);
@@ -48,7 +48,7 @@ TEST(FrwrAllocMr, LocalUseOfAFreeKeyIsALocalProtectionError) {
 
 class MapMrSg : public ::testing::Test {
  protected:
-  Node n;
+  FrwrNode n;
   test::PageBuf mem{16 * kPage};
   MemoryRegion mr = n.pd.alloc_mr(MrType::kMemReg, 8).value();
   std::uint64_t base = mem.addr();
@@ -120,7 +120,7 @@ TEST_F(MapMrSg, StopsWhenMaxNumSgPagesAreFull) {
 }
 
 TEST(FrwrKeys, IncRkeyChangesOnlyTheKeyByte) {
-  Node n;
+  FrwrNode n;
   auto mr = n.pd.alloc_mr(MrType::kMemReg, 1).value();
   const std::uint32_t k0 = mr.rkey();
   for (int i = 1; i <= 300; ++i) {
@@ -133,8 +133,8 @@ TEST(FrwrKeys, IncRkeyChangesOnlyTheKeyByte) {
 
 class Frwr : public ::testing::Test {
  protected:
-  void SetUp() override { test::connect(target, peer); }
-  Node target, peer;
+  void SetUp() override { test::connect(target, peer, test::kFrwrPath); }
+  FrwrNode target, peer;
   MemoryRegion frmr = target.pd.alloc_mr(MrType::kMemReg, 8).value();
 };
 
@@ -412,8 +412,8 @@ TEST_F(Frwr, PostErrors) {
 }
 
 TEST(FrwrPool, GetPutExhaustionAndDestroy) {
-  Node target, peer;
-  test::connect(target, peer);
+  FrwrNode target, peer;
+  test::connect(target, peer, test::kFrwrPath);
   ASSERT_TRUE(mr_pool_init(*target.qp, 4, MrType::kMemReg, 16));
   EXPECT_EQ(mr_pool_init(*target.qp, 4, MrType::kMemReg, 16).error().code, EBUSY);
   EXPECT_EQ(mr_pool_size(*target.qp), 4);
@@ -447,7 +447,7 @@ TEST(FrwrPool, GetPutExhaustionAndDestroy) {
 }
 
 TEST(FrwrPool, ThreadsShareOnePool) {
-  Node n;
+  FrwrNode n;
   ASSERT_TRUE(mr_pool_init(*n.qp, 8, MrType::kMemReg, 4));
   std::atomic<int> got{0};
   std::vector<std::thread> ts;
@@ -468,7 +468,7 @@ TEST(FrwrPool, ThreadsShareOnePool) {
 TEST(FrwrConcurrency, RegInvCyclesOnManyQpsWhilePeersWrite) {
   // One target device and one peer device; each thread has its own QP pair
   // and its own FRWR MR over its own slice of the target's memory.
-  Node target, peer;
+  FrwrNode target, peer;
   constexpr int kThreads = 4;
   constexpr int kRounds = 300;
   struct Lane {
@@ -482,7 +482,7 @@ TEST(FrwrConcurrency, RegInvCyclesOnManyQpsWhilePeersWrite) {
     l.pcq = peer.dev.create_cq(CqInit{.cqe = 256}).value();
     l.tqp = target.pd.create_qp(QpInitAttr{l.tcq.get(), l.tcq.get(), QpCaps{32, 32, 2, 2, 0}, false, nullptr}).value();
     l.pqp = peer.pd.create_qp(QpInitAttr{l.pcq.get(), l.pcq.get(), QpCaps{32, 32, 2, 2, 0}, false, nullptr}).value();
-    test::connect_qps(*l.tqp, target.dev, *l.pqp, peer.dev);
+    test::connect_qps(*l.tqp, target.dev, *l.pqp, peer.dev, test::kFrwrPath);
     l.frmr = target.pd.alloc_mr(MrType::kMemReg, 2).value();
   }
   std::atomic<int> failures{0};

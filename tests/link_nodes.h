@@ -1,8 +1,8 @@
-// Devices of the public API on either link, for the SRQ, UC and UD tests:
-// a LinkNode is a device (in-process, or RoCEv2 on this process's k-th
-// loopback address), a PD, a registered buffer and a send and a receive
-// CQ. Tests take the link as their parameter so that every path runs over
-// both wires.
+// Devices of the public API on either link (loopback.h), for the SRQ, UC
+// and UD tests: a LinkNode is a device (in-process, or RoCEv2 on this
+// process's k-th loopback address), a PD, a registered buffer and a send
+// and a receive CQ. Tests take the link as their parameter so that every
+// path runs over both wires. (A connected pair of RC QPs: connected_pair.h.)
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,14 +21,11 @@
 
 namespace srdma::test {
 
-enum class LinkKind { kInproc, kUdp };
-inline std::string link_name(const ::testing::TestParamInfo<LinkKind>& i) {
-  return i.param == LinkKind::kInproc ? "Inproc" : "Udp";
-}
-
-inline Device open_device(LinkKind link, unsigned k) {
-  if (link == LinkKind::kInproc) return Device::open(small_profile()).value();
-  auto d = Device::open(small_profile(), "srdma" + std::to_string(k), loopback_net(k));
+// A device on `link`: in-process, or RoCEv2 on this process's k-th loopback
+// address (named srdma<k>).
+inline Device open_device(LinkKind link, unsigned k, const Profile& profile = small_profile()) {
+  if (link == LinkKind::kInproc) return Device::open(profile).value();
+  auto d = Device::open(profile, "srdma" + std::to_string(k), loopback_net(k));
   EXPECT_TRUE(d) << d.error().reason;
   return std::move(*d);
 }
@@ -76,14 +73,6 @@ inline std::unique_ptr<QueuePair> make_ud_qp(LinkNode& n, std::uint32_t qkey, Sh
   a.sq_psn = 0x123;
   EXPECT_TRUE(qp->modify(a, QP_STATE | QP_SQ_PSN));
   return qp;
-}
-
-// Connects two RC QPs of nodes a and b.
-inline void connect_rc(QueuePair& qa, const LinkNode& a, QueuePair& qb, const LinkNode& b, std::uint32_t mtu = 1024) {
-  ASSERT_TRUE(qa.connect(RcConnection{.peer_addr = b.dev.address(), .peer_qpn = qb.qp_num(), .access = kAccessAll,
-                                      .path_mtu = mtu}));
-  ASSERT_TRUE(qb.connect(RcConnection{.peer_addr = a.dev.address(), .peer_qpn = qa.qp_num(), .access = kAccessAll,
-                                      .path_mtu = mtu}));
 }
 
 inline std::unique_ptr<QueuePair> LinkNode::ud_qp(std::uint32_t qkey, SharedReceiveQueue* srq) {

@@ -1,12 +1,14 @@
 // A program that uses softrdma as a library: it links softrdma::softrdma and
 // sees include/ only (no internal include root), so this file compiling is
-// the proof that the public headers stand alone. It also runs: an RDMA
+// the proof that the public headers stand alone (the tests' connected pair,
+// connected_pair.h, uses them alone too). It also runs: an RDMA
 // WRITE between two devices and the counters that saw it.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
+#include "connected_pair.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 
@@ -26,26 +28,10 @@ TEST(PublicApi, WriteBetweenTwoDevicesAndItsCounters) {
   p.num_comp_vectors = 1;
   auto profile = validate_profile(p);
   ASSERT_TRUE(profile);
-  struct Node {
-    Device dev;
-    ProtectionDomain pd;
-    std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(4096);
-    MemoryRegion mr;
-    std::unique_ptr<CompletionQueue> cq;
-    std::unique_ptr<QueuePair> qp;
-  };
-  auto make = [&](Node& n) {
-    n.dev = Device::open(*profile).value();
-    n.pd = n.dev.alloc_pd().value();
-    n.mr = n.pd.reg_mr(n.buf.data(), n.buf.size(), kAccessAll).value();
-    n.cq = n.dev.create_cq(CqInit{.cqe = 16}).value();
-    n.qp = n.pd.create_qp(QpInitAttr{n.cq.get(), n.cq.get(), QpCaps{8, 8, 1, 1, 0}, false, nullptr}).value();
-  };
-  Node a, b;
-  make(a);
-  make(b);
-  ASSERT_TRUE(a.qp->connect(RcConnection{.peer_addr = b.dev.address(), .peer_qpn = b.qp->qp_num(), .access = kAccessAll}));
-  ASSERT_TRUE(b.qp->connect(RcConnection{.peer_addr = a.dev.address(), .peer_qpn = a.qp->qp_num(), .access = kAccessAll}));
+  // One CQ of 16 and a QP of 8 WRs and one SGE each way, a 4 KiB buffer.
+  const test::PairNode::Options o{.profile = *profile, .buf_bytes = 4096, .cq = {.cqe = 16}, .caps = {8, 8, 1, 1, 0}};
+  test::PairNode a(o), b(o);
+  test::connect(a, b, {.access = kAccessAll});
   std::memcpy(a.buf.data(), "public", 6);
   Sge sge{reinterpret_cast<std::uint64_t>(a.buf.data()), 6, a.mr.lkey()};
   SendWr w;

@@ -18,9 +18,9 @@ class FrwrSecurity : public ::testing::Test {
   static constexpr std::uint32_t kRw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 
   void SetUp() override {
-    test::connect(target, peer);
-    for (std::size_t i = 0; i < target.buf.size; ++i) target.buf.data()[i] = static_cast<std::uint8_t>(i * 7);
-    std::memset(peer.buf.data(), 0xAB, peer.buf.size);
+    test::connect(target, peer, test::kFrwrPath);
+    for (std::size_t i = 0; i < target.buf.size(); ++i) target.buf.data()[i] = static_cast<std::uint8_t>(i * 7);
+    std::memset(peer.buf.data(), 0xAB, peer.buf.size());
   }
 
   // A valid FRWR registration of the target's [kOff, kOff + kLen).
@@ -51,7 +51,7 @@ class FrwrSecurity : public ::testing::Test {
   }
   std::uint64_t iova() const { return frmr.iova(); }
 
-  test::Node target, peer;
+  test::FrwrNode target, peer;
   MemoryRegion frmr = target.pd.alloc_mr(MrType::kMemReg, 8).value();
 };
 
@@ -123,7 +123,7 @@ TEST_F(FrwrSecurityStale, ReadWithStaleKeyByte) { expect_refused(WrOpcode::kRdma
 class FrwrSecurityOtherPd : public FrwrSecurity {
  protected:
   ProtectionDomain pd2 = target.dev.alloc_pd().value();
-  MemoryRegion other = pd2.reg_mr(target.buf.data(), target.buf.size, kAccessAll).value();
+  MemoryRegion other = pd2.reg_mr(target.buf.data(), target.buf.size(), kAccessAll).value();
 };
 TEST_F(FrwrSecurityOtherPd, WriteWithAnotherPdsKey) {
   expect_refused(WrOpcode::kRdmaWrite, target.buf.addr(kOff), other.rkey());

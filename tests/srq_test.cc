@@ -11,12 +11,16 @@
 #include <thread>
 #include <vector>
 
+#include "connected_pair.h"
 #include "link_nodes.h"
 
 namespace srdma::test {
 namespace {
 
 class Srq : public ::testing::TestWithParam<LinkKind> {};
+
+// The RC QPs' path: every access, MTU 1024.
+const RcConnection kPath{.access = kAccessAll, .path_mtu = 1024};
 
 std::unique_ptr<SharedReceiveQueue> make_srq(LinkNode& n, std::uint32_t max_wr, std::uint32_t limit = 0,
                                              void* context = nullptr) {
@@ -33,8 +37,8 @@ TEST_P(Srq, TwoQpsTakeTheirReceivesFromOneSrqEachCompletingOnItsOwnCq) {
   auto a1 = a.rc_qp(), a2 = a.rc_qp();
   auto b1 = b.rc_qp(srq.get()), b2 = b.rc_qp(srq.get(), rcq2.get());
   EXPECT_EQ(srq->usecnt(), 2);
-  connect_rc(*a1, a, *b1, b);
-  connect_rc(*a2, a, *b2, b);
+  connect_qps(*a1, a.dev, *b1, b.dev, kPath);
+  connect_qps(*a2, a.dev, *b2, b.dev, kPath);
   constexpr int kEach = 4;
   for (int i = 0; i < 2 * kEach; ++i) {
     const Sge s = b.sge(i * 2048, 2048);
@@ -75,7 +79,7 @@ TEST_P(Srq, AQpWithAnSrqRefusesPostRecvAndAnEmptySrqIsRnr) {
   LinkNode a(GetParam(), 1), b(GetParam(), 2);
   auto srq = make_srq(b, 4);
   auto qa = a.rc_qp(), qb = b.rc_qp(srq.get());
-  connect_rc(*qa, a, *qb, b);
+  connect_qps(*qa, a.dev, *qb, b.dev, kPath);
   const Sge s = b.sge(0, 64);
   const RecvWr w = recv_wr(1, s);
   const RecvWr* bad = nullptr;
@@ -197,7 +201,7 @@ TEST_P(Srq, TheLimitEventFiresOnceWhenThePostedWrsDropBelowTheLimit) {
   Events events(b.dev);
   auto srq = make_srq(b, 8);
   auto qa = a.rc_qp(), qb = b.rc_qp(srq.get());
-  connect_rc(*qa, a, *qb, b);
+  connect_qps(*qa, a.dev, *qb, b.dev, kPath);
   const Sge rs = b.sge(0, 64), ss = a.sge(0, 8);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(srq->post_recv(recv_wr(i, rs)));
   ASSERT_TRUE(srq->modify(SrqAttr{.srq_limit = 3}, SRQ_LIMIT));
@@ -244,8 +248,8 @@ TEST_P(Srq, TwoQpsShareAnSrqFromTwoThreads) {
   QpInitAttr second{scq2.get(), a.rcq.get(), QpCaps{64, 64, 2, 2, 64}, false, nullptr};
   auto a2 = a.pd.create_qp(second).value();
   auto b1 = b.rc_qp(srq.get()), b2 = b.rc_qp(srq.get(), rcq2.get());
-  connect_rc(*a1, a, *b1, b);
-  connect_rc(*a2, a, *b2, b);
+  connect_qps(*a1, a.dev, *b1, b.dev, kPath);
+  connect_qps(*a2, a.dev, *b2, b.dev, kPath);
   std::vector<Sge> rsges;
   for (int i = 0; i < 2 * kEach; ++i) rsges.push_back(b.sge(i * 16, 16));
   for (int i = 0; i < kEach; ++i) ASSERT_TRUE(srq->post_recv(recv_wr(i, rsges[i])));

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "connected_pair.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 #include "test_profile.h"
@@ -20,38 +21,16 @@ namespace {
 
 Profile profile() { return test::small_profile(); }
 
-struct Node {
-  Device dev = Device::open(profile()).value();
-  ProtectionDomain pd = dev.alloc_pd().value();
-  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
-  MemoryRegion mr = pd.reg_mr(buf.data(), buf.size(), kAccessAll).value();
-  std::unique_ptr<CompletionQueue> cq;
-  std::unique_ptr<QueuePair> qp;
+using test::PairNode;
 
-  explicit Node(CqInit cinit = CqInit{.cqe = 256}) {
-    cq = dev.create_cq(cinit).value();
-    qp = pd.create_qp(QpInitAttr{cq.get(), cq.get(), QpCaps{32, 32, 2, 2, 64}, false, nullptr}).value();
-  }
-  std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
-};
-
-void bring_up(QueuePair& qp, const Device& peer_dev, std::uint32_t peer_qpn) {
-  ASSERT_TRUE(qp.connect(RcConnection{.peer_addr = peer_dev.address(),
-                                      .peer_qpn = peer_qpn,
-                                      .access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC}));
-  EXPECT_EQ(qp.state(), QpState::kRts);
-}
-
-void connect(Node& a, Node& b) {
-  bring_up(*a.qp, b.dev, b.qp->qp_num());
-  bring_up(*b.qp, a.dev, a.qp->qp_num());
-}
+// The RC QPs' path: remote WRITE, READ and atomics allowed.
+const RcConnection kPath{.access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC};
 
 using test::poll_one;
 
 TEST(Verbs, SendRecvThroughTheRealApi) {
-  Node a, b;
-  connect(a, b);
+  PairNode a, b;
+  test::connect(a, b, kPath);
   std::memcpy(a.buf.data(), "ping", 4);
   Sge rs{b.addr(), 64, b.mr.lkey()};
   RecvWr rw;
@@ -93,8 +72,8 @@ struct Request {
 TEST(Verbs, WrCqeCallbacksAndChannelEvents) {
   auto dev = Device::open(profile()).value();
   auto channel = dev.create_comp_channel().value();
-  Node a(CqInit{64, 1, nullptr, channel.get(), {}}), b;
-  connect(a, b);
+  PairNode a({.cq = CqInit{64, 1, nullptr, channel.get(), {}}}), b;
+  test::connect(a, b, kPath);
   ASSERT_EQ(a.cq->req_notify(CQ_NEXT_COMP).value(), 0);
   Request req;
   Sge ss{a.addr(), 8, a.mr.lkey()};
@@ -122,8 +101,8 @@ TEST(Verbs, WrCqeCallbacksAndChannelEvents) {
 
 TEST(Verbs, EventHandlerRunsOnTheVectorThread) {
   std::atomic<int> events{0};
-  Node a(CqInit{64, 0, nullptr, nullptr, [&](CompletionQueue&) { ++events; }}), b;
-  connect(a, b);
+  PairNode a({.cq = CqInit{64, 0, nullptr, nullptr, [&](CompletionQueue&) { ++events; }}}), b;
+  test::connect(a, b, kPath);
   ASSERT_TRUE(a.cq->req_notify(CQ_NEXT_COMP));
   Sge ss{a.addr(), 8, a.mr.lkey()};
   SendWr w;
@@ -145,12 +124,12 @@ TEST(Verbs, EventHandlerRunsOnTheVectorThread) {
 
 TEST(Verbs, CompVectorCountersCountEventsAndCqes) {
   std::atomic<int> events{0};
-  Node a(CqInit{.cqe = 64, .comp_vector = 1, .handler = [&](CompletionQueue& cq) {
-              ++events;
-              (void)cq.req_notify(CQ_NEXT_COMP);
-            }}),
+  PairNode a({.cq = CqInit{.cqe = 64, .comp_vector = 1, .handler = [&](CompletionQueue& cq) {
+                              ++events;
+                              (void)cq.req_notify(CQ_NEXT_COMP);
+                            }}}),
       b;
-  connect(a, b);
+  test::connect(a, b, kPath);
   ASSERT_TRUE(a.cq->req_notify(CQ_NEXT_COMP));
   Sge ss{a.addr(), 8, a.mr.lkey()};
   SendWr w;
@@ -176,14 +155,14 @@ TEST(Verbs, CompVectorCountersCountEventsAndCqes) {
 }
 
 TEST(Verbs, CqOverrunRaisesCqErrorAndQpFatal) {
-  Node a(CqInit{.cqe = 1}), b;
+  PairNode a({.cq = CqInit{.cqe = 1}}), b;
   std::mutex mu;
   std::vector<AsyncEvent> seen;
   a.dev.set_async_event_handler([&](const AsyncEvent& e) {
     std::lock_guard lock(mu);
     seen.push_back(e);
   });
-  connect(a, b);
+  test::connect(a, b, kPath);
   Sge ss{a.addr(), 8, a.mr.lkey()};
   SendWr w;
   w.opcode = WrOpcode::kRdmaWrite;
