@@ -1,13 +1,17 @@
-// Two QPs on software HCAs of the in-process link, for tests at the device
-// level: a registered buffer per side, connect(), post(), and CQ polling.
+// Two QPs on software HCAs, for tests at the device level: a Side is a
+// device (on the in-process link, or RoCEv2 on a loopback address:
+// loopback.h), a PD, a registered buffer, a send and a receive CQ and an RC
+// QP; bring_up() and connect() take QPs to RTS, with post() and CQ polling.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "hca/soft_hca.h"
+#include "loopback.h"
 #include "srdma/access.h"
 #include "srdma/impair.h"
 #include "test_profile.h"
@@ -17,6 +21,8 @@ namespace srdma::hca::pair {
 
 // The shared small profile (test_profile.h), validated.
 inline Profile small_profile() { return validate_profile(test::small_profile()).value(); }
+
+inline constexpr QpCaps kSideCaps{64, 64, 4, 4, 128};
 
 struct Side {
   std::shared_ptr<SoftHca> dev;
@@ -30,7 +36,7 @@ struct Side {
   // timers run on it (nullptr: real time).
   // `impair`: the device sends through an impairing link (impair.h).
   // `net`: the device speaks RoCEv2 on that address (udp_link.h).
-  explicit Side(std::uint32_t cqe = 256, QpCaps caps = {64, 64, 4, 4, 128}, ManualClock* clock = nullptr,
+  explicit Side(std::uint32_t cqe = 256, QpCaps caps = kSideCaps, ManualClock* clock = nullptr,
                 const ImpairSpec* impair = nullptr, const NetConfig* net = nullptr) {
     dev = SoftHca::open(small_profile(), net).value();
     if (clock) dev->engine().use_manual_clock(*clock);
@@ -43,7 +49,7 @@ struct Side {
     qp = dev->engine().create_qp(QpInit{pdn, scq, rcq, caps, false, nullptr}).value();
     key = reg(buf.data(), buf.size(), kAccessAll);
   }
-  explicit Side(ManualClock* clock) : Side(256, {64, 64, 4, 4, 128}, clock) {}
+  explicit Side(ManualClock* clock) : Side(256, kSideCaps, clock) {}
   std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
     std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
     std::vector<std::uint64_t> pages;
@@ -52,6 +58,14 @@ struct Side {
   }
   std::uint64_t addr(std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(buf.data()) + off; }
 };
+
+// A test's k-th side on `link`: the device in-process, or RoCEv2 on this
+// process's k-th loopback address; the rest as Side's constructor.
+inline Side side_on(test::LinkKind link, unsigned k, std::uint32_t cqe = 256, QpCaps caps = kSideCaps,
+                    ManualClock* clock = nullptr, const ImpairSpec* impair = nullptr) {
+  const std::optional<NetConfig> net = test::link_net(link, k);
+  return Side(cqe, caps, clock, impair, net ? &*net : nullptr);
+}
 
 struct PathParams {
   std::uint8_t rnr_retry = 7;
@@ -66,12 +80,12 @@ struct PathParams {
   std::uint8_t max_dest_rd_atomic = 16;
 };
 
-// Brings `s` to RTS towards `peer_addr`/`peer_qpn`.
-inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, const PathParams& p = {}) {
+// Brings `qp` from RESET to RTS towards `peer_addr`/`peer_qpn`.
+inline void bring_up(Qp& qp, std::uint64_t peer_addr, std::uint32_t peer_qpn, const PathParams& p = {}) {
   QpAttr at;
   at.qp_state = QpState::kInit;
   at.qp_access_flags = p.access;
-  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
+  ASSERT_TRUE(qp.modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
   at.qp_state = QpState::kRtr;
   at.dest_addr = peer_addr;
   at.dest_qp_num = peer_qpn;
@@ -81,13 +95,17 @@ inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, c
   at.max_dest_rd_atomic = p.max_dest_rd_atomic;
   at.rq_psn = p.rq_psn;
   at.sq_psn = p.sq_psn;
-  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
-                                  QP_MIN_RNR_TIMER));
+  ASSERT_TRUE(qp.modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+                              QP_MIN_RNR_TIMER));
   at.qp_state = QpState::kRts;
   at.rnr_retry = p.rnr_retry;
   at.timeout = p.timeout;
   at.retry_cnt = p.retry_cnt;
-  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+  ASSERT_TRUE(qp.modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+}
+// Brings `s`'s QP from RESET to RTS towards `peer_addr`/`peer_qpn`.
+inline void bring_up(Side& s, std::uint64_t peer_addr, std::uint32_t peer_qpn, const PathParams& p = {}) {
+  bring_up(*s.qp, peer_addr, peer_qpn, p);
 }
 
 // Connects a's QP with b's (a QP connected to itself when &a == &b).

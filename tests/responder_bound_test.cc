@@ -34,14 +34,6 @@ ImpairSpec single_packets() {
   return s;
 }
 
-// `qp` (another QP of `s`'s device) brought to RTS towards peer_addr/peer_qpn.
-void bring_up_qp(Side& s, std::shared_ptr<Qp> qp, std::uint64_t peer_addr, std::uint32_t peer_qpn,
-                 const PathParams& p = {}) {
-  std::swap(s.qp, qp);
-  bring_up(s, peer_addr, peer_qpn, p);
-  std::swap(s.qp, qp);
-}
-
 SendWr read_wr(std::uint64_t wr_id, const Sge& sge, std::uint64_t remote_addr, std::uint32_t rkey) {
   SendWr w;
   w.wr_id = wr_id;
@@ -238,8 +230,8 @@ TEST(ResponderBound, ADuplicateReadStormLeavesOtherQpsTheirShare) {
     auto vcq = s.a.dev->engine().create_cq(256, 0, nullptr).value();
     auto va = s.a.dev->engine().create_qp(QpInit{s.a.pdn, vcq, s.a.rcq, {64, 64, 4, 4, 128}}).value();
     auto vb = s.b.dev->engine().create_qp(QpInit{s.b.pdn, s.b.scq, s.b.rcq, {64, 64, 4, 4, 128}}).value();
-    bring_up_qp(s.a, va, s.b.dev->engine().address(), vb->qpn());
-    bring_up_qp(s.b, vb, s.a.dev->engine().address(), va->qpn());
+    bring_up(*va, s.b.dev->engine().address(), vb->qpn());
+    bring_up(*vb, s.a.dev->engine().address(), va->qpn());
 
     auto storm_src = pattern(kStormLen, 1), victim_src = pattern(kVictimLen, 2);
     std::vector<std::uint8_t> storm_dst(kStormLen), victim_dst(kOutstanding * kVictimLen);

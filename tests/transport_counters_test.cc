@@ -90,26 +90,13 @@ TEST(TransportCounters, RnrRetryExceededCountsEveryRetry) {
   EXPECT_EQ(ca.timeouts, 0u);
 }
 
-// Brings `s` from RESET to RTS again with the given PSNs.
+// Brings `s` from RESET to RTS again with the given PSNs; `timeout` 0: no
+// transport timer, only responses move the requester.
 void restart(Side& s, Side& peer, std::uint32_t sq_psn, std::uint32_t rq_psn, std::uint8_t retry_cnt,
              std::uint8_t timeout = 0) {
-  QpAttr at;
-  at.qp_state = QpState::kReset;
-  ASSERT_TRUE(s.qp->modify(at, QP_STATE));
-  at.qp_state = QpState::kInit;
-  at.qp_access_flags = kAccessAll;
-  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS));
-  at.qp_state = QpState::kRtr;
-  at.dest_addr = peer.dev->engine().address();
-  at.dest_qp_num = peer.qp->qpn();
-  at.rq_psn = rq_psn;
-  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
-                                  QP_MIN_RNR_TIMER));
-  at.qp_state = QpState::kRts;
-  at.sq_psn = sq_psn;
-  at.timeout = timeout;  // 0: no transport timer, only responses move the requester
-  at.retry_cnt = retry_cnt;
-  ASSERT_TRUE(s.qp->modify(at, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC));
+  ASSERT_TRUE(s.qp->modify(QpAttr{.qp_state = QpState::kReset}, QP_STATE));
+  pair::bring_up(s, peer.dev->engine().address(), peer.qp->qpn(),
+                 {.retry_cnt = retry_cnt, .timeout = timeout, .sq_psn = sq_psn, .rq_psn = rq_psn});
 }
 
 // A request behind the expected PSN is a duplicate: acknowledged again,
