@@ -4,19 +4,28 @@
 // sent and no atomic executed twice. And a peer that stops answering ends
 // in RETRY_EXC_ERR with the rest flushed, without a hang.
 //
+// Each test runs over the in-process link and over RoCEv2 on this
+// process's loopback addresses (loopback.h).
+//
 // Time is a manual clock: when nothing moves, the test advances it by the
-// transport timeout, which fires the retransmissions.
+// transport timeout, which fires the retransmissions. On RoCEv2 nothing
+// moving is not enough (a datagram may be on its way): the clock moves only
+// while the wire is quiet, every datagram sent received or dropped.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <cstdlib>
+#include <random>
+#include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
+#include "hca/udp_link.h"
 #include "hca_pair.h"
+#include "loopback.h"
 #include "srdma/impair.h"
 
 namespace srdma::hca {
@@ -24,6 +33,7 @@ namespace {
 
 using pair::PathParams;
 using pair::Side;
+using test::LinkKind;
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 constexpr int kOpsPerMtu = 400;  // the sanitizers run it shorter
@@ -46,9 +56,12 @@ std::uint8_t pattern(std::uint8_t seed, std::size_t i) { return static_cast<std:
 
 class Soak {
  public:
-  Soak(std::uint32_t mtu, const ImpairSpec& spec, ManualClock& clock)
+  // `timeout`: the transport timeout's exponent (4.096 us * 2^timeout of
+  // the manual clock).
+  Soak(LinkKind link, std::uint32_t mtu, const ImpairSpec& spec, ManualClock& clock, std::uint8_t timeout = 1)
       : mtu_(mtu), max_len_(8 * mtu + 1), clock_(clock), b_spec_(other_seed(spec)),
-        a_(256, {64, 64, 4, 4, 64}, &clock, &spec), b_(256, {64, 64, 4, 4, 64}, &clock, &b_spec_) {
+        a_(pair::side_on(link, 1, 256, {64, 64, 4, 4, 64}, &clock, &spec)),
+        b_(pair::side_on(link, 2, 256, {64, 64, 4, 4, 64}, &clock, &b_spec_)) {
     slot_ = max_len_ + 64;
     a_mem_.assign(2 * kDepth * slot_, 0);  // [0, kDepth): sources; [kDepth, 2 kDepth): READ and atomic results
     b_mem_.assign(2 * kDepth * slot_ + 64, 0);  // WRITE targets, READ sources, then the atomic words
@@ -60,7 +73,7 @@ class Soak {
     PathParams p;
     p.rnr_retry = 7;
     p.retry_cnt = 7;
-    p.timeout = 1;  // 8 us of the manual clock
+    p.timeout = timeout;  // 1: 8 us of the manual clock
     p.path_mtu = mtu;
     p.sq_psn = 0xfffff0;  // the stream wraps its PSNs
     p.rq_psn = 0xfffff0;
@@ -122,7 +135,7 @@ class Soak {
       if (::testing::Test::HasFatalFailure()) return;
       // Nothing moved: let the transport (and RNR) timers run.
       if (!moved) {
-        clock_.advance(std::chrono::microseconds(10));
+        if (wire_quiet()) clock_.advance(std::chrono::microseconds(10));
         std::this_thread::yield();
       }
     }
@@ -146,6 +159,37 @@ class Soak {
   Side& b() { return b_; }
 
  private:
+  // Whether no datagram is on its way between the devices (always, on the
+  // in-process link, which delivers in the sender's thread): every frame
+  // one sent, the other received or dropped. The impairing link's losses
+  // and held packets never reach the wire. A frame the kernel lost without
+  // a count (a refused send of several segments) would keep the wire busy
+  // for ever: counts that stood still for 20 ms of real time are taken as
+  // quiet, once each time.
+  bool wire_quiet() {
+    if (!a_.dev->udp()) return true;
+    const std::int64_t ab = in_flight(a_, b_), ba = in_flight(b_, a_);
+    if (ab == 0 && ba == 0) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (ab != last_in_flight_[0] || ba != last_in_flight_[1]) {
+      last_in_flight_[0] = ab;
+      last_in_flight_[1] = ba;
+      still_since_ = now;
+      return false;
+    }
+    if (now - still_since_ < std::chrono::milliseconds(20)) return false;
+    still_since_ = now;
+    return true;
+  }
+  // Datagrams `from` sent that `to` has neither received nor dropped.
+  static std::int64_t in_flight(const Side& from, const Side& to) {
+    const UdpLinkStats f = from.dev->udp()->stats(), t = to.dev->udp()->stats();
+    TransportCounters dropped;
+    to.dev->udp()->add_drops(dropped);
+    return static_cast<std::int64_t>(f.frames_sent - f.send_errors) -
+           static_cast<std::int64_t>(t.frames_received + t.rx_overruns + dropped.dropped_total());
+  }
+
   static bool consumes_recv(Op op) { return op == Op::kSend || op == Op::kSendImm || op == Op::kSendInv || op == Op::kWriteImm; }
   std::size_t fadd_offset() const { return 2 * kDepth * slot_; }
   std::size_t cas_offset() const { return 2 * kDepth * slot_ + 8; }
@@ -305,6 +349,8 @@ class Soak {
   std::size_t recvs_done_ = 0, recvs_expected_ = 0;
   std::uint64_t fetch_adds_ = 0, cmp_swaps_ = 0, cmp_swaps_posted_ = 0;
   bool all_signaled_ = false;
+  std::int64_t last_in_flight_[2] = {0, 0};
+  std::chrono::steady_clock::time_point still_since_{};
 };
 
 ImpairSpec rough_link(std::uint64_t seed) {
@@ -317,12 +363,24 @@ ImpairSpec rough_link(std::uint64_t seed) {
   return s;
 }
 
-class TransportSoak : public ::testing::TestWithParam<std::uint32_t> {};
+// The link and the path MTU are the parameters.
+class TransportSoak : public ::testing::TestWithParam<std::tuple<LinkKind, std::uint32_t>> {};
+
+std::string soak_name(const ::testing::TestParamInfo<std::tuple<LinkKind, std::uint32_t>>& i) {
+  return test::link_name({std::get<0>(i.param), i.index}) + "Mtu" + std::to_string(std::get<1>(i.param));
+}
 
 TEST_P(TransportSoak, EveryOperationCompletesOnceInOrderWithItsBytes) {
+  const auto [link, mtu] = GetParam();
   ManualClock clock;
-  Soak soak(GetParam(), rough_link(GetParam()), clock);
-  soak.run(kOpsPerMtu, GetParam() * 131);
+  // On RoCEv2 the clock also moves while a request is received and not yet
+  // answered (its datagram counted, the answer not yet sent), so timeouts
+  // fire that the in-process link never sees, each resending the READs in
+  // flight as duplicates; a timeout of 262 us (6), many steps of 10 us and
+  // longer than the responder's refill of a duplicate READ's token (100 us),
+  // keeps those from spending the retry count.
+  Soak soak(link, mtu, rough_link(mtu), clock, link == LinkKind::kUdp ? 6 : 1);
+  soak.run(kOpsPerMtu, mtu * 131);
   if (::testing::Test::HasFatalFailure()) return;
   const TransportCounters ca = soak.a().qp->counters(), cb = soak.b().qp->counters();
   EXPECT_GT(ca.retransmissions, 0u) << "the link lost packets: some were sent again";
@@ -333,13 +391,21 @@ TEST_P(TransportSoak, EveryOperationCompletesOnceInOrderWithItsBytes) {
       << "corrupted packets are dropped on arrival";
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryMtu, TransportSoak, ::testing::Values(256u, 512u, 1024u, 2048u, 4096u));
+INSTANTIATE_TEST_SUITE_P(EveryMtu, TransportSoak,
+                         ::testing::Combine(::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
+                                            ::testing::Values(256u, 512u, 1024u, 2048u, 4096u)),
+                         soak_name);
 
-// The same stream over a clean link: no retransmission at all.
-TEST(TransportSoakClean, NothingIsSentTwiceOnACleanLink) {
+class TransportSoakClean : public ::testing::TestWithParam<LinkKind> {};
+
+// The same stream over a clean link: no retransmission at all. The timeout
+// is 67 ms of the clock (14): on RoCEv2 the clock also moves while a
+// request is received and not yet answered (its datagram counted, the ACK
+// not yet sent), and one step of 10 us must not fire it.
+TEST_P(TransportSoakClean, NothingIsSentTwiceOnACleanLink) {
   ManualClock clock;
   ImpairSpec none;
-  Soak soak(1024, none, clock);
+  Soak soak(GetParam(), 1024, none, clock, /*timeout=*/14);
   soak.run(200, 5);
   if (::testing::Test::HasFatalFailure()) return;
   const TransportCounters ca = soak.a().qp->counters();
@@ -348,11 +414,17 @@ TEST(TransportSoakClean, NothingIsSentTwiceOnACleanLink) {
   EXPECT_EQ(soak.b().qp->counters().duplicate_requests, 0u);
 }
 
+INSTANTIATE_TEST_SUITE_P(Links, TransportSoakClean, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
+                         test::link_name);
+
+class TransportSoakSilentPeer : public ::testing::TestWithParam<LinkKind> {};
+
 // A peer that stops answering: the oldest WR ends with RETRY_EXC_ERR after
 // retry_cnt retransmissions, every later one is flushed, the QP is in ERR.
-TEST(TransportSoakSilentPeer, RetryExceededThenEverythingElseFlushed) {
+TEST_P(TransportSoakSilentPeer, RetryExceededThenEverythingElseFlushed) {
   ManualClock clock;
-  Side a(&clock), b(&clock);
+  Side a = pair::side_on(GetParam(), 1, 256, pair::kSideCaps, &clock);
+  Side b = pair::side_on(GetParam(), 2, 256, pair::kSideCaps, &clock);
   PathParams p;
   p.retry_cnt = 3;
   p.timeout = 1;
@@ -376,6 +448,9 @@ TEST(TransportSoakSilentPeer, RetryExceededThenEverythingElseFlushed) {
   EXPECT_EQ(c.timeouts, 4u);  // the first expiry and retry_cnt more
   EXPECT_GE(c.retransmissions, 3u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Links, TransportSoakSilentPeer, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
+                         test::link_name);
 
 }  // namespace
 }  // namespace srdma::hca
