@@ -23,7 +23,6 @@ namespace srdma::hca {
 namespace {
 
 using namespace pair;
-using test::loopback_net;
 
 // Single packets, delivered at once, in the sender's thread: the impairing
 // link with a rate that never fires (the seed replays the same draws).
@@ -312,9 +311,7 @@ TEST(ResponderBound, ADuplicateReadStormLeavesOtherQpsTheirShare) {
 // The same bounds on the RoCEv2 link: a READ of several MiB crosses real
 // sockets a burst at a time and lands whole.
 TEST(ResponderBound, ALargeReadCrossesTheWire) {
-  NetConfig na = loopback_net(1), nb = loopback_net(2);
-  Side a{256, {64, 64, 4, 4, 128}, nullptr, nullptr, &na};
-  Side b{256, {64, 64, 4, 4, 128}, nullptr, nullptr, &nb};
+  Side a = side_on(test::LinkKind::kUdp, 1), b = side_on(test::LinkKind::kUdp, 2);
   PathParams path;
   path.timeout = 14;
   path.retry_cnt = 7;

@@ -27,9 +27,8 @@ using test::loopback_ip;
 using test::loopback_net;
 
 struct UdpPair {
-  NetConfig na = loopback_net(1), nb = loopback_net(2);
-  Side a{256, {64, 64, 4, 4, 128}, nullptr, nullptr, &na};
-  Side b{256, {64, 64, 4, 4, 128}, nullptr, nullptr, &nb};
+  Side a = side_on(test::LinkKind::kUdp, 1);
+  Side b = side_on(test::LinkKind::kUdp, 2);
 };
 
 // A raw UDP socket on a third loopback address, for frames of our making.
@@ -312,9 +311,9 @@ TEST(UdpLink, FramesThatAreNotRightAreDroppedAndCountedByReason) {
 
 TEST(UdpLink, ThePeerGoneEndsTheQpWithRetryExceededAndFlushes) {
   ManualClock clock;
-  NetConfig na = loopback_net(1), nb = loopback_net(2);
-  Side a(256, {64, 64, 4, 4, 128}, &clock, nullptr, &na);
-  auto b = std::make_unique<Side>(256, QpCaps{64, 64, 4, 4, 128}, nullptr, nullptr, &nb);
+  Side a = side_on(test::LinkKind::kUdp, 1, 256, kSideCaps, &clock);
+  NetConfig nb = loopback_net(2);
+  auto b = std::make_unique<Side>(256, kSideCaps, nullptr, nullptr, &nb);
   PathParams pp;
   pp.retry_cnt = 3;
   connect(a, *b, pp);
