@@ -25,11 +25,13 @@ inline Profile small_profile() { return validate_profile(test::small_profile()).
 inline constexpr QpCaps kSideCaps{64, 64, 4, 4, 128};
 
 struct Side {
+  // First, so that it outlives the device: a peer's WRITE may still be
+  // landing in it while the test ends, and only closing the device stops it.
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
   std::shared_ptr<SoftHca> dev;
   std::uint32_t pdn = 0;
   std::shared_ptr<Cq> scq, rcq;
   std::shared_ptr<Qp> qp;
-  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
   std::uint32_t key = 0;
 
   // CQs of `cqe` entries, a QP of `caps`; `clock`: the transport and RNR
