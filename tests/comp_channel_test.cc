@@ -42,10 +42,12 @@ struct Bound {
   Cq cq;
 };
 
-TEST(CompChannel, CreatesANonBlockingCloexecFd) {
+// Blocking: a program's own fcntl(O_NONBLOCK) on the fd is what makes
+// ibv_get_cq_event return EAGAIN instead of waiting.
+TEST(CompChannel, CreatesABlockingCloexecFd) {
   auto ch = CompChannel::create().value();
   ASSERT_GE(ch->fd(), 0);
-  EXPECT_NE(fcntl(ch->fd(), F_GETFL) & O_NONBLOCK, 0);
+  EXPECT_EQ(fcntl(ch->fd(), F_GETFL) & O_NONBLOCK, 0);
   EXPECT_NE(fcntl(ch->fd(), F_GETFD) & FD_CLOEXEC, 0);
   EXPECT_FALSE(readable(*ch, 0));
 }

@@ -11,7 +11,9 @@
 namespace srdma::hca {
 
 Result<std::unique_ptr<CompChannel>> CompChannel::create() {
-  const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  // Blocking, so that a program's fcntl(O_NONBLOCK) on it is what tells
+  // ibv_get_cq_event not to wait; the channel reads it only when non-zero.
+  const int fd = ::eventfd(0, EFD_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
     return make_error(err, std::string("create_comp_channel: eventfd: ") + std::strerror(err));

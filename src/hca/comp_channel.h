@@ -34,7 +34,7 @@ class Cq;
 
 class CompChannel {
  public:
-  // A new channel with its eventfd (EFD_NONBLOCK | EFD_CLOEXEC); the error
+  // A new channel with its eventfd (EFD_CLOEXEC, blocking); the error
   // of eventfd(2) (EMFILE, ENFILE, ENOMEM) if it fails.
   static Result<std::unique_ptr<CompChannel>> create();
   // Closes the fd if close() did not.

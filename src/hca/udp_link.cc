@@ -293,6 +293,16 @@ bool UdpLink::send(Packet&& in) {
       return true;
     }
     flush_deferred();  // an answer that cannot wait goes after those that did
+  } else if (tls_deferring != this && has_deferred_.load(std::memory_order_acquire)) {
+    // A consumer's reply goes behind the ACK of what it answers, in the
+    // same sendmmsg: the peer completes its send before it sees the reply,
+    // as with an HCA, which acknowledges on arrival. Programs that wait for
+    // both on one completion channel (perftest's -e loops) count on it.
+    std::lock_guard lock(deferred_mu_);  // to the sendmmsg (flush_deferred)
+    take_deferred();
+    enqueue(std::move(in));
+    flush_pending();
+    return true;
   }
   enqueue(std::move(in));
   return true;
@@ -354,7 +364,7 @@ void UdpLink::enqueue(Packet&& in) {
 
 void UdpLink::end_batch() {
   if (tls_deferring != this && has_deferred_.load(std::memory_order_acquire))
-    flush_deferred();  // behind what this thread sends now (a reply carries its ACK)
+    flush_deferred();  // what was deferred since this thread's last request
   else
     flush_pending();
 }
@@ -391,10 +401,14 @@ void UdpLink::flush_deferred() {
   // From the take to the sendmmsg under the lock: two threads taking turns
   // cannot put one QP's later answer on the wire before its earlier one.
   std::lock_guard lock(deferred_mu_);
+  take_deferred();
+  flush_pending();
+}
+
+void UdpLink::take_deferred() {
   for (Packet& p : deferred_) enqueue(std::move(p));
   deferred_.clear();
   has_deferred_.store(false, std::memory_order_relaxed);
-  flush_pending();
 }
 
 void UdpLink::flush_pending() {

@@ -88,6 +88,9 @@ class UdpLink final : public Link {
   void defer(Packet&& p);
   // Sends the deferred answers, and what this thread has pending, now.
   void flush_deferred();
+  // Queues the deferred answers in this thread's pending datagrams.
+  // REQUIRES: deferred_mu_ held, until they are flushed.
+  void take_deferred();
   // Reads away a defer() wakeup (not stop()'s).
   void drain_wakeups();
   // The socket that sends from entropy port `sport`: bound on first use.

@@ -1,5 +1,9 @@
 // Completion channels, completion queues, polling and arming.
+#include <fcntl.h>
+
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <new>
 
 #include "convert.h"
@@ -67,7 +71,13 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   auto* cq = new (std::nothrow) Cq{};
   if (!cq) return fail_null<ibv_cq>("ibv_create_cq", ENOMEM, "out of memory");
   CqInit init;
-  init.cqe = static_cast<std::uint32_t>(cqe);
+  // Sized as mlx4/mlx5 size a CQ: the power of two above the entries asked
+  // for, so that a program which leaves a CQE or two unpolled around its
+  // events does not overrun a CQ of exactly its depth (within max_cqe;
+  // cq->cqe reports what the CQ holds).
+  const std::uint32_t asked = static_cast<std::uint32_t>(cqe);
+  const std::uint32_t rounded = std::bit_ceil(std::min<std::uint32_t>(asked, 1u << 30) + 1);
+  init.cqe = rounded <= to_ctx(context)->dev.query().max_cqe ? rounded : asked;
   init.comp_vector = static_cast<std::uint32_t>(comp_vector);
   init.context = cq;  // async events and get_cq_event find the wrapper through it
   init.channel = channel ? to_channel(channel)->core.get() : nullptr;
@@ -113,7 +123,11 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     fail("ibv_get_cq_event", EINVAL, "NULL argument");
     return -1;
   }
-  auto got = to_channel(channel)->core->get_event(true);
+  // Blocks unless the program made the channel's fd non-blocking
+  // (fcntl O_NONBLOCK): then EAGAIN when no event waits, as libibverbs'
+  // read(2) of the fd returns.
+  const int fl = ::fcntl(channel->fd, F_GETFL);
+  auto got = to_channel(channel)->core->get_event(fl < 0 || (fl & O_NONBLOCK) == 0);
   if (!got) {
     fail("ibv_get_cq_event", got.error());
     return -1;
