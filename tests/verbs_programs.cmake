@@ -12,5 +12,5 @@
 if(TARGET srdma_ibverbs)
   add_test(NAME verbs_programs
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/verbs_programs_test.sh $<TARGET_FILE_DIR:srdma_ibverbs>)
-  set_tests_properties(verbs_programs PROPERTIES TIMEOUT 420 SKIP_RETURN_CODE 77 PROCESSORS 2)
+  set_tests_properties(verbs_programs PROPERTIES TIMEOUT 540 SKIP_RETURN_CODE 77 PROCESSORS 2)
 endif()

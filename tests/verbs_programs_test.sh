@@ -8,7 +8,8 @@
 #  - ibv_rc_pingpong with -g 0, without -g (LIDs only: the library maps a LID
 #    to an address of its own /16) and -s 8192 (above the 4096 MTU);
 #    ibv_uc_pingpong, ibv_ud_pingpong (-s 1024, within the MTU) and
-#    ibv_srq_pingpong with -g 0: both sides exit 0 and print "N iters in X
+#    ibv_srq_pingpong with -g 0, and rc, srq and ud with -e (completion
+#    events): both sides exit 0 and print "N iters in X
 #    seconds = Y usec/iter" with N the iterations asked for, Y > 0 and sane;
 #  - perftest ib_{write,read,send,atomic}_{bw,lat} and ib_send_bw --use-srq,
 #    each once plain and once with -a (every size 2 .. 8 MiB; not the
@@ -51,7 +52,7 @@ pp_setup
 PP_READY_S=15
 PP_SERVER_EXIT_S=10
 start_us=$(pp_now_us)
-budget_s=360 # no run starts after this, so that ctest's TIMEOUT (420) never cuts the logs
+budget_s=480 # no run starts after this, so that ctest's TIMEOUT (540) never cuts the logs
 limit=60     # any one client run, seconds (an -a latency run: 12 s idle, 45 s on a loaded 2-core box)
 
 # Addresses and ports of this run's own, so that parallel runs do not meet:
@@ -185,6 +186,11 @@ pingpong rc_pingpong-8k ibv_rc_pingpong -g 0 -s 8192
 pingpong uc_pingpong ibv_uc_pingpong -g 0
 pingpong ud_pingpong ibv_ud_pingpong -g 0 -s 1024
 pingpong srq_pingpong ibv_srq_pingpong -g 0
+# Event-driven (-e): each side sleeps in ibv_get_cq_event on one channel for
+# its send and receive CQs; a lost or reordered wakeup hangs the pair.
+pingpong rc_pingpong-e ibv_rc_pingpong -g 0 -e
+pingpong srq_pingpong-e ibv_srq_pingpong -g 0 -e
+pingpong ud_pingpong-e ibv_ud_pingpong -g 0 -s 1024 -e
 
 # ---------------------------------------------------------------------------
 echo "--- perftest"
@@ -297,6 +303,18 @@ perftest send_bw-srq-a "$all" bw ib_send_bw --use-srq -a
 perftest write_lat-a "$all" lat ib_write_lat -a
 perftest read_lat-a "$all" lat ib_read_lat -a
 perftest send_lat-a "$all" lat ib_send_lat -a
+# The event-driven forms (perftest has none for WRITE): both sides sleep in
+# ibv_get_cq_event, one channel for the send and the receive CQ, and poll
+# one CQE per event. A wakeup lost, or a reply seen before the ACK of what
+# it answers, hangs them or fails a send (-n 2000: thousands of wakeups).
+perftest send_bw-e 65536 bw ib_send_bw -e
+perftest read_bw-e 65536 bw ib_read_bw -e
+perftest atomic_bw-e 8 bw ib_atomic_bw -e
+perftest read_lat-e 2 lat ib_read_lat -e
+perftest atomic_lat-e 8 lat ib_atomic_lat -e
+pt_n=2000 perftest send_lat-e 2 lat ib_send_lat -e
+perftest send_lat-e-a "$all" lat ib_send_lat -e -a
+perftest send_bw-e-a "$all" bw ib_send_bw -e -a
 
 echo "--- $(( ($(pp_now_us) - start_us) / 1000 )) ms in all"
 pp_finish

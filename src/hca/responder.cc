@@ -574,11 +574,16 @@ Responder::State Responder::acknowledge_state(Packet& pkt) {
 }
 
 // The ACK leaves before the receive completes, as an HCA's does: a
-// consumer that answers the completion by another path (a CM REQ, a
-// socket) must not overtake the ACK its peer's send waits for. UC has no
-// ACK (its caller moves the PSN on).
+// consumer that answers the completion (by this QP, or by another path: a
+// CM REQ, a socket) must not overtake the ACK its peer's send waits for,
+// and a peer waiting for both on one completion channel must see its send
+// complete first. So the ACK is handed to the wire here, not at the end of
+// the receive batch (the ordered batch ends with it). UC has no ACK (its
+// caller moves the PSN on).
 void Responder::acknowledge_before_completion(Packet& pkt) {
-  if (qp_.init_.type == QpType::kRc) acknowledge_state(pkt);
+  if (qp_.init_.type != QpType::kRc) return;
+  SendBatch now(qp_.engine_.link(), SendBatch::kOrdered);
+  acknowledge_state(pkt);
 }
 
 // IBA 9.7.5.1.1 / C9-105..108 (duplicates): a SEND or WRITE is not executed
