@@ -5,6 +5,11 @@
 # SRDMA_ADDR each, RoCEv2 over UDP):
 #  - rping -C 10 -v: both sides exit 0, the client prints its 10 pings;
 #  - ucmatose (a connection, data both ways, disconnect): both exit 0;
+#  - rdma_server/rdma_client (rdma_getaddrinfo, rdma_create_ep, the
+#    listener's QP attributes given to rdma_get_request's ID, the
+#    rdma_verbs.h helpers): both exit 0 and print "end 0";
+#  - cmtime -c 40: forty connections opened at once from one address, each
+#    established and disconnected (the CM's per-source bound lets a burst in);
 #  - ib_write_bw, ib_send_lat, ib_read_bw, ib_send_bw and ib_atomic_lat
 #    with -R (server on 0.0.0.0: the process's SRDMA_ADDR device): both
 #    exit 0 and the client prints its result line;
@@ -24,7 +29,7 @@ for f in librdmacm.so.1 libibverbs.so.1; do
   [[ -e $libdir/$f ]] || { echo "FAIL: no $f in '$libdir'" >&2; exit 1; }
 done
 missing=()
-for p in rping ucmatose ib_write_bw ib_send_lat ss timeout; do
+for p in rping ucmatose rdma_server rdma_client cmtime ib_write_bw ib_send_lat ss timeout; do
   command -v "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -108,6 +113,33 @@ if run_pair ucmatose "ucmatose -b $ip_a -p @PORT@" "ucmatose -s $ip_a -b $ip_b -
   grep -q "data transfers complete" "$out_c" || fail "ucmatose: no data transfers on the client"
   grep -q "disconnect" "$out_s" || fail "ucmatose: the server did not disconnect"
 fi
+
+if run_pair rdma_verbs "rdma_server -s $ip_a -p @PORT@" "rdma_client -s $ip_a -p @PORT@"; then
+  grep -q "rdma_server: end 0" "$out_s" || fail "rdma_server: no 'end 0'"
+  grep -q "rdma_client: end 0" "$out_c" || fail "rdma_client: no 'end 0'"
+fi
+
+# cmtime's server serves until killed: its client's exit and table decide.
+port=$((port + 1))
+side "$ip_a" timeout 60 cmtime -b "$ip_a" -p "$port" >"$logs/cmtime.server" 2>&1 &
+cmtime_srv=$!
+if wait_device "$ip_a" "$cmtime_srv"; then
+  side "$ip_b" timeout 30 cmtime -s "$ip_a" -p "$port" -c 40 >"$logs/cmtime.client" 2>&1
+  rc=$?
+  if ((rc != 0)) || grep -q "REJECTED\|UNREACHABLE\|failure" "$logs/cmtime.client" ||
+    ! grep -qE "^connect +:" "$logs/cmtime.client"; then
+    fail "cmtime -c 40: exit $rc"
+    tail -n 12 "$logs/cmtime.client"
+  else
+    echo "ok: cmtime -c 40 (forty connections at once, established and disconnected)"
+  fi
+else
+  fail "the cmtime server did not open its device"
+fi
+# The background side is a subshell around `timeout`, which passes the
+# signal on to cmtime; the wait holds the next pair until its device closed.
+pkill -TERM -P "$cmtime_srv" 2>/dev/null
+wait "$cmtime_srv" 2>/dev/null
 
 # perftest over the RDMA CM (-R): a handshake connection, then the test's
 # own, which the server listens for only after the handshake told the

@@ -138,7 +138,7 @@ struct CmLimits {
   std::uint8_t max_remote_timeout = 18;  // 1.07 s
   std::uint8_t max_remote_retries = 3;
   std::size_t max_half_open = 1024;
-  std::size_t max_half_open_per_source = 16;
+  std::size_t max_half_open_per_source = 128;  // cmtime opens 100 at once
 };
 
 // A REQ for a service nobody listens on waits this long for a listener

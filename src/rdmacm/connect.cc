@@ -236,6 +236,26 @@ int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) {
     rdma_ack_cm_event(ev);
     // The new ID is synchronous too: its events on a channel of its own.
     if (rdma_migrate_id(n, nullptr)) return -1;
+    // rdma_create_ep's attributes give it its QP (a copy: the call may
+    // write the caps back).
+    bool make_qp = false;
+    ibv_qp_init_attr attr{};
+    ibv_pd* pd = nullptr;
+    {
+      std::lock_guard lock(g_mu);
+      if (live(listen) && to_id(listen)->ep_has_qp_init) {
+        make_qp = true;
+        attr = to_id(listen)->ep_qp_init;
+        pd = to_id(listen)->ep_pd;
+      }
+    }
+    if (make_qp && rdma_create_qp(n, pd, &attr)) {
+      const int e = errno;
+      rdma_reject(n, nullptr, 0);
+      rdma_destroy_id(n);
+      errno = e;
+      return -1;
+    }
     *id = n;
     return 0;
   }

@@ -111,6 +111,12 @@ struct Id {
   // What rdma_create_qp made for the application (rdma_destroy_qp frees).
   bool own_cqs = false;
 
+  // A passive rdma_create_ep's QP attributes and PD: rdma_get_request gives
+  // every request's ID a QP made from them, as librdmacm does.
+  bool ep_has_qp_init = false;
+  ibv_qp_init_attr ep_qp_init{};
+  ibv_pd* ep_pd = nullptr;
+
   // Events given and not yet acked that count against this ID (g_mu).
   int unacked = 0;
 };

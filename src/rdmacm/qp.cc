@@ -200,11 +200,24 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_
   int r;
   if (res->ai_flags & RAI_PASSIVE) {
     r = res->ai_src_addr ? rdma_bind_addr(cm_id, res->ai_src_addr) : fail("rdma_create_ep", EINVAL, "no address");
+    // A listener has no QP: each request's ID gets one from these
+    // (rdma_get_request), of the addrinfo's QP type, as librdmacm does.
+    if (!r && qp_init_attr) {
+      std::lock_guard lock(g_mu);
+      Id& i = *to_id(cm_id);
+      i.ep_has_qp_init = true;
+      i.ep_qp_init = *qp_init_attr;
+      i.ep_qp_init.qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+      i.ep_pd = pd;
+    }
   } else {
     r = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
     if (!r) r = rdma_resolve_route(cm_id, 2000);
+    if (!r && qp_init_attr) {
+      qp_init_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);  // librdmacm's rule
+      r = rdma_create_qp(cm_id, pd, qp_init_attr);
+    }
   }
-  if (!r && qp_init_attr) r = rdma_create_qp(cm_id, pd, qp_init_attr);
   if (r) {
     int e = errno;
     rdma_destroy_id(cm_id);
