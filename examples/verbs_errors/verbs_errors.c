@@ -3,7 +3,9 @@
  * paths and checks that each fails the way libibverbs documents (NULL or -1
  * with errno, or the errno value returned), then that the data path's
  * protection errors come back as completions: a bad rkey, a write past an
- * MR's end, a bad lkey.
+ * MR's end, a bad lkey. Then completion events: O_NONBLOCK on a channel's fd
+ * makes ibv_get_cq_event return EAGAIN, and ibv_destroy_cq waits until the
+ * CQ's events are acknowledged.
  *
  * Plain C against <infiniband/verbs.h>, linked with -libverbs, run with
  * LD_LIBRARY_PATH pointing at softrdma's drop-in and SRDMA_ADDR set (it
@@ -11,6 +13,8 @@
  * Exits 0 when every check holds; prints each check.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +83,19 @@ static int to_rts(struct ibv_qp *qp) {
 }
 
 /* Polls `cq` for one completion, bounded. */
+/* A CQ destroyed on another thread while its event is not acknowledged. */
+struct destroyer {
+  struct ibv_cq *cq;
+  volatile int acked; /* set by the main thread just before it acks */
+  int ret, acked_before_return;
+};
+static void *destroy_cq_thread(void *arg) {
+  struct destroyer *d = arg;
+  d->ret = ibv_destroy_cq(d->cq);
+  d->acked_before_return = __atomic_load_n(&d->acked, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc) {
   for (long i = 0; i < 200000000L; i++) {
     int n = ibv_poll_cq(cq, 1, wc);
@@ -315,6 +332,38 @@ int main(void) {
         "a third pair connected");
   check(write_status(e, cq, (uintptr_t)buf, 8, src->lkey ^ 0x100, raddr, dst->rkey) == IBV_WC_LOC_PROT_ERR,
         "RDMA WRITE with a bad lkey -> IBV_WC_LOC_PROT_ERR");
+
+  /* Completion events on a CQ of their own. */
+  struct ibv_cq *ecq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+  check(ecq != NULL && ecq->cqe >= 4, "ibv_create_cq on the channel: at least the entries asked for");
+  if (!ecq) return 1;
+  struct ibv_qp_init_attr einit = init;
+  einit.send_cq = einit.recv_cq = ecq;
+  struct ibv_qp *g = ibv_create_qp(pd, &einit);
+  struct ibv_qp *h = ibv_create_qp(pd, &einit);
+  check(g && h && to_init(g) == 0 && to_init(h) == 0 && to_rtr(g, h->qp_num, &gid) == 0 &&
+            to_rtr(h, g->qp_num, &gid) == 0 && to_rts(g) == 0 && to_rts(h) == 0,
+        "a pair on the event CQ connected");
+  check(ibv_req_notify_cq(ecq, 0) == 0, "ibv_req_notify_cq");
+  check(write_status(g, ecq, (uintptr_t)buf, 8, src->lkey, raddr, dst->rkey) == IBV_WC_SUCCESS,
+        "RDMA WRITE on the armed CQ");
+  struct ibv_cq *ev_cq = NULL;
+  void *ev_ctx = NULL;
+  check(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == ecq, "ibv_get_cq_event: the armed CQ's event");
+  const int fl = fcntl(ch->fd, F_GETFL);
+  check(fl >= 0 && fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0, "O_NONBLOCK on the channel's fd");
+  errno = 0;
+  check(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN,
+        "ibv_get_cq_event on a non-blocking channel with no event: -1, EAGAIN");
+  check(fcntl(ch->fd, F_SETFL, fl) == 0, "the channel's fd blocking again");
+  check(ibv_destroy_qp(g) == 0 && ibv_destroy_qp(h) == 0, "ibv_destroy_qp (the event CQ's pair)");
+  struct destroyer dz = {.cq = ecq};
+  pthread_t t;
+  check(pthread_create(&t, NULL, destroy_cq_thread, &dz) == 0, "a thread destroys the CQ");
+  __atomic_store_n(&dz.acked, 1, __ATOMIC_SEQ_CST);
+  ibv_ack_cq_events(ecq, 1);
+  pthread_join(t, NULL);
+  check(dz.ret == 0 && dz.acked_before_return, "ibv_destroy_cq waits for the event's acknowledgement, then succeeds");
 
   /* Drain what the errors flushed, then tear down in order. */
   struct ibv_wc wc;

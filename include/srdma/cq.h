@@ -107,6 +107,8 @@ class CompChannel {
   // The CQ with an event. EAGAIN when none is pending and !block.
   Result<CompletionQueue*> get_event(bool block);
   void ack_events(CompletionQueue& cq, unsigned n);
+  // Events returned for `cq` by get_event and not yet acknowledged.
+  std::uint64_t unacked(const CompletionQueue& cq) const;
 
  private:
   friend class Device;

@@ -86,6 +86,10 @@ Result<CompletionQueue*> CompChannel::get_event(bool block) {
   return static_cast<CompletionQueue*>((*cq)->context());
 }
 
+std::uint64_t CompChannel::unacked(const CompletionQueue& cq) const {
+  return state_->channel->unacked(cq.state_->cq.get());
+}
+
 void CompChannel::ack_events(CompletionQueue& cq, unsigned n) {
   state_->channel->ack_events(cq.state_->cq.get(), n);
 }

@@ -109,6 +109,15 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
 
 int ibv_destroy_cq(ibv_cq* cq) {
   if (!cq) return fail("ibv_destroy_cq", EINVAL, "NULL CQ");
+  // As libibverbs: the destroy waits until every event returned for the CQ
+  // was acknowledged (ibv_ack_cq_events signals), so that no thread still
+  // holds an event for a CQ that is gone.
+  if (cq->channel) {
+    CompChannel& ch = *to_channel(cq->channel)->core;
+    pthread_mutex_lock(&cq->mutex);
+    while (ch.unacked(*to_cq(cq)->core) > 0) pthread_cond_wait(&cq->cond, &cq->mutex);
+    pthread_mutex_unlock(&cq->mutex);
+  }
   if (auto r = to_cq(cq)->core->destroy(); !r) return fail("ibv_destroy_cq", r.error());
   if (cq->channel) --cq->channel->refcnt;
   pthread_mutex_destroy(&cq->mutex);
@@ -140,7 +149,10 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
   if (!cq || !cq->channel || nevents == 0) return;
+  pthread_mutex_lock(&cq->mutex);
   to_channel(cq->channel)->core->ack_events(*to_cq(cq)->core, nevents);
+  pthread_cond_broadcast(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
 }
 
 }  // extern "C"
