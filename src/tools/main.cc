@@ -197,7 +197,17 @@ int main(int argc, char** argv) {
   auto* nvmf = app.add_subcommand("nvmf", "NVMe-oF over softrdma between processes");
   nvmf->require_subcommand(1);
   auto* nvmf_target = nvmf->add_subcommand(
-      "target", "Serve one subsystem to hosts in other processes and on other hosts until SIGINT or SIGTERM");
+      "target", "Serve subsystems to hosts in other processes and on other hosts until SIGINT or SIGTERM");
+  nvmf_target->footer(
+      "Signals: SIGINT or SIGTERM disconnects the hosts, lets the I/O in flight finish and exits 0; SIGUSR1 logs "
+      "the counters (refusals, evictions, authentication); SIGHUP reads the --config file again: subsystems and "
+      "allowed hosts are added and removed, the connections that stay allowed go on, and a host no longer "
+      "allowed is disconnected and refused from then on. A config that does not parse, or that changes what "
+      "only a restart can (ip, port, pool_cqs, the namespaces of a subsystem it keeps), is logged and the "
+      "running configuration stays.\n\n"
+      "As a service: srdma-nvmf-target.service runs srdma nvmf target --config /etc/srdma/nvmf-target.json "
+      "(Type=notify: READY=1 once it listens; systemctl reload sends SIGHUP; systemctl stop, SIGTERM). File "
+      "namespaces go under /var/lib/srdma, the one place the service may write.");
   srdma::tools::NvmfTargetOptions to;
   nvmf_target->add_option("--config", to.config, "The whole configuration from a JSON file (see the README)");
   nvmf_target->add_option("--ip", to.ip, "The target device's address (RoCEv2, UDP 4791)");
@@ -280,7 +290,7 @@ int main(int argc, char** argv) {
   } else if (*nvmf_target) {
     auto config = srdma::tools::nvmf_target_config(to);
     if (!config) return fail(config.error());
-    if (auto r = srdma::tools::nvmf_target(*config, std::cout); !r) return fail(r.error());
+    if (auto r = srdma::tools::nvmf_target(*config, std::cout, to.config); !r) return fail(r.error());
   } else if (*blkbench) {
     // Against a target elsewhere: one controller unless asked otherwise.
     if (!bo.connect.empty() && blkbench->get_option("--controllers")->count() == 0) bo.controllers = 1;
