@@ -15,6 +15,7 @@
 #include "tools/perf.h"
 #include "tools/run.h"
 #include "tools/sim.h"
+#include "tools/version.h"
 
 namespace {
 
@@ -37,8 +38,9 @@ srdma::Result<std::uint32_t> u32_option(const char* name, const std::string& s) 
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
-  CLI::App app{"softrdma: a user-space RDMA stack with a software HCA"};
+  CLI::App app{"softrdma: a user-space RDMA stack with a software HCA", "srdma"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", srdma::tools::version_text());
 
   // srdma info
   auto* info = app.add_subcommand("info", "Show the device attributes, its tables and their occupancy");
