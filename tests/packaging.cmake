@@ -14,3 +14,11 @@ endforeach()
 add_test(NAME install COMMAND ${PROJECT_SOURCE_DIR}/tests/install_test.sh ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR}
          ${CMAKE_INSTALL_LIBDIR} $<TARGET_EXISTS:srdma_ibverbs> ${CMAKE_CXX_COMPILER})
 set_tests_properties(install PROPERTIES TIMEOUT 90)
+
+# The man pages and the completion against --help; --version against the
+# drop-ins (plain build only: the sanitized builds make no man pages).
+if(NOT SRDMA_SANITIZE)
+  add_test(NAME cli_docs COMMAND ${PROJECT_SOURCE_DIR}/tests/cli_docs_test.sh $<TARGET_FILE:srdma>
+           ${CMAKE_BINARY_DIR}/cli_docs ${CMAKE_BINARY_DIR}/lib/softrdma)
+  set_tests_properties(cli_docs PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+endif()

@@ -8,6 +8,7 @@
 
 #include "nvmf/auth.h"
 #include "tools/blk_bench.h"
+#include "tools/cli_docs.h"
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
 #include "tools/nvmf_discover.h"
@@ -258,6 +259,28 @@ int main(int argc, char** argv) {
         run_dashdash = true;
         break;
       }
+
+  // After the subcommands: CLI11 gives a subcommand its parent's footer
+  // when it is added.
+  app.footer(
+      "Each subcommand has --help, and a manual page: srdma-info(1), srdma-nvmf-target(1) for srdma nvmf target, "
+      "and so on.\n\n"
+      "Environment: a device opened without an address of its own (softrdma's libibverbs.so.1, srdma info) "
+      "opens on SRDMA_ADDR (RoCEv2 over UDP port SRDMA_PORT, 4791 by default); SRDMA_COPY=avx2|movsb|memcpy "
+      "forces the data path's copy routine.\n\n"
+      "Exit status: 0; 1 with \"srdma: CODE: reason\" on stderr when the command fails; srdma run exits with "
+      "the program's status (127 if it cannot be run).");
+
+  // Build steps (cmake/cli_docs.cmake): the man pages and the completion
+  // from this very definition; not options of srdma's.
+  if (argc == 3 && std::string_view(argv[1]) == "--generate-man") {
+    if (auto r = srdma::tools::write_man_pages(app, argv[2], srdma::tools::version_number()); !r) return fail(r.error());
+    return 0;
+  }
+  if (argc == 2 && std::string_view(argv[1]) == "--generate-bash-completion") {
+    std::cout << srdma::tools::bash_completion(app);
+    return 0;
+  }
 
   CLI11_PARSE(app, cli_argc, argv);
 
