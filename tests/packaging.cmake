@@ -22,3 +22,12 @@ if(NOT SRDMA_SANITIZE)
            ${CMAKE_BINARY_DIR}/cli_docs ${CMAKE_BINARY_DIR}/lib/softrdma)
   set_tests_properties(cli_docs PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 endif()
+
+# softrdma as a system component (plain build only, as the other tests of
+# the command as installed).
+if(NOT SRDMA_SANITIZE)
+  # srdma nvmf target as srdma-nvmf-target.service runs it: the notify
+  # protocol, reloads (good and bad), a host removed while connected, stop.
+  add_test(NAME service COMMAND ${PROJECT_SOURCE_DIR}/tests/service_test.sh $<TARGET_FILE:srdma>)
+  set_tests_properties(service PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77 PROCESSORS 2)
+endif()

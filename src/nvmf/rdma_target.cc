@@ -77,14 +77,13 @@ Result<void> RdmaTarget::add_subsystem(std::shared_ptr<Subsystem> s) {
   return {};
 }
 
-Result<void> RdmaTarget::remove_subsystem(std::string_view nqn) {
+Result<std::size_t> RdmaTarget::remove_subsystem(std::string_view nqn) {
   if (nqn == kDiscoveryNqn) return make_error(EINVAL, "the discovery subsystem stays");
   {
     std::lock_guard lock(mu_);
-    if (auto r = subsystems_.remove(nqn); !r) return r;
+    if (auto r = subsystems_.remove(nqn); !r) return std::unexpected(r.error());
   }
-  access_changed();
-  return {};
+  return access_changed();
 }
 
 std::size_t RdmaTarget::access_changed() {

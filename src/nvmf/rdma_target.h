@@ -96,8 +96,8 @@ class RdmaTarget final : public CmListener {
   // (a reload): the discovery log's generation moves on.
   Result<void> add_subsystem(std::shared_ptr<Subsystem> s);
   // ENOENT if none has that NQN, EINVAL for the discovery subsystem. Its
-  // controllers are then revoked (access_changed).
-  Result<void> remove_subsystem(std::string_view nqn);
+  // controllers are then revoked (access_changed, whose count it returns).
+  Result<std::size_t> remove_subsystem(std::string_view nqn);
   // After subsystems or their allowed hosts changed (a reload): the
   // discovery log's generation moves on, and every controller whose host
   // may no longer reach its subsystem is revoked: the reaper closes its

@@ -146,13 +146,16 @@ Result<std::string> ServedConfig::reload(const NvmfTargetConfig& next) {
     }
     served.push_back(sub);
   }
+  std::size_t revoked = 0;
   for (const auto& old : config_.subsystems) {
     if (find(next, old.nqn)) continue;
-    if (auto r = target_.remove_subsystem(old.nqn); !r) return std::unexpected(r.error());
+    auto r = target_.remove_subsystem(old.nqn);
+    if (!r) return std::unexpected(r.error());
+    revoked += *r;
     ++removed;
     log_(fmt::format("reload: {} removed", old.nqn));
   }
-  const std::size_t revoked = target_.access_changed();
+  revoked += target_.access_changed();  // the hosts that left a subsystem that stays
   subsystems_ = std::move(served);
   config_ = next;
   return fmt::format("reloaded: {} subsystems (+{} -{}), hosts changed on {}, {} controllers disconnected",
