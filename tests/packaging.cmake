@@ -23,9 +23,14 @@ if(NOT SRDMA_SANITIZE)
   set_tests_properties(cli_docs PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 endif()
 
-# softrdma as a system component (plain build only, as the other tests of
-# the command as installed).
+# softrdma as a system component (plain build only: the sanitized builds
+# have no drop-ins and are not packaged).
 if(NOT SRDMA_SANITIZE)
+  # The Debian packages: made by cpack, lintian, apt-get -s on a fresh
+  # system, installed into a fresh root and used there, removed and purged.
+  add_test(NAME package COMMAND ${PROJECT_SOURCE_DIR}/tests/package_test.sh ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR}
+           ${CMAKE_INSTALL_LIBDIR} ${CMAKE_CXX_COMPILER})
+  set_tests_properties(package PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
   # srdma nvmf target as srdma-nvmf-target.service runs it: the notify
   # protocol, reloads (good and bad), a host removed while connected, stop.
   add_test(NAME service COMMAND ${PROJECT_SOURCE_DIR}/tests/service_test.sh $<TARGET_FILE:srdma>)
