@@ -39,7 +39,7 @@ add_custom_target(srdma_git_commit
   COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DOUT=${SRDMA_GENERATED_DIR}/tools/git_commit.h
           -DGIT=${SRDMA_GIT} -DCOMMIT=${SRDMA_GIT_COMMIT} -P ${CMAKE_CURRENT_LIST_DIR}/git_commit.cmake
   BYPRODUCTS ${SRDMA_GENERATED_DIR}/tools/git_commit.h
-  COMMENT "" VERBATIM)
+  COMMENT "The git commit for srdma --version" VERBATIM)
 target_sources(srdma PRIVATE ${PROJECT_SOURCE_DIR}/src/tools/version.cc)
 target_include_directories(srdma PRIVATE ${SRDMA_GENERATED_DIR})
 add_dependencies(srdma srdma_git_commit)
