@@ -71,6 +71,12 @@ class Controller {
   // True when no Keep Alive came within KATO.
   bool keep_alive_expired() const;
 
+  // Revoked: its host may no longer reach its subsystem (a reload removed
+  // one or the other, RdmaTarget::access_changed). Its queues are closed
+  // as an expired keep-alive's are, and no I/O queue joins it.
+  void revoke() { revoked_.store(true, std::memory_order_release); }
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+
  private:
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->now().time_since_epoch()).count();
@@ -86,6 +92,7 @@ class Controller {
   std::atomic<std::uint32_t> cc_{0};
   std::atomic<std::uint32_t> csts_{0};
   std::atomic<std::int64_t> last_keep_alive_ns_;
+  std::atomic<bool> revoked_{false};
 };
 
 }  // namespace srdma::nvmf

@@ -71,7 +71,41 @@ RdmaTarget::~RdmaTarget() {
 
 Result<void> RdmaTarget::add_subsystem(std::shared_ptr<Subsystem> s) {
   if (!s) return make_error(EINVAL, "no subsystem");
-  return subsystems_.add(std::move(s));
+  std::lock_guard lock(mu_);  // a Connect sees the registry before or after, and GENCTR with it
+  if (auto r = subsystems_.add(std::move(s)); !r) return r;
+  ++genctr_;
+  return {};
+}
+
+Result<std::size_t> RdmaTarget::remove_subsystem(std::string_view nqn) {
+  if (nqn == kDiscoveryNqn) return make_error(EINVAL, "the discovery subsystem stays");
+  {
+    std::lock_guard lock(mu_);
+    if (auto r = subsystems_.remove(nqn); !r) return std::unexpected(r.error());
+  }
+  return access_changed();
+}
+
+std::size_t RdmaTarget::access_changed() {
+  std::vector<std::string> lines;
+  {
+    std::lock_guard lock(mu_);
+    ++genctr_;
+    for (const auto& [id, weak] : controllers_) {
+      const std::shared_ptr<Controller> c = weak.lock();
+      if (!c || c->revoked()) continue;
+      const auto sub = subsystems_.find(c->subsystem()->nqn());
+      const bool subsystem_stays = sub == c->subsystem();
+      if (subsystem_stays && sub->host_allowed(c->hostnqn())) continue;
+      c->revoke();
+      lines.push_back(fmt::format("controller {} of {} on {}: {}, disconnecting", id, c->hostnqn(),
+                                  c->subsystem()->nqn(),
+                                  subsystem_stays ? "the host is no longer allowed" : "the subsystem was removed"));
+    }
+  }
+  cv_.notify_all();  // the reaper closes the revoked controllers' queues now, not at its next scan
+  for (const std::string& l : lines) log(l);
+  return lines.size();
 }
 
 Result<void> RdmaTarget::listen(std::uint16_t port) {
@@ -112,9 +146,11 @@ void RdmaTarget::disconnect_all() {
 
 std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const {
   std::vector<std::uint16_t> ports;
+  std::uint64_t genctr = 0;
   {
     std::lock_guard lock(mu_);
     ports = ports_;
+    genctr = genctr_;
   }
   std::vector<DiscoveryLogEntry> entries;
   const std::string traddr = is_roce_address(dev_.address()) ? ipv4_str(roce_ipv4(dev_.address()))
@@ -144,7 +180,7 @@ std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const
     }
   }
   DiscoveryLogHeader h;
-  h.genctr = 1;  // subsystems and ports are fixed once listening
+  h.genctr = genctr;  // a host that sees it change reads the log again
   h.numrec = entries.size();
   std::vector<std::byte> page(sizeof h + entries.size() * sizeof(DiscoveryLogEntry));
   std::memcpy(page.data(), &h, sizeof h);
@@ -341,7 +377,7 @@ NvmeStatus RdmaTarget::connect_locked(TargetQueue& q, const ConnectFields& f, co
   }
   auto it = controllers_.find(info.cntlid);
   std::shared_ptr<Controller> ctrl = it == controllers_.end() ? nullptr : it->second.lock();
-  if (!ctrl || ctrl->subsystem() != sub || ctrl->hostnqn() != info.hostnqn) {
+  if (!ctrl || ctrl->subsystem() != sub || ctrl->hostnqn() != info.hostnqn || ctrl->revoked()) {
     ++refusals_.refused_connects;
     line = fmt::format("refused {} on {} (queue {}): no controller {} of this host", info.hostnqn, info.subnqn,
                        q.qid(), info.cntlid);
@@ -419,7 +455,8 @@ void RdmaTarget::reaper_loop() {
     std::vector<std::string> lines;
     const auto now = clock.now();
     for (auto& [q, owned] : queues_) {
-      if (const Controller* c = q->controller_if_connected(); c && c->keep_alive_expired()) {
+      if (const Controller* c = q->controller_if_connected();
+          c && !q->closing() && (c->keep_alive_expired() || c->revoked())) {
         expired.push_back(q);
       } else if (!q->connected() && !q->closing() && now - q->created() > opts_.admission.connect_timeout) {
         // A queue that never connected (a stranger's REQ, or a host that

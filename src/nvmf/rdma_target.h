@@ -92,8 +92,19 @@ class RdmaTarget final : public CmListener {
   // Disconnects every queue and stops listening.
   ~RdmaTarget() override;
 
-  // EEXIST for a second subsystem with the same NQN.
+  // EEXIST for a second subsystem with the same NQN. Also while listening
+  // (a reload): the discovery log's generation moves on.
   Result<void> add_subsystem(std::shared_ptr<Subsystem> s);
+  // ENOENT if none has that NQN, EINVAL for the discovery subsystem. Its
+  // controllers are then revoked (access_changed, whose count it returns).
+  Result<std::size_t> remove_subsystem(std::string_view nqn);
+  // After subsystems or their allowed hosts changed (a reload): the
+  // discovery log's generation moves on, and every controller whose host
+  // may no longer reach its subsystem is revoked: the reaper closes its
+  // queues at once (those that bind to it later too) and Connects naming
+  // it are refused. The connections that stay allowed are untouched.
+  // Returns how many controllers were revoked; each is logged.
+  std::size_t access_changed();
   // Listens on (this device, port). EADDRINUSE if taken.
   Result<void> listen(std::uint16_t port);
   // Disconnects every queue of every controller (the host sees its queues
@@ -145,6 +156,7 @@ class RdmaTarget final : public CmListener {
   const TargetOptions opts_;
   const std::uint32_t unconnected_cap_;  // admission.max_unconnected within the device's QPs
   std::vector<std::uint16_t> ports_;
+  std::uint64_t genctr_ = 1;  // the discovery log's GENCTR: moves on with each change (guarded by mu_)
   std::vector<std::unique_ptr<WireListener>> wire_listeners_;
 
   mutable std::mutex mu_;

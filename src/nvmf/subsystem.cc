@@ -152,13 +152,35 @@ std::vector<std::string> SubsystemRegistry::nqns() const {
   return out;
 }
 
-Result<void> Subsystem::allow_host(std::string hostnqn, HostSecrets secrets) {
+namespace {
+// What allow_host and set_hosts refuse.
+Result<void> check_host(const std::string& hostnqn, const Subsystem::HostSecrets& secrets) {
   if (hostnqn.empty() || hostnqn.size() > 223) return make_error(EINVAL, "a host NQN is 1..223 bytes");
   if (secrets.dhchap_secret.empty() && !secrets.dhchap_ctrl_secret.empty())
     return make_error(EINVAL, "a controller secret needs a host secret (bidirectional DH-HMAC-CHAP)");
+  return {};
+}
+}  // namespace
+
+Result<void> Subsystem::allow_host(std::string hostnqn, HostSecrets secrets) {
+  if (auto r = check_host(hostnqn, secrets); !r) return r;
   std::unique_lock lock(mu_);
   if (!secrets.dhchap_secret.empty()) secrets_[hostnqn] = std::move(secrets);
   allowed_hosts_.push_back(std::move(hostnqn));
+  return {};
+}
+
+Result<void> Subsystem::set_hosts(HostList hosts) {
+  std::vector<std::string> allowed;
+  std::map<std::string, HostSecrets, std::less<>> secrets;
+  for (auto& [hostnqn, s] : hosts) {
+    if (auto r = check_host(hostnqn, s); !r) return r;
+    if (!s.dhchap_secret.empty()) secrets[hostnqn] = std::move(s);
+    allowed.push_back(std::move(hostnqn));
+  }
+  std::unique_lock lock(mu_);
+  allowed_hosts_ = std::move(allowed);
+  secrets_ = std::move(secrets);
   return {};
 }
 

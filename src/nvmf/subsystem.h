@@ -17,6 +17,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "nvmf/namespace.h"
@@ -72,6 +73,13 @@ class Subsystem {
     std::string dhchap_ctrl_secret;  // empty: the controller does not prove itself
   };
   Result<void> allow_host(std::string hostnqn, HostSecrets secrets = {});
+  // Replaces the allowed hosts and their secrets at once (a reload of the
+  // target's configuration); an empty list allows any host. Every entry is
+  // checked as allow_host checks it before anything changes: on EINVAL the
+  // old list stays. Controllers already made are the target's to revoke
+  // (RdmaTarget::access_changed).
+  using HostList = std::vector<std::pair<std::string, HostSecrets>>;
+  Result<void> set_hosts(HostList hosts);
   bool host_allowed(std::string_view hostnqn) const;
   // The host's secrets; nullopt when it has none (no authentication).
   std::optional<HostSecrets> host_secrets(std::string_view hostnqn) const;

@@ -8,6 +8,7 @@
 
 #include "nvmf/auth.h"
 #include "tools/blk_bench.h"
+#include "tools/cli_docs.h"
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
 #include "tools/nvmf_discover.h"
@@ -15,6 +16,7 @@
 #include "tools/perf.h"
 #include "tools/run.h"
 #include "tools/sim.h"
+#include "tools/version.h"
 
 namespace {
 
@@ -37,8 +39,9 @@ srdma::Result<std::uint32_t> u32_option(const char* name, const std::string& s) 
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
-  CLI::App app{"softrdma: a user-space RDMA stack with a software HCA"};
+  CLI::App app{"softrdma: a user-space RDMA stack with a software HCA", "srdma"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", srdma::tools::version_text());
 
   // srdma info
   auto* info = app.add_subcommand("info", "Show the device attributes, its tables and their occupancy");
@@ -197,7 +200,17 @@ int main(int argc, char** argv) {
   auto* nvmf = app.add_subcommand("nvmf", "NVMe-oF over softrdma between processes");
   nvmf->require_subcommand(1);
   auto* nvmf_target = nvmf->add_subcommand(
-      "target", "Serve one subsystem to hosts in other processes and on other hosts until SIGINT or SIGTERM");
+      "target", "Serve subsystems to hosts in other processes and on other hosts until SIGINT or SIGTERM");
+  nvmf_target->footer(
+      "Signals: SIGINT or SIGTERM disconnects the hosts, lets the I/O in flight finish and exits 0; SIGUSR1 logs "
+      "the counters (refusals, evictions, authentication); SIGHUP reads the --config file again: subsystems and "
+      "allowed hosts are added and removed, the connections that stay allowed go on, and a host no longer "
+      "allowed is disconnected and refused from then on. A config that does not parse, or that changes what "
+      "only a restart can (ip, port, pool_cqs, the namespaces of a subsystem it keeps), is logged and the "
+      "running configuration stays.\n\n"
+      "As a service: srdma-nvmf-target.service runs srdma nvmf target --config /etc/srdma/nvmf-target.json "
+      "(Type=notify: READY=1 once it listens; systemctl reload sends SIGHUP; systemctl stop, SIGTERM). File "
+      "namespaces go under /var/lib/srdma, the one place the service may write.");
   srdma::tools::NvmfTargetOptions to;
   nvmf_target->add_option("--config", to.config, "The whole configuration from a JSON file (see the README)");
   nvmf_target->add_option("--ip", to.ip, "The target device's address (RoCEv2, UDP 4791)");
@@ -247,6 +260,28 @@ int main(int argc, char** argv) {
         break;
       }
 
+  // After the subcommands: CLI11 gives a subcommand its parent's footer
+  // when it is added.
+  app.footer(
+      "Each subcommand has --help, and a manual page: srdma-info(1), srdma-nvmf-target(1) for srdma nvmf target, "
+      "and so on.\n\n"
+      "Environment: a device opened without an address of its own (softrdma's libibverbs.so.1, srdma info) "
+      "opens on SRDMA_ADDR (RoCEv2 over UDP port SRDMA_PORT, 4791 by default); SRDMA_COPY=avx2|movsb|memcpy "
+      "forces the data path's copy routine.\n\n"
+      "Exit status: 0; 1 with \"srdma: CODE: reason\" on stderr when the command fails; srdma run exits with "
+      "the program's status (127 if it cannot be run).");
+
+  // Build steps (cmake/cli_docs.cmake): the man pages and the completion
+  // from this very definition; not options of srdma's.
+  if (argc == 3 && std::string_view(argv[1]) == "--generate-man") {
+    if (auto r = srdma::tools::write_man_pages(app, argv[2], srdma::tools::version_number()); !r) return fail(r.error());
+    return 0;
+  }
+  if (argc == 2 && std::string_view(argv[1]) == "--generate-bash-completion") {
+    std::cout << srdma::tools::bash_completion(app);
+    return 0;
+  }
+
   CLI11_PARSE(app, cli_argc, argv);
 
   if (*run) {
@@ -280,7 +315,7 @@ int main(int argc, char** argv) {
   } else if (*nvmf_target) {
     auto config = srdma::tools::nvmf_target_config(to);
     if (!config) return fail(config.error());
-    if (auto r = srdma::tools::nvmf_target(*config, std::cout); !r) return fail(r.error());
+    if (auto r = srdma::tools::nvmf_target(*config, std::cout, to.config); !r) return fail(r.error());
   } else if (*blkbench) {
     // Against a target elsewhere: one controller unless asked otherwise.
     if (!bo.connect.empty() && blkbench->get_option("--controllers")->count() == 0) bo.controllers = 1;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -18,20 +19,30 @@
 #include "nvmf/subsystem.h"
 #include "srdma/device.h"
 #include "srdma/net.h"
+#include "tools/nvmf_reload.h"
 #include "tools/run_cost.h"
+#include "tools/sd_notify.h"
 
 namespace srdma::tools {
 namespace {
 
 constexpr std::uint32_t kBlockSize = 4096;
 
-Result<void> check_config(const NvmfTargetConfig& c) {
+}  // namespace
+
+Result<void> check_nvmf_target_config(const NvmfTargetConfig& c) {
   if (c.ip.empty()) return make_error(EINVAL, "ip: the target needs a device address");
   if (auto a = parse_ipv4(c.ip); !a) return make_error(EINVAL, fmt::format("ip: {}", a.error().reason));
   if (c.port == 0) return make_error(EINVAL, "port: 1..65535");
   if (c.subsystems.empty()) return make_error(EINVAL, "subsystems: at least one");
   for (const auto& s : c.subsystems) {
     if (s.nqn.empty()) return make_error(EINVAL, "subsystems[].nqn: every subsystem needs an NQN");
+    if (std::count_if(c.subsystems.begin(), c.subsystems.end(), [&](const auto& o) { return o.nqn == s.nqn; }) > 1)
+      return make_error(EINVAL, fmt::format("{}: listed twice", s.nqn));
+    for (const auto& h : s.allowed_hosts)
+      if (h.empty() || h.size() > nvmf::kMaxNqnLength)
+        return make_error(EINVAL, fmt::format("{}: allowed host '{}': a host NQN is 1..{} bytes", s.nqn, h,
+                                              nvmf::kMaxNqnLength));
     if (s.namespaces.empty()) return make_error(EINVAL, fmt::format("{}: at least one namespace", s.nqn));
     for (const auto& n : s.namespaces) {
       if (n.size < kBlockSize || n.size % kBlockSize)
@@ -53,22 +64,6 @@ Result<void> check_config(const NvmfTargetConfig& c) {
   }
   return {};
 }
-
-Result<std::shared_ptr<nvmf::Namespace>> open_namespace(const NvmfNamespaceConfig& n) {
-  if (n.backend == "ram") {
-    auto r = nvmf::make_ram_namespace(n.size / kBlockSize, kBlockSize);
-    if (!r) return std::unexpected(r.error());
-    return std::shared_ptr<nvmf::Namespace>(std::move(*r));
-  }
-  nvmf::FileNamespaceOptions fo;
-  fo.block_size = kBlockSize;
-  fo.create_blocks = n.size / kBlockSize;
-  auto r = nvmf::open_file_namespace(n.backend.substr(5), fo);
-  if (!r) return std::unexpected(r.error());
-  return std::shared_ptr<nvmf::Namespace>(std::move(*r));
-}
-
-}  // namespace
 
 Result<NvmfTargetConfig> parse_nvmf_target_config(const std::string& text) {
   NvmfTargetConfig c;
@@ -110,7 +105,7 @@ Result<NvmfTargetConfig> parse_nvmf_target_config(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     return make_error(EINVAL, fmt::format("the config: {}", e.what()));
   }
-  if (auto r = check_config(c); !r) return std::unexpected(r.error());
+  if (auto r = check_nvmf_target_config(c); !r) return std::unexpected(r.error());
   return c;
 }
 
@@ -139,12 +134,12 @@ Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o) {
     for (const auto& h : o.allowed_hosts) s.host_secrets[h] = {o.dhchap_secret, o.dhchap_ctrl_secret};
   }
   c.subsystems.push_back(std::move(s));
-  if (auto r = check_config(c); !r) return std::unexpected(r.error());
+  if (auto r = check_nvmf_target_config(c); !r) return std::unexpected(r.error());
   return c;
 }
 
-Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
-  if (auto r = check_config(c); !r) return r;
+Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log, const std::string& reload_from) {
+  if (auto r = check_nvmf_target_config(c); !r) return r;
   std::mutex log_mu;
   auto say = [&](const std::string& line) {
     std::lock_guard lock(log_mu);
@@ -157,6 +152,7 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGUSR1);  // print the counters and go on
+  sigaddset(&stop, SIGHUP);   // re-read the configuration and go on (a daemon's convention)
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   const auto started = std::chrono::steady_clock::now();
@@ -169,31 +165,15 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
   topts.log = say;
   auto target = nvmf::RdmaTarget::create(*dev, topts);
   if (!target) return std::unexpected(target.error());
-  for (const auto& sc : c.subsystems) {
-    auto sub = nvmf::Subsystem::create(sc.nqn, "SRDMA0001", "softrdma target");
-    if (!sub) return std::unexpected(sub.error());
-    for (const auto& h : sc.allowed_hosts) {
-      nvmf::Subsystem::HostSecrets secrets;
-      if (auto it = sc.host_secrets.find(h); it != sc.host_secrets.end())
-        secrets = {it->second.dhchap_secret, it->second.dhchap_ctrl_secret};
-      const bool authenticated = !secrets.dhchap_secret.empty();
-      const bool bidirectional = !secrets.dhchap_ctrl_secret.empty();
-      if (auto r = (*sub)->allow_host(h, std::move(secrets)); !r) return r;
-      if (authenticated)
-        say(fmt::format("{}: {} must authenticate (DH-HMAC-CHAP{})", sc.nqn, h, bidirectional ? ", bidirectional" : ""));
-    }
-    for (const auto& nc : sc.namespaces) {
-      auto ns = open_namespace(nc);
-      if (!ns) return std::unexpected(ns.error());
-      auto nsid = (*sub)->add_namespace(*ns);
-      if (!nsid) return std::unexpected(nsid.error());
-      say(fmt::format("{} namespace {}: {} blocks of {} ({})", sc.nqn, *nsid, (*ns)->block_count(), kBlockSize,
-                      nc.backend));
-    }
-    if (auto r = (*target)->add_subsystem(*sub); !r) return r;
-  }
+  ServedConfig served(**target, say);
+  if (auto r = served.start(c); !r) return r;
   if (auto r = (*target)->listen(c.port); !r) return r;
   say(fmt::format("listening on {}:{}, {} CQs", c.ip, c.port, c.pool_cqs ? "pooled" : "private"));
+  auto status = [&] {
+    return fmt::format("STATUS=serving {} subsystems on {}:{}", served.config().subsystems.size(), c.ip, c.port);
+  };
+  // Under systemd (Type=notify): accepting from now on.
+  notify_service_manager(fmt::format("READY=1\n{}", status()));
 
   // What the target refused, reaped and dropped so far (SIGUSR1, and once
   // more when it stops): an operator's first look at a flood or a scan.
@@ -216,12 +196,37 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log) {
           cm->dropped_wrong_peer, cm->dropped_unexpected);
     say(line);
   };
+  // SIGHUP: the --config file again. A config that does not parse or that
+  // the running target cannot take is logged and changes nothing.
+  auto reload = [&] {
+    notify_service_manager(fmt::format("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
+    std::string outcome;
+    if (reload_from.empty()) {
+      outcome = "SIGHUP: nothing to re-read (started without --config)";
+    } else {
+      NvmfTargetOptions o;
+      o.config = reload_from;
+      auto next = nvmf_target_config(o);
+      auto done = next ? served.reload(*next) : std::unexpected(next.error());
+      outcome = done ? *done
+                     : fmt::format("reload of {} refused: {}; the running configuration stays", reload_from,
+                                   done.error().to_string());
+    }
+    say(outcome);
+    notify_service_manager(fmt::format("READY=1\n{}; {}", status(), outcome));
+  };
   int sig = 0;
   for (;;) {
     sigwait(&stop, &sig);
-    if (sig != SIGUSR1) break;
-    counters();
+    if (sig == SIGUSR1) {
+      counters();
+    } else if (sig == SIGHUP) {
+      reload();
+    } else {
+      break;
+    }
   }
+  notify_service_manager("STOPPING=1");
   counters();
   say(fmt::format("{}: disconnecting the hosts", sig == SIGINT ? "SIGINT" : "SIGTERM"));
   target->reset();  // closes every queue and waits for their I/O

@@ -4,7 +4,8 @@
 // a file) and the hosts allowed (none listed: any), from a JSON file or the
 // one-line form for one subsystem with one namespace. It runs until SIGINT
 // or SIGTERM: then the hosts are disconnected, the I/O in flight finishes,
-// and it exits 0. Connects, refusals and closed queues are logged.
+// and it exits 0. Connects, refusals and closed queues are logged. SIGHUP
+// reloads the configuration file (nvmf_reload.h).
 #pragma once
 
 #include <cstdint>
@@ -72,8 +73,14 @@ struct NvmfTargetOptions {
 };
 Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o);
 
+// EINVAL naming the field for a configuration the target cannot serve.
+Result<void> check_nvmf_target_config(const NvmfTargetConfig& c);
+
 // Runs until SIGINT or SIGTERM (blocked in the calling thread, which waits
-// for them). Logs to `log`.
-Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log);
+// for them). Logs to `log`. SIGHUP re-reads `reload_from` (the --config
+// file; empty: nothing to re-read) and applies it (nvmf_reload.h). Under a
+// service manager ($NOTIFY_SOCKET, sd_notify.h) it reports READY=1 once it
+// listens, RELOADING=1 and READY=1 around a reload, STOPPING=1.
+Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log, const std::string& reload_from = {});
 
 }  // namespace srdma::tools

@@ -1,0 +1,22 @@
+# cmake -DSRDMA=<srdma> -DOUT=<dir> -P make_cli_docs.cmake (cmake/cli_docs.cmake)
+# Every page again, so that a subcommand removed leaves no page behind.
+file(REMOVE_RECURSE ${OUT}/man1 ${OUT}/man1.gz ${OUT}/completions)
+file(MAKE_DIRECTORY ${OUT}/man1 ${OUT}/man1.gz ${OUT}/completions)
+execute_process(COMMAND ${SRDMA} --generate-man ${OUT}/man1 RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "srdma --generate-man failed: ${rc}")
+endif()
+file(GLOB pages RELATIVE ${OUT}/man1 ${OUT}/man1/*.1)
+foreach(page IN LISTS pages)
+  # -n: no name or time stamp in the header, so the same page compresses
+  # to the same bytes (Debian's reproducible builds; lintian checks -9).
+  execute_process(COMMAND gzip -9nc ${OUT}/man1/${page} OUTPUT_FILE ${OUT}/man1.gz/${page}.gz RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gzip ${page} failed: ${rc}")
+  endif()
+endforeach()
+execute_process(COMMAND ${SRDMA} --generate-bash-completion OUTPUT_FILE ${OUT}/completions/srdma RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "srdma --generate-bash-completion failed: ${rc}")
+endif()
+file(TOUCH ${OUT}/stamp)
