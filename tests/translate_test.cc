@@ -94,14 +94,20 @@ TEST_F(TranslateTest, StaleKeyFailsAfterDeregEvenWhenCached) {
   EXPECT_TRUE(dev_.translate(again.lkey(), base_, 8, 0, pd_.pd_num()));
 }
 
+// The key's top bits move by a random step on every use of a slot (never
+// back to the slot's last key); over 300 uses a step may, rarely, land on
+// an older key (a random walk over 2^22 tops: a repeat in about 1% of
+// runs), so the test allows a few repeats and no immediate one.
 TEST_F(TranslateTest, KeysRotateOnEveryReuseOfASlot) {
   std::vector<std::uint32_t> keys;
   for (int i = 0; i < 300; ++i) {
     auto mr = pd_.reg_mr(buf_.data(), 64, 0).value();
+    if (!keys.empty()) ASSERT_NE(mr.lkey(), keys.back()) << "a slot's next key is never its last";
     keys.push_back(mr.lkey());
   }  // each dereg'd at the end of its iteration
   std::sort(keys.begin(), keys.end());
-  EXPECT_EQ(std::unique(keys.begin(), keys.end()), keys.end()) << "no key repeats in 300 reuses";
+  const auto distinct = static_cast<std::size_t>(std::unique(keys.begin(), keys.end()) - keys.begin());
+  EXPECT_GE(distinct, 296u) << "the keys of 300 reuses spread over the tops";
 }
 
 TEST_F(TranslateTest, SyncTptDropsTheCache) {
