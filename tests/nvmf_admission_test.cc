@@ -38,8 +38,10 @@ namespace {
 constexpr std::uint16_t kPort = 4420;
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 constexpr auto kConnectBound = std::chrono::seconds(5);
+constexpr auto kFloodDeadline = std::chrono::seconds(60);  // the flood paces itself on the target
 #else
 constexpr auto kConnectBound = std::chrono::seconds(1);
+constexpr auto kFloodDeadline = std::chrono::seconds(10);
 #endif
 const char* kNqn = "nqn.2026-12.io.softrdma:admission";
 
@@ -345,7 +347,17 @@ TEST(NvmfAdmissionWire, AReqFloodFromSpoofedSourcesLeavesAnAllowedHostConnecting
       std::this_thread::sleep_for(std::chrono::microseconds(400));
     }
   });
-  ASSERT_TRUE(test::eventually([&] { return sent.load() >= 500; }));
+  // However the test ends (a failed ASSERT returns early), the flood stops
+  // and is joined: a joinable thread's destructor would end the process.
+  struct StopFlood {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~StopFlood() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } stop_flood{stop, flood};
+  ASSERT_TRUE(test::eventually([&] { return sent.load() >= 500; }, kFloodDeadline));
 
   HostOptions o;
   o.subnqn = kNqn;
@@ -378,7 +390,7 @@ TEST(NvmfAdmissionWire, AReqFloodFromSpoofedSourcesLeavesAnAllowedHostConnecting
     const std::uint32_t cap = std::min<std::uint32_t>(AdmissionLimits{}.max_unconnected, target_dev.query().max_qp / 4);
     EXPECT_LE(mtt_used(target_dev) - mtt_before, 3u * cap) << "MTT segments";
   }
-  ASSERT_TRUE(test::eventually([&] { return sent.load() >= 3000; }));
+  ASSERT_TRUE(test::eventually([&] { return sent.load() >= 3000; }, kFloodDeadline));
   stop = true;
   flood.join();
   const TargetStats s = target->stats();

@@ -131,9 +131,13 @@ Result<std::unique_ptr<CompletionQueue>> detail::CqAccess::create_cq(DeviceImpl&
     // The CQ shares the channel's state, so the fd lives as long as either.
     public_cq->state_->channel = init.channel->state_;
     std::weak_ptr<detail::ChannelImpl> ch = init.channel->state_;
-    (*cq)->set_event_handler([ch](hca::Cq& c) {
-      if (auto chan = ch.lock()) chan->channel->notify(&c);
-    });
+    // Waking the channel is an eventfd write under the channel's leaf lock:
+    // done by the thread that made the event, not by the vector's thread.
+    (*cq)->set_event_handler(
+        [ch](hca::Cq& c) {
+          if (auto chan = ch.lock()) chan->channel->notify(&c);
+        },
+        hca::Cq::Delivery::kInline);
   } else if (init.handler) {
     CompletionQueue* pub = public_cq.get();
     auto handler = init.handler;

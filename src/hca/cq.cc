@@ -196,17 +196,19 @@ bool Cq::push(const Wc& wc, bool solicited) {
   if ((armed & NOTIFY_NEXT_COMP) == 0 && !solicited && wc.status == WcStatus::kSuccess) return true;
   Schedule sched = Schedule::kNone;
   Clock::time_point when{};
+  bool inline_delivery = false;
   {
     std::lock_guard lk(mu_);
     const std::uint32_t now = armed_.load(std::memory_order_relaxed);  // may have fired meanwhile
     const bool qualifies = (now & NOTIFY_NEXT_COMP) != 0 ||
                            (now != 0 && (solicited || wc.status != WcStatus::kSuccess));
     if (qualifies) sched = on_qualifying_locked(&when);
+    inline_delivery = delivery_ == Delivery::kInline;
   }
   switch (sched) {
     case Schedule::kNone: break;
     case Schedule::kNow:
-      if (eq_ != nullptr)
+      if (eq_ != nullptr && !inline_delivery)
         eq_->schedule(this);
       else
         (void)try_deliver_event();
@@ -265,10 +267,11 @@ Result<void> Cq::modify(std::uint16_t count, std::uint16_t usec) {
   return {};
 }
 
-void Cq::set_event_handler(EventHandler h) {
+void Cq::set_event_handler(EventHandler h, Delivery where) {
   auto p = std::make_shared<const EventHandler>(std::move(h));
   std::lock_guard lk(mu_);
   handler_ = std::move(p);
+  delivery_ = where;
 }
 
 void Cq::set_overrun_handler(OverrunHandler h) {

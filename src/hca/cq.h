@@ -12,7 +12,8 @@
 // first qualifying CQE pushed afterwards (any CQE for NOTIFY_NEXT_COMP; a
 // solicited or error CQE for NOTIFY_SOLICITED) makes one event, which
 // disarms the CQ: an event fires at most once per arming. The event goes to
-// the CQ's EventQueue, whose thread runs the event handler. Arming when CQEs
+// the CQ's EventQueue, whose thread runs the event handler (a handler set
+// with Delivery::kInline, a channel's wakeup, runs on the pushing thread). Arming when CQEs
 // are already waiting does not by itself make an event (that is what
 // NOTIFY_REPORT_MISSED_EVENTS is for).
 //
@@ -127,8 +128,15 @@ class Cq {
   std::uint16_t moderation_count() const;
   std::uint16_t moderation_usec() const;
 
+  // Where an event's handler runs: on the completion vector's thread (an
+  // "interrupt", what a poll context or a consumer's handler needs), or on
+  // the thread whose CQE made the event, for a handler that only wakes a
+  // completion channel: one thread hop fewer between a packet and the
+  // consumer blocked in get_cq_event. Moderation's timer still fires on
+  // the vector's thread.
+  enum class Delivery { kVectorThread, kInline };
   // Handlers may be set or replaced at any time; an empty one drops events.
-  void set_event_handler(EventHandler h);
+  void set_event_handler(EventHandler h, Delivery where = Delivery::kVectorThread);
   void set_overrun_handler(OverrunHandler h);
 
   bool in_error() const { return error_.load(std::memory_order_acquire); }
@@ -194,6 +202,7 @@ class Cq {
   Clock::time_point timer_deadline_{};
   std::uint16_t mod_count_ = 0, mod_usec_ = 0;
   std::shared_ptr<const EventHandler> handler_;  // copied out to run unlocked
+  Delivery delivery_ = Delivery::kVectorThread;
   OverrunHandler overrun_handler_;
 };
 
