@@ -50,14 +50,7 @@ class RcEngine : public ::testing::TestWithParam<LinkKind> {
 constexpr std::uint64_t kFenceId = 0xfe9ce;
 void post_fence(Side& a, Side& b) {
   Sge s{a.addr(), 8, a.key};
-  SendWr w;
-  w.wr_id = kFenceId;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.remote_addr = b.addr(60000);
-  w.rkey = b.key;
-  w.send_flags = SEND_SIGNALED;
+  SendWr w = pair::write_wr(kFenceId, s, b.addr(60000), b.key);
   const SendWr* bad = nullptr;
   ASSERT_TRUE(a.qp->post_send(&w, &bad));
 }
@@ -67,14 +60,7 @@ TEST_P(RcEngine, WriteThenReadSeesIt) {
   connect(a, b);
   std::iota(a.buf.begin(), a.buf.begin() + 4096, 0);
   Sge sge{a.addr(), 4096, a.key};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = &sge;
-  w.num_sge = 1;
-  w.send_flags = SEND_SIGNALED;
-  w.remote_addr = b.addr(100);
-  w.rkey = b.key;
+  SendWr w = pair::write_wr(1, sge, b.addr(100), b.key);
   ASSERT_TRUE(post(a, w));
   Sge back{a.addr(8192), 4096, a.key};
   SendWr r = w;
@@ -227,12 +213,7 @@ TEST_P(RcEngine, BadRkeyIsRemoteAccessErrorAndFlushesTheRest) {
   connect(a, b);
   std::memset(b.buf.data(), 0x11, 64);
   Sge s{a.addr(), 64, a.key};
-  SendWr w;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.remote_addr = b.addr();
-  w.rkey = b.key ^ 1;  // stale key byte
+  SendWr w = pair::write_wr(0, s, b.addr(), b.key ^ 1, 0);  // stale key byte
   SendWr w2 = w, w3 = w;
   w.wr_id = 1;
   w2.wr_id = 2;
@@ -267,12 +248,7 @@ TEST_P(RcEngine, LocalProtectionAndLengthErrors) {
     Side a = side(1), b = side(2);
     connect(a, b);
     Sge s{a.addr(), 64, a.key + 0x100};  // an lkey with no region
-    SendWr w;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.remote_addr = b.addr();
-    w.rkey = b.key;
+    SendWr w = pair::write_wr(0, s, b.addr(), b.key, 0);
     ASSERT_TRUE(post(a, w));
     EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kLocProtErr);
   }
@@ -320,12 +296,7 @@ TEST_P(RcEngine, RemoteAccessDeniedByQpAccessFlags) {
   Side a = side(1), b = side(2);
   connect(a, b, {.access = ACCESS_REMOTE_READ});  // no remote write on either QP
   Sge s{a.addr(), 8, a.key};
-  SendWr w;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.remote_addr = b.addr();
-  w.rkey = b.key;
+  SendWr w = pair::write_wr(0, s, b.addr(), b.key, 0);
   ASSERT_TRUE(post(a, w));
   EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kRemAccessErr);
   EXPECT_TRUE(test::eventually([&] { return b.qp->state() == QpState::kErr; })) << "class C error ends the responder too";
@@ -395,12 +366,7 @@ TEST_P(RcEngine, LostPeerIsRetryExceeded) {
   connect(a, b);
   ASSERT_TRUE(b.qp->modify(QpAttr{.qp_state = QpState::kReset}, QP_STATE));  // drops what arrives
   Sge s{a.addr(), 8, a.key};
-  SendWr w;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.remote_addr = b.addr();
-  w.rkey = b.key;
+  SendWr w = pair::write_wr(0, s, b.addr(), b.key, 0);
   ASSERT_TRUE(post(a, w));
   auto wcs = poll_n(*a.scq, 1);
   ASSERT_EQ(wcs.size(), 1u);
@@ -487,14 +453,7 @@ TEST_P(RcEngine, CqOverrunMovesQpsToError) {
   connect(a, b);
   Sge s{a.addr(), 8, a.key};
   for (int i = 0; i < 4; ++i) {
-    SendWr w;
-    w.wr_id = i;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.remote_addr = b.addr();
-    w.rkey = b.key;
-    w.send_flags = SEND_SIGNALED;
+    SendWr w = pair::write_wr(static_cast<std::uint64_t>(i), s, b.addr(), b.key);
     (void)post(a, w);
   }
   EXPECT_TRUE(test::eventually([&] { return a.qp->state() == QpState::kErr; }));
@@ -512,13 +471,7 @@ TEST_P(RcEngine, LoopbackToItself) {
   connect(a, a);
   std::memset(a.buf.data(), 7, 100);
   Sge s{a.addr(), 100, a.key};
-  SendWr w;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.remote_addr = a.addr(1000);
-  w.rkey = a.key;
-  w.send_flags = SEND_SIGNALED;
+  SendWr w = pair::write_wr(0, s, a.addr(1000), a.key);
   ASSERT_TRUE(post(a, w));
   EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kSuccess);
   EXPECT_EQ(a.buf[1099], 7);
@@ -537,14 +490,7 @@ TEST_P(RcEngine, ConcurrentPostAndPoll) {
   auto poster = [&](Side& s, Side& peer, std::atomic<int>& done) {
     Sge sge{s.addr(), 64, s.key};
     for (int i = 0; i < kOps; ++i) {
-      SendWr w;
-      w.wr_id = i;
-      w.opcode = WrOpcode::kRdmaWrite;
-      w.sg_list = &sge;
-      w.num_sge = 1;
-      w.remote_addr = peer.addr(128);
-      w.rkey = peer.key;
-      w.send_flags = SEND_SIGNALED;
+      SendWr w = pair::write_wr(static_cast<std::uint64_t>(i), sge, peer.addr(128), peer.key);
       while (i - done.load() >= 256) {
         ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the poller stopped at " << done.load();
         std::this_thread::yield();
@@ -654,12 +600,7 @@ TEST_P(RcEngine, ReceivesPostedAsTheQpEntersErrorAllFlush) {
     // queue while the poster keeps posting (from the sending thread on the
     // in-process link, from b's receive thread on RoCEv2).
     Sge s{a.addr(0), 8, a.key};
-    SendWr w;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.remote_addr = b.addr(0);
-    w.rkey = b.key ^ 0x100;
+    SendWr w = pair::write_wr(0, s, b.addr(0), b.key ^ 0x100, 0);
     ASSERT_TRUE(post(a, w));
     poster.join();
     ASSERT_TRUE(test::eventually([&] { return b.qp->state() == QpState::kErr; })) << "round " << round;
@@ -695,12 +636,7 @@ TEST_P(RcEngine, WritesAndSendsInterleavedKeepRcOrder) {
     ASSERT_TRUE(b.qp->post_recv(&rw, nullptr));
     src[i % 64] = 1000 + static_cast<std::uint64_t>(i);
     Sge ws{a.addr(8 * (i % 64)), 8, a.key};
-    SendWr w;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.sg_list = &ws;
-    w.num_sge = 1;
-    w.remote_addr = b.addr(8 * (i % 64));
-    w.rkey = b.key;
+    SendWr w = pair::write_wr(0, ws, b.addr(8 * (i % 64)), b.key, 0);
     SendWr s;
     s.wr_id = static_cast<std::uint64_t>(i);
     s.opcode = WrOpcode::kSend;
@@ -744,14 +680,7 @@ TEST_P(RcEngine, WritesArriveWhileTheResponderEntersError) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (a.qp->state() != QpState::kErr && std::chrono::steady_clock::now() < give_up) {
       Sge ws{a.addr(0), 512, a.key};
-      SendWr w;
-      w.wr_id = static_cast<std::uint64_t>(posted);
-      w.opcode = WrOpcode::kRdmaWrite;
-      w.sg_list = &ws;
-      w.num_sge = 1;
-      w.remote_addr = b.addr(512 * (posted % 8));
-      w.rkey = b.key;
-      w.send_flags = SEND_SIGNALED;
+      SendWr w = pair::write_wr(static_cast<std::uint64_t>(posted), ws, b.addr(512 * (posted % 8)), b.key);
       if (post(a, w)) ++posted;
       auto got = poll_n(*a.scq, 1, std::chrono::milliseconds(0));
       done.insert(done.end(), got.begin(), got.end());
