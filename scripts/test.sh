@@ -18,6 +18,10 @@ run_suite() {  # name, runner (a command prefix or ""), extra cmake args...
 # Line tables only (-g1): a failure's stack still names files and lines, and
 # the builds compile in half the time of full debug information.
 run_suite debug "" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+# Clang's thread-safety analysis of the transport's locks, over the flags
+# of the build just made.
+echo "=== thread safety"
+./scripts/thread_safety.sh build/debug
 # Sanitizer builds at -O1: the usual choice for them, and quicker to compile.
 sanitized=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1")
 run_suite asan "" "${sanitized[@]}" -DSRDMA_SANITIZE=address,undefined

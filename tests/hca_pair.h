@@ -52,6 +52,14 @@ struct Side {
     key = reg(buf.data(), buf.size(), kAccessAll);
   }
   explicit Side(ManualClock* clock) : Side(256, kSideCaps, clock) {}
+  // Replaces the QP (still in RESET) by one whose machines take no early
+  // entry (QpInit::fast_entries): the differential test's reference.
+  void use_full_machines() {
+    QpInit init{pdn, scq, rcq, qp->caps(), false, nullptr};
+    init.fast_entries = false;
+    EXPECT_TRUE(dev->engine().destroy_qp(qp));
+    qp = dev->engine().create_qp(init).value();
+  }
   std::uint32_t reg(void* p, std::size_t len, std::uint32_t access) {
     std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
     std::vector<std::uint64_t> pages;

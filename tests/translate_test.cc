@@ -102,7 +102,9 @@ TEST_F(TranslateTest, KeysRotateOnEveryReuseOfASlot) {
   std::vector<std::uint32_t> keys;
   for (int i = 0; i < 300; ++i) {
     auto mr = pd_.reg_mr(buf_.data(), 64, 0).value();
-    if (!keys.empty()) ASSERT_NE(mr.lkey(), keys.back()) << "a slot's next key is never its last";
+    if (!keys.empty()) {
+      ASSERT_NE(mr.lkey(), keys.back()) << "a slot's next key is never its last";
+    }
     keys.push_back(mr.lkey());
   }  // each dereg'd at the end of its iteration
   std::sort(keys.begin(), keys.end());

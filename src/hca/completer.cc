@@ -6,6 +6,7 @@
 // function per state, each returning the next.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "hca/copy.h"
 #include "hca/cq.h"
@@ -115,13 +116,15 @@ void Completer::retire_wqe() {
 
 void Completer::retire_acknowledged() {
   const std::uint64_t next = qp_.requester_.next();
-  while (consumer_ != next && qp_.sq_[consumer_].acknowledged()) {
-    SendWqe& w = qp_.sq_[consumer_];
-    // A UC or UD message: nothing acknowledges it, the window stays open.
-    if (!is_local_op(w.opcode)) psn_ = psn_add(w.psn, w.npsn);
-    complete_send(w, WcStatus::kSuccess, false, wc_byte_len(w));
-    ++consumer_;
-  }
+  while (consumer_ != next && qp_.sq_[consumer_].acknowledged()) retire_acknowledged_head();
+}
+
+void Completer::retire_acknowledged_head() {
+  SendWqe& w = qp_.sq_[consumer_];
+  // A UC or UD message: nothing acknowledges it, the window stays open.
+  if (!is_local_op(w.opcode)) psn_ = psn_add(w.psn, w.npsn);
+  complete_send(w, WcStatus::kSuccess, false, wc_byte_len(w));
+  ++consumer_;
 }
 
 void Completer::fail(std::uint64_t index, WcStatus status) {
@@ -150,31 +153,57 @@ bool Completer::spend_retry() {
   return true;
 }
 
-void Completer::handle(Packet& pkt) {
+bool Completer::admit(std::uint64_t src_addr, std::uint32_t src_qpn) {
   QpCounters::SendSide& c = qp_.send_counters_;
   // Header validation (IBA 9.6.1.5): only the connected peer answers us.
-  if (pkt.src_addr != qp_.path_.dest_addr || pkt.src_qpn != qp_.path_.dest_qpn) return c.dropped_bad_source.bump();
-  if (qp_.state() == QpState::kErr) return c.dropped_bad_state.bump();  // responses after an error
+  if (src_addr != qp_.path_.dest_addr || src_qpn != qp_.path_.dest_qpn) return c.dropped_bad_source.bump(), false;
+  if (qp_.state() == QpState::kErr) return c.dropped_bad_state.bump(), false;  // responses after an error
+  return true;
+}
+
+void Completer::handle(Packet& pkt) {
+  if (admit(pkt.src_addr, pkt.src_qpn)) run(pkt);
+}
+
+void Completer::handle_ack(const Ack& ack) {
+  if (!qp_.init_.fast_entries) [[unlikely]] {
+    Packet p = ack.packet();
+    return handle(p);
+  }
+  if (admit(ack.src_addr, ack.src_qpn)) run(ack);
+}
+
+// The machine, for a response packet or for a plain ACK's compact header
+// (Ack): the same states, each written once for both. An ACK's opcode and
+// syndrome are constants, so check_opcode sends it to ack(), and the
+// states only a packet reaches (READ data, atomic data, the NAKs) are not
+// compiled into its instance.
+template <class Response>
+void Completer::run(Response& r) {
+  constexpr bool kPacket = std::is_same_v<Response, Packet>;
   State s = State::kCheckPsn;
   while (s != State::kDone) {
     switch (s) {
-      case State::kCheckPsn: s = check_psn(pkt); break;
-      case State::kImpliedAcks: s = implied_acks(pkt); break;
-      case State::kCheckOpcode: s = check_opcode(pkt); break;
-      case State::kAck: s = ack(pkt); break;
-      case State::kReadData: s = read_data(pkt); break;
-      case State::kAtomicData: s = atomic_data(pkt); break;
-      case State::kComplete: s = complete(pkt); break;
-      case State::kRetryRead: s = retry_read(pkt); break;
-      case State::kRnrNak: s = rnr_nak(pkt); break;
-      case State::kSequenceNak: s = sequence_nak(pkt); break;
-      case State::kFatalNak: s = fatal_nak(pkt); break;
+      case State::kCheckPsn: s = check_psn(r); break;
+      case State::kImpliedAcks: s = implied_acks_before(r.psn); break;
+      case State::kCheckOpcode: s = check_opcode(r); break;
+      case State::kAck: s = ack(r.psn); break;
+      case State::kComplete: s = complete_now(); break;
+      case State::kRetryRead: s = retry_read(); break;
+      case State::kReadData:
+      case State::kAtomicData:
+      case State::kRnrNak:
+      case State::kSequenceNak:
+      case State::kFatalNak:
+        if constexpr (kPacket) s = packet_state(s, r);
+        else s = State::kDone;  // (never: an ACK's check_opcode answers kAck)
+        break;
       case State::kDrop:
-        c.dropped_bad_psn.bump();
+        qp_.send_counters_.dropped_bad_psn.bump();
         s = State::kDone;
         break;
       case State::kDropOpcode:
-        c.dropped_bad_opcode.bump();
+        qp_.send_counters_.dropped_bad_opcode.bump();
         s = State::kDone;
         break;
       case State::kDone: break;
@@ -187,39 +216,20 @@ void Completer::handle(Packet& pkt) {
     start_transport_timer();
 }
 
-void Completer::handle_ack(const Ack& ack) {
-  // What handle()'s states do for an ACK of the last PSN of an outstanding
-  // WQE (check_psn; implied_acks, which retires the SENDs and WRITEs before
-  // it: the unsignaled run that CQ moderation leaves; check_opcode, ack,
-  // complete), each check of theirs made here too. Anything else (a READ
-  // or an atomic before it or in it, an ACK inside a WQE) goes on through
-  // them as a packet from where implied_acks left it, which check_psn and
-  // implied_acks then pass as they would have.
-  const Requester& req = qp_.requester_;
-  const bool common = ack.src_addr == qp_.path_.dest_addr && ack.src_qpn == qp_.path_.dest_qpn &&
-                      qp_.state() != QpState::kErr && consumer_ != req.next() && !read_retry_pending_ &&
-                      !psn_before(ack.psn, psn_) && psn_before(ack.psn, req.next_psn());
-  if (common && implied_acks_before(ack.psn) == State::kCheckOpcode) [[likely]] {
-    const SendWqe& w = qp_.sq_[consumer_];
-    if (consumer_ != req.next() && !is_rd_atomic(w.opcode) && ack.psn == last_psn(w.psn, w.npsn)) [[likely]] {
-      qp_.send_counters_.responses_received.bump();
-      (void)complete_now();
-      return;
-    }
-  }
-  handle_packet(ack);
-}
-
-void Completer::handle_packet(const Ack& ack) {
-  Packet p = ack.packet();
-  handle(p);
+Completer::State Completer::packet_state(State s, Packet& pkt) {
+  if (s == State::kReadData) return read_data(pkt);
+  if (s == State::kAtomicData) return atomic_data(pkt);
+  if (s == State::kRnrNak) return rnr_nak(pkt);
+  if (s == State::kSequenceNak) return sequence_nak(pkt);
+  return fatal_nak(pkt);  // (run() calls it for these five only)
 }
 
 // IBA 9.7.5.1.3 (the requester's PSN checks): a response answers a PSN
 // between the oldest unacknowledged one and the last one sent; an older one
 // is a duplicate (late, or answering a resend) and is dropped, so that no
 // data is placed twice into a buffer whose WQE may have completed.
-Completer::State Completer::check_psn(Packet& pkt) {
+template <class Response>
+Completer::State Completer::check_psn(const Response& pkt) {
   const std::uint32_t next_psn = qp_.requester_.next_psn();
   if (!outstanding()) return State::kDrop;  // nothing outstanding
   if (psn_before(pkt.psn, psn_) || !psn_before(pkt.psn, next_psn)) return State::kDrop;
@@ -244,9 +254,8 @@ Completer::State Completer::implied_acks_before(std::uint32_t psn) {
   State next = req.mid_wqe() ? State::kCheckOpcode : State::kDone;
   while (consumer_ != req.next()) {
     SendWqe& w = qp_.sq_[consumer_];
-    if (w.acknowledged()) [[unlikely]] {
-      complete_send(w, WcStatus::kSuccess, false, 0);
-      ++consumer_;
+    if (w.acknowledged()) [[unlikely]] {  // a local operation that executed
+      retire_acknowledged_head();
       continue;
     }
     if (!psn_before(last_psn(w.psn, w.npsn), psn)) {  // w holds psn
@@ -264,14 +273,15 @@ Completer::State Completer::implied_acks_before(std::uint32_t psn) {
   return next;
 }
 
-Completer::State Completer::check_opcode(Packet& pkt) {
-  const SendWqe& w = qp_.sq_[consumer_];
+template <class Response>
+Completer::State Completer::check_opcode(const Response& pkt) {
   if (pkt.op == Opcode::kAck) {
     if (pkt.syndrome == Syndrome::kAck) return State::kAck;
     if (pkt.syndrome == Syndrome::kRnrNak) return State::kRnrNak;
     if (pkt.syndrome == Syndrome::kPsnSequenceError) return State::kSequenceNak;
     return State::kFatalNak;
   }
+  const SendWqe& w = qp_.sq_[consumer_];
   if (is_read_response(pkt.op))
     return wr_row(w.opcode).cls == WrClass::kRead ? State::kReadData : State::kDropOpcode;
   if (pkt.op == Opcode::kAtomicAck)
@@ -281,11 +291,11 @@ Completer::State Completer::check_opcode(Packet& pkt) {
 
 // An ACK inside the oldest WQE: a SEND or WRITE completes with its last
 // PSN; before that, the ACK moves the window.
-Completer::State Completer::ack(Packet& pkt) {
+Completer::State Completer::ack(std::uint32_t psn) {
   const SendWqe& w = qp_.sq_[consumer_];
   if (is_rd_atomic(w.opcode)) return State::kDropOpcode;  // only its data answers a READ or atomic
-  if (pkt.psn == last_psn(w.psn, w.npsn) && consumer_ != qp_.requester_.next()) return State::kComplete;
-  psn_ = psn_add(pkt.psn, 1);
+  if (psn == last_psn(w.psn, w.npsn) && consumer_ != qp_.requester_.next()) return State::kComplete;
+  psn_ = psn_add(psn, 1);
   note_progress();
   return State::kDone;
 }
@@ -309,6 +319,7 @@ Completer::State Completer::read_data(Packet& pkt) {
   }
   // Translate and place in one translation window (see delivery_scope.h).
   const bool placed = [&] {
+    sq_mutex(qp_).assert_held();  // (run here, inside the lock)
     TranslationWindow window(Qp::window_key(w.sges));
     if (!qp_.translate_slice(w.sges, offset, expect, ACCESS_LOCAL_WRITE, qp_.init_.pdn, pieces_)) return false;
     copy_pieces(pieces_, pkt.payload);
@@ -338,6 +349,7 @@ void Completer::note_progress() {
 Completer::State Completer::atomic_data(Packet& pkt) {
   const SendWqe& w = qp_.sq_[consumer_];
   const bool placed = [&] {
+    sq_mutex(qp_).assert_held();  // (run here, inside the lock)
     TranslationWindow window(Qp::window_key(w.sges));
     if (!qp_.translate_local(w.sges, ACCESS_LOCAL_WRITE, pieces_)) return false;
     MemPiece src{reinterpret_cast<std::byte*>(&pkt.atomic_orig), 8};
@@ -363,7 +375,7 @@ Completer::State Completer::complete_now() {
 // A READ response went missing (a gap in its PSNs, or a response for a
 // later PSN arrived first): ask for the rest of the READ again from the
 // first PSN not received. Like a sequence-error NAK it spends retry_cnt.
-Completer::State Completer::retry_read(Packet&) {
+Completer::State Completer::retry_read() {
   if (read_retry_pending_) return State::kDrop;
   if (!spend_retry()) return State::kDone;
   qp_.requester_.rewind_to(consumer_, psn_);

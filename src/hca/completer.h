@@ -12,7 +12,9 @@
 #include <string_view>
 
 #include "hca/engine_clock.h"
+#include "common/thread_annotations.h"
 #include "hca/packet.h"
+#include "hca/qp_locks.h"
 #include "hca/send_queue.h"
 #include "srdma/wc.h"
 
@@ -38,91 +40,97 @@ class Completer {
   static std::string_view state_str(State s);
 
   // A response from the connected peer.
-  void handle(Packet& pkt);
-  // A plain ACK: its common case, the last PSN of an outstanding WQE with
-  // only SENDs and WRITEs before it, without building a packet; any other
-  // as a packet through handle(). (The same machine: the states it passes
-  // are check_psn, implied_acks, check_opcode, ack and complete, each
-  // check of theirs made.)
-  void handle_ack(const Ack& ack);
+  void handle(Packet& pkt) REQUIRES(sq_mutex(qp_));
+  // A plain ACK by its compact header (no Packet built): the same machine
+  // as handle() runs (run<Ack>).
+  void handle_ack(const Ack& ack) REQUIRES(sq_mutex(qp_));
   // The engine timer ran: a lost request or response is sent again.
-  void check_timeout();
+  void check_timeout() REQUIRES(sq_mutex(qp_));
 
   // The requester's calls.
   // A request went out: time it, unless its answer is already here.
   // (Defined in requester.cc, its caller's unit.)
-  void request_sent();
+  void request_sent() REQUIRES(sq_mutex(qp_));
   // WQEs at the head that have nothing left to wait for (local operations
   // executed, UC/UD messages handed to the link) retire, in order.
-  void retire_acknowledged();
+  void retire_acknowledged() REQUIRES(sq_mutex(qp_));
 
   // The QP's calls. The QP failed at the WQE `index` (IBA 10.8.3.3): the
   // WQEs before it flush, it completes with `status`.
-  void fail(std::uint64_t index, WcStatus status);
+  void fail(std::uint64_t index, WcStatus status) REQUIRES(sq_mutex(qp_));
   // ERR: every WQE still queued completes with a flush error.
-  void flush();
-  std::uint64_t consumer() const { return consumer_; }  // the oldest WQE not completed
-  std::uint32_t oldest_unacked_psn() const { return psn_; }
+  void flush() REQUIRES(sq_mutex(qp_));
+  std::uint64_t consumer() const REQUIRES(sq_mutex(qp_)) { return consumer_; }  // the oldest WQE not completed
+  std::uint32_t oldest_unacked_psn() const REQUIRES(sq_mutex(qp_)) { return psn_; }
 
   // modify_qp's calls (every lock held).
-  void set_sq_psn(std::uint32_t psn) { psn_ = psn; }
-  void set_retry_cnt(std::uint8_t n) { retries_left_ = n; }
-  void set_rnr_retry(std::uint8_t n) { rnr_retries_left_ = n; }
-  void reset();  // RESET: the queue is empty
+  void set_sq_psn(std::uint32_t psn) REQUIRES(sq_mutex(qp_)) { psn_ = psn; }
+  void set_retry_cnt(std::uint8_t n) REQUIRES(sq_mutex(qp_)) { retries_left_ = n; }
+  void set_rnr_retry(std::uint8_t n) REQUIRES(sq_mutex(qp_)) { rnr_retries_left_ = n; }
+  void reset() REQUIRES(sq_mutex(qp_));  // RESET: the queue is empty
 
  private:
-  // The states.
-  State check_psn(Packet& pkt);
-  State implied_acks(Packet& pkt) { return implied_acks_before(pkt.psn); }
-  State implied_acks_before(std::uint32_t psn);  // implied_acks' work
-  State check_opcode(Packet& pkt);
-  State ack(Packet& pkt);
-  State read_data(Packet& pkt);
-  State atomic_data(Packet& pkt);
-  State complete(Packet&) { return complete_now(); }
-  State complete_now();  // complete's work
-  State retry_read(Packet& pkt);
-  State rnr_nak(Packet& pkt);
-  State sequence_nak(Packet& pkt);
-  State fatal_nak(Packet& pkt);
-  // handle_ack's uncommon case, out of line (a Packet would widen the
-  // frame of the common one).
-  [[gnu::noinline, gnu::cold]] void handle_packet(const Ack& ack);
+  // Admission, shared by both entries: the connected peer's response, to a
+  // QP not in error (dropped and counted otherwise).
+  bool admit(std::uint64_t src_addr, std::uint32_t src_qpn) REQUIRES(sq_mutex(qp_));
+  // The machine, run for a Packet or an Ack (completer.cc).
+  template <class Response>
+  void run(Response& r) REQUIRES(sq_mutex(qp_));
+  // The states. Those an ACK passes read only its header (op, syndrome,
+  // psn, count), which an Ack has too; the rest take the packet.
+  template <class Response>
+  State check_psn(const Response& pkt) REQUIRES(sq_mutex(qp_));
+  State implied_acks_before(std::uint32_t psn) REQUIRES(sq_mutex(qp_));
+  template <class Response>
+  State check_opcode(const Response& pkt) REQUIRES(sq_mutex(qp_));
+  State ack(std::uint32_t psn) REQUIRES(sq_mutex(qp_));
+  State complete_now() REQUIRES(sq_mutex(qp_));
+  State retry_read() REQUIRES(sq_mutex(qp_));
+  // The states only a packet reaches.
+  State packet_state(State s, Packet& pkt) REQUIRES(sq_mutex(qp_));
+  State read_data(Packet& pkt) REQUIRES(sq_mutex(qp_));
+  State atomic_data(Packet& pkt) REQUIRES(sq_mutex(qp_));
+  State rnr_nak(Packet& pkt) REQUIRES(sq_mutex(qp_));
+  State sequence_nak(Packet& pkt) REQUIRES(sq_mutex(qp_));
+  State fatal_nak(Packet& pkt) REQUIRES(sq_mutex(qp_));
 
-  bool outstanding() const;  // a WQE sent (or being sent) has not completed
-  void retire_wqe();         // the oldest outstanding WQE completed successfully
+  bool outstanding() const REQUIRES(sq_mutex(qp_));  // a WQE sent (or being sent) has not completed
+  void retire_wqe() REQUIRES(sq_mutex(qp_));  // the oldest outstanding WQE completed successfully
+  // retire_acknowledged's step: the WQE at the head, acknowledged already
+  // (a local operation executed, a UC or UD message handed over), completes.
+  void retire_acknowledged_head() REQUIRES(sq_mutex(qp_));
   // retire_wqe's step: the WQE `w` (the oldest) completes and leaves the queue.
-  void retire_oldest(SendWqe& w);
+  void retire_oldest(SendWqe& w) REQUIRES(sq_mutex(qp_));
   // After one or more retired, the retry counters start again (IBA
   // 9.7.5.2.8: progress).
-  void note_retired();
-  void note_progress();  // a response moved the window: retry count and timer restart
+  void note_retired() REQUIRES(sq_mutex(qp_));
+  void note_progress() REQUIRES(sq_mutex(qp_));  // a response moved the window: retry count and timer restart
   // One retry of `retries_left_` (a timeout, a sequence NAK, a READ asked
   // again): false, and the QP fails, when none is left.
-  bool spend_retry();
-  void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0);
+  bool spend_retry() REQUIRES(sq_mutex(qp_));
+  void complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len = 0) REQUIRES(sq_mutex(qp_));
   // The transport timer for what is outstanding.
-  void start_transport_timer();
-  void stop_transport_timer() {
+  void start_transport_timer() REQUIRES(sq_mutex(qp_));
+  void stop_transport_timer() REQUIRES(sq_mutex(qp_)) {
     timeout_at_ = {};
     timeout_unstamped_ = false;
   }
 
   Qp& qp_;
-  std::uint64_t consumer_ = 0;  // next WQE index to retire
-  std::uint32_t psn_ = 0;       // oldest PSN not acknowledged yet
-  std::uint8_t retries_left_ = 7;
-  std::uint8_t rnr_retries_left_ = 7;
+  std::uint64_t consumer_ GUARDED_BY(sq_mutex(qp_)) = 0;  // next WQE index to retire
+  std::uint32_t psn_ GUARDED_BY(sq_mutex(qp_)) = 0;       // oldest PSN not acknowledged yet
+  std::uint8_t retries_left_ GUARDED_BY(sq_mutex(qp_)) = 7;
+  std::uint8_t rnr_retries_left_ GUARDED_BY(sq_mutex(qp_)) = 7;
   // A READ was asked again from `psn_` because a response went missing;
   // responses after the gap that are still on their way are dropped
   // without asking again, until the response at `psn_` arrives.
-  bool read_retry_pending_ = false;
+  bool read_retry_pending_ GUARDED_BY(sq_mutex(qp_)) = false;
   // An answer is outstanding but its deadline is not stamped yet: a
   // transport timer armed at most one timeout ago is pending and stamps
   // it when it runs (see start_transport_timer).
-  bool timeout_unstamped_ = false;
-  Clock::time_point timeout_at_{};
-  PieceList pieces_;  // scratch for translations
+  bool timeout_unstamped_ GUARDED_BY(sq_mutex(qp_)) = false;
+  Clock::time_point timeout_at_ GUARDED_BY(sq_mutex(qp_)){};
+  PieceList pieces_ GUARDED_BY(sq_mutex(qp_));  // scratch for translations
 };
 
 }  // namespace srdma::hca

@@ -28,27 +28,32 @@
 #include <cstdint>
 
 #include "common/asymmetric_fence.h"
+#include "common/thread_annotations.h"
 
 namespace srdma::hca {
 
-class FastMutex {
+class CAPABILITY("mutex") FastMutex {
  public:
   FastMutex() = default;
   FastMutex(const FastMutex&) = delete;
   FastMutex& operator=(const FastMutex&) = delete;
 
-  void lock() {
+  void lock() ACQUIRE() {
     if (try_lock()) [[likely]]
       return;
     lock_slow();
   }
-  bool try_lock() {
+  bool try_lock() TRY_ACQUIRE(true) {
     std::uint32_t c = 0;
     return state_.compare_exchange_strong(c, 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
+  // Tells clang's analysis that this thread holds it, where the analysis
+  // cannot see it taken (a lambda run inside the lock; a thread that knows
+  // by other means, Qp::SendSideHere). Checks nothing at run time.
+  void assert_held() const ASSERT_CAPABILITY(this) {}
   // Whether some thread holds it (a snapshot, for a Dekker pair's check).
   bool locked() const { return state_.load(std::memory_order_relaxed) != 0; }
-  void unlock() {
+  void unlock() RELEASE() {
     state_.store(0, std::memory_order_release);
     asymmetric_light_fence();
     if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]]
@@ -56,7 +61,7 @@ class FastMutex {
   }
 
  private:
-  [[gnu::noinline]] void lock_slow() {
+  [[gnu::noinline]] void lock_slow() ACQUIRE() {
     for (int spin = 0; spin < 64; ++spin) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
@@ -76,6 +81,39 @@ class FastMutex {
 
   std::atomic<std::uint32_t> state_{0};     // 0 free, 1 held
   std::atomic<std::uint32_t> sleepers_{0};  // threads past spinning, in lock_slow
+};
+
+// A FastMutex held for a scope (std::lock_guard, which clang's analysis
+// cannot see take the lock).
+class SCOPED_CAPABILITY FastLock {
+ public:
+  explicit FastLock(FastMutex& m) ACQUIRE(m) : m_(m) { m_.lock(); }
+  ~FastLock() RELEASE() { m_.unlock(); }
+  FastLock(const FastLock&) = delete;
+  FastLock& operator=(const FastLock&) = delete;
+
+ private:
+  FastMutex& m_;
+};
+
+// A FastMutex held from here until unlock() or the scope's end
+// (std::unique_lock's use here).
+class SCOPED_CAPABILITY FastUniqueLock {
+ public:
+  explicit FastUniqueLock(FastMutex& m) ACQUIRE(m) : m_(m) { m_.lock(); }
+  ~FastUniqueLock() RELEASE() {
+    if (held_) m_.unlock();
+  }
+  FastUniqueLock(const FastUniqueLock&) = delete;
+  FastUniqueLock& operator=(const FastUniqueLock&) = delete;
+  void unlock() RELEASE() {
+    m_.unlock();
+    held_ = false;
+  }
+
+ private:
+  FastMutex& m_;
+  bool held_ = true;
 };
 
 }  // namespace srdma::hca

@@ -38,9 +38,18 @@ bool ImpairedLink::deliver(Pending& p) {
   passed_.fetch_add(1, kRelaxed);
   if (p.copies > 1) duplicated_.fetch_add(p.copies - 1, kRelaxed);
   bool known = true;
+  // A plain ACK goes on in the compact form the responder handed it in
+  // (Link::send_ack), as the inner link would have taken it: the
+  // completer's ACK entry then meets impaired ACK streams too.
+  const bool ack = Ack::is(p.pkt);
   for (std::uint32_t i = 0; i < p.copies; ++i) {
-    Packet copy = p.pkt;  // the payload pieces point at p.bytes or the sender's memory
-    bool k = inner_.send(std::move(copy));
+    bool k = false;
+    if (ack) {
+      k = inner_.send_ack(Ack::of(p.pkt));
+    } else {
+      Packet copy = p.pkt;  // the payload pieces point at p.bytes or the sender's memory
+      k = inner_.send(std::move(copy));
+    }
     if (i == 0) known = k;
   }
   return known;

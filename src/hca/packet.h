@@ -119,6 +119,12 @@ inline Opcode last_opcode(const Packet& p) { return p.count > 1 ? p.last_op : p.
 // the responder's usual answer handed to a link without building a Packet
 // (Link::send_ack), and what a QP keeps of one for its send side.
 struct Ack {
+  // The header fields the completer's states read, as a Packet names them
+  // (the same states run for both: Completer::run).
+  static constexpr QpType transport = QpType::kRc;
+  static constexpr Opcode op = Opcode::kAck;
+  static constexpr Syndrome syndrome = Syndrome::kAck;
+  static constexpr std::uint32_t count = 1;
   std::uint64_t src_addr = 0;
   std::uint64_t dst_addr = 0;
   std::uint32_t src_qpn = 0;
@@ -147,6 +153,7 @@ struct Ack {
   }
 };
 inline std::uint32_t last_psn_of(const Packet& p) { return psn_add(p.psn, p.count - 1); }
+inline std::uint32_t last_psn_of(const Ack& a) { return a.psn; }
 
 // The AckReq bit of a train's packets: the last one's is the train's
 // `ack_req`; one before it asks when its PSN is the last of a group of

@@ -43,8 +43,8 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     return make_error(EINVAL, fmt::format("qp_state {} is not a QP state", static_cast<unsigned>(in.qp_state)));
   if ((mask & QP_CUR_STATE) && !is_valid(in.cur_qp_state))
     return make_error(EINVAL, fmt::format("cur_qp_state {} is not a QP state", static_cast<unsigned>(in.cur_qp_state)));
-  std::lock_guard sq(sq_mu_);
-  std::lock_guard rq(rq_mu_);
+  FastLock sq(sq_mu_);
+  FastLock rq(rq_mu_);
   const QpState cur = state();
   const QpState next = mask & QP_STATE ? in.qp_state : cur;
   if ((mask & QP_CUR_STATE) && in.cur_qp_state != cur)
@@ -139,7 +139,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
 }
 
 Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve, AhResolver resolve_ah) {
-  std::unique_lock lock(sq_mu_);
+  FastUniqueLock lock(sq_mu_);
   const QpState s = state();
   Result<void> result;
   for (; wr; wr = wr->next) {
@@ -164,18 +164,24 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
   return result;
 }
 
+Qp::WrFault Qp::wr_fault(const SendWr& wr) const {
+  if (wr.num_sge < 0 || static_cast<std::uint32_t>(wr.num_sge) > init_.caps.max_send_sge) return WrFault::kNumSge;
+  if (wr.num_sge > 0 && wr.sg_list == nullptr) return WrFault::kNullSgList;
+  if (!is_wr_opcode(wr.opcode)) return WrFault::kOpcode;
+  if (wr.send_flags & ~kSendFlagsAll) return WrFault::kFlags;
+  return WrFault::kNone;
+}
+
 bool Qp::plain_data_wr(const SendWr& wr, std::uint64_t& length) const {
-  // What most WRs are: an RC SEND or WRITE (with or without immediate or
-  // invalidate) whose flags, SGE count and length pass every check below
-  // in post_one_checked by construction.
-  if (init_.type != QpType::kRc || !is_wr_opcode(wr.opcode) || wr_row(wr.opcode).cls != WrClass::kMessage ||
-      (wr.send_flags & ~kSendFlagsAll) ||
-      wr.num_sge < 0 || static_cast<std::uint32_t>(wr.num_sge) > init_.caps.max_send_sge ||
-      (wr.num_sge > 0 && wr.sg_list == nullptr))
+  // The early entry: an RC SEND or WRITE (with or without immediate or
+  // invalidate) that passes the checks every WR takes first. Nothing in
+  // post_one_checked's checks by QP type, by local operation, by READ and
+  // atomic or by UD applies to it, so it passes every one of them.
+  if (init_.type != QpType::kRc || !init_.fast_entries || wr_fault(wr) != WrFault::kNone ||
+      wr_row(wr.opcode).cls != WrClass::kMessage)
     return false;
-  length = 0;
-  for (int i = 0; i < wr.num_sge; ++i) length += wr.sg_list[i].length;
-  return length <= ((wr.send_flags & SEND_INLINE) ? init_.caps.max_inline_data : 0x80000000ull);
+  length = sge_length(wr);
+  return message_length_fits(wr.send_flags, length);
 }
 
 void Qp::fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length) {
@@ -205,15 +211,16 @@ void Qp::fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length) {
 // Every check a WR must pass, for the WRs plain_data_wr does not vouch
 // for; then the WR is queued.
 Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah) {
-  if (wr.num_sge < 0 || static_cast<std::uint32_t>(wr.num_sge) > init_.caps.max_send_sge)
-    return make_error(EINVAL, fmt::format("num_sge {} beyond max_send_sge {}", wr.num_sge, init_.caps.max_send_sge));
-  if (wr.num_sge > 0 && wr.sg_list == nullptr)
-    return make_error(EINVAL, fmt::format("num_sge {} with a NULL sg_list", wr.num_sge));
-  if (!is_wr_opcode(wr.opcode))
-    return make_error(EINVAL, fmt::format("unknown opcode {}", static_cast<unsigned>(wr.opcode)));
+  switch (wr_fault(wr)) {
+    case WrFault::kNone: break;
+    case WrFault::kNumSge:
+      return make_error(EINVAL, fmt::format("num_sge {} beyond max_send_sge {}", wr.num_sge, init_.caps.max_send_sge));
+    case WrFault::kNullSgList: return make_error(EINVAL, fmt::format("num_sge {} with a NULL sg_list", wr.num_sge));
+    case WrFault::kOpcode: return make_error(EINVAL, fmt::format("unknown opcode {}", static_cast<unsigned>(wr.opcode)));
+    case WrFault::kFlags:
+      return make_error(EINVAL, fmt::format("unknown send_flags bits {:#x}", wr.send_flags & ~kSendFlagsAll));
+  }
   const WrOpcodeRow& row = wr_row(wr.opcode);
-  if (wr.send_flags & ~kSendFlagsAll)
-    return make_error(EINVAL, fmt::format("unknown send_flags bits {:#x}", wr.send_flags & ~kSendFlagsAll));
   // UD sends datagrams (IBA 9.8.4: SEND, SEND with immediate); UC has
   // no responder that answers (no READ, no atomics) and no invalidation.
   if (!row.valid_on(init_.type))
@@ -233,18 +240,16 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
   FastRegView mapping;
   if (wr.opcode == WrOpcode::kRegMr && (!wr.mr || !resolve || !resolve(wr.mr, mapping)))
     return make_error(EINVAL, "REG_MR needs a live MR from alloc_mr(kMemReg)");
-  std::uint64_t length = 0;
-  if (!local_op)  // local operations have no scatter/gather list
-    for (int i = 0; i < wr.num_sge; ++i) length += wr.sg_list[i].length;
+  // (Local operations have no scatter/gather list.)
+  const std::uint64_t length = local_op ? 0 : sge_length(wr);
   const bool inl = wr.send_flags & SEND_INLINE;
   if (row.rd_atomic() && path_.max_rd_atomic == 0)
     return make_error(EINVAL, "max_rd_atomic is 0: this QP may not issue RDMA READs or atomics");
-  if (inl && (length > init_.caps.max_inline_data || row.cls != WrClass::kMessage))
-    return make_error(EINVAL, length > init_.caps.max_inline_data
-                                  ? fmt::format("{} inline bytes beyond max_inline_data {}", length,
-                                                init_.caps.max_inline_data)
-                                  : std::string("inline data only with SEND and RDMA WRITE"));
-  if (length > 0x80000000ull) return make_error(EINVAL, "a message is at most 2^31 bytes (IBA 9.4.4)");
+  if (inl && row.cls != WrClass::kMessage) return make_error(EINVAL, "inline data only with SEND and RDMA WRITE");
+  if (!message_length_fits(wr.send_flags, length))
+    return make_error(EINVAL, length > kMaxMessageBytes ? std::string("a message is at most 2^31 bytes (IBA 9.4.4)")
+                                                        : fmt::format("{} inline bytes beyond max_inline_data {}",
+                                                                      length, init_.caps.max_inline_data));
   if (init_.type == QpType::kUd && length > path_.mtu)
     return make_error(EINVAL, fmt::format("a UD message of {} bytes is beyond the port's MTU {}", length, path_.mtu));
 
@@ -288,7 +293,7 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
     if (bad_wr) *bad_wr = wr;
     return make_error(EINVAL, "the QP takes its receives from an SRQ: post them there");
   }
-  std::lock_guard lock(rq_mu_);
+  FastLock lock(rq_mu_);
   const QpState s = state();
   for (; wr; wr = wr->next) {
     auto refuse = [&](int code, std::string why) -> Result<void> {
@@ -315,7 +320,7 @@ Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
 
 void Qp::set_error() {
   {
-    std::lock_guard lock(rq_mu_);
+    FastLock lock(rq_mu_);
     if (state() == QpState::kErr) return;
     state_.store(QpState::kErr, std::memory_order_release);
     responder_.flush();

@@ -28,26 +28,29 @@
 // control mutex under sq_mu_ or rq_mu_; it is a leaf lock (nothing takes
 // a QP, CQ or inbox lock while holding it).
 // The three are FastMutex (fast_mutex.h): same acquire/release ordering as
-// std::mutex, cheaper uncontended.
+// std::mutex, cheaper uncontended. Fields name the lock that guards them
+// (GUARDED_BY) and functions the locks they need (REQUIRES) or take
+// (EXCLUDES); the roles name theirs through sq_mutex()/rq_mutex()
+// (qp_locks.h). Clang checks all of it (scripts/thread_safety.sh).
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
-#include <string_view>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "hca/delivery_scope.h"
 #include "hca/engine_clock.h"
 #include "hca/fast_mutex.h"
 #include "hca/packet.h"
 #include "hca/completer.h"
 #include "hca/qp_counters.h"
+#include "hca/qp_locks.h"
 #include "hca/recv_queue.h"
 #include "hca/recv_wqe.h"
 #include "hca/requester.h"
@@ -80,6 +83,12 @@ struct QpInit {
   std::shared_ptr<Srq> srq = nullptr;
   QpType type = QpType::kRc;
   bool gsi = false;  // QP1 (see QP_CREATE_GSI)
+  // The machines' early entries (the plain-WR post, the whole-message send,
+  // the unlocked WRITE, the compact ACK) are on. false runs every WR and
+  // packet through the full machines only: the differential test's
+  // reference, which must end in the same states, completions, counters
+  // and bytes.
+  bool fast_entries = true;
 };
 
 
@@ -114,6 +123,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   friend class Requester;
   friend class Completer;
   friend class Responder;
+  friend FastMutex& sq_mutex(Qp& qp);
+  friend FastMutex& rq_mutex(Qp& qp);
 
  public:
   Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init);
@@ -134,14 +145,14 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // What the transport did on this QP so far (any thread; see qp_counters.h).
   TransportCounters counters() const { return QpCounters::snapshot(send_counters_, recv_counters_); }
 
-  Result<void> modify(const QpAttr& attr, std::uint32_t mask);
+  Result<void> modify(const QpAttr& attr, std::uint32_t mask) EXCLUDES(sq_mu_, rq_mu_);
   // Posts a list; on error *bad_wr names the first WR not posted (everything
   // before it is posted, nothing after it).
   // `resolve` turns a REG_MR WR's MR into its mapping; without one, REG_MR
   // is refused (EINVAL). `resolve_ah` does the same for a UD WR's AH.
   Result<void> post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve = nullptr,
-                         AhResolver resolve_ah = nullptr);
-  Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr);
+                         AhResolver resolve_ah = nullptr) EXCLUDES(sq_mu_);
+  Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr) EXCLUDES(rq_mu_);
 
   // From the link: a request for the responder, a response for the completer.
   void receive_request(Packet&& pkt) { responder_.receive(std::move(pkt)); }
@@ -158,7 +169,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // Its fence: the poster's half of the Dekker pair with kick() (qp.cc).
   void poster_fence() const;
   // The engine timer's callback: runs the send side (waits for the lock).
-  void on_timer();
+  void on_timer() EXCLUDES(sq_mu_);
   // A responder turn on the engine thread (QueueEngine::schedule_response_turn):
   // the next kResponseBurst packets of what waits in its answer queue, sent
   // without rq_mu_.
@@ -168,32 +179,50 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Clock::time_point timer_deadline() const;
 
  private:
-  Result<void> modify_locked(const QpAttr& attr, std::uint32_t mask);  // takes and drops the locks
-  // post_send's parts (REQUIRES sq_mu_): whether `wr` is an RC SEND or
-  // WRITE that needs no check beyond these (its length then in `length`),
-  // the WQE such a WR makes, and every other WR, checked and queued.
+  Result<void> modify_locked(const QpAttr& attr, std::uint32_t mask) EXCLUDES(sq_mu_, rq_mu_);  // takes and drops the locks
+  // post_send's parts (REQUIRES sq_mu_). The checks every WR takes first
+  // (its SGE list, opcode and flags): the first that fails, for both
+  // entries below to refuse or report.
+  enum class WrFault : std::uint8_t { kNone, kNumSge, kNullSgList, kOpcode, kFlags };
+  [[gnu::always_inline]] inline WrFault wr_fault(const SendWr& wr) const REQUIRES(sq_mu_);
+  static std::uint64_t sge_length(const SendWr& wr) {
+    std::uint64_t n = 0;
+    for (int i = 0; i < wr.num_sge; ++i) n += wr.sg_list[i].length;
+    return n;
+  }
+  // A message of `length` bytes may be posted: at most 2^31 (IBA 9.4.4),
+  // and inline data within max_inline_data.
+  static constexpr std::uint64_t kMaxMessageBytes = 0x80000000ull;
+  bool message_length_fits(std::uint32_t send_flags, std::uint64_t length) const {
+    return length <= ((send_flags & SEND_INLINE) ? init_.caps.max_inline_data : kMaxMessageBytes);
+  }
+  // The early entry: whether `wr` is an RC SEND or WRITE that passes
+  // every check by passing these (its length then in `length`); the WQE
+  // such a WR makes; and every other WR, checked and queued.
   // (Inline, and defined in qp.cc, its only user: part of every post.)
-  [[gnu::always_inline]] inline bool plain_data_wr(const SendWr& wr, std::uint64_t& length) const;
-  [[gnu::always_inline]] inline void fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length);
-  [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah);
+  [[gnu::always_inline]] inline bool plain_data_wr(const SendWr& wr, std::uint64_t& length) const REQUIRES(sq_mu_);
+  [[gnu::always_inline]] inline void fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length)
+      REQUIRES(sq_mu_);
+  [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah)
+      REQUIRES(sq_mu_);
   // The send side (send_side.cc), REQUIRES sq_mu_: drains the responses
   // that arrived into the completer, then runs the requester until it
   // idles. check_timeout: the engine timer's run.
-  void run_send_side(bool check_timeout = false);
+  void run_send_side(bool check_timeout = false) REQUIRES(sq_mu_);
   // receive_ack()'s uncommon case, out of line (a Packet would widen the
   // frame of the common one).
   [[gnu::noinline, gnu::cold]] void receive_response_packet(const Ack& ack);
   // Responses are here that the send side has not taken yet.
-  bool answers_waiting() const {
+  bool answers_waiting() const REQUIRES(sq_mu_) {
     return own_answers_pending() || inbox_ready_.load(std::memory_order_acquire);
   }
   // The QP fails at the send WQE `index` (IBA 10.8.3.3): the WQEs before it
   // can no longer be acknowledged and flush, it completes with `status`,
   // the receive queue flushes, and the rest of the send queue flushes when
   // the send side next runs.
-  void fail_wqe(std::uint64_t index, WcStatus status);
+  void fail_wqe(std::uint64_t index, WcStatus status) REQUIRES(sq_mu_) EXCLUDES(rq_mu_);
   // ERR: both queues flush.
-  void flush_send_queue();
+  void flush_send_queue() REQUIRES(sq_mu_);
   bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const;
   // The bytes [offset, offset + len) of an SGE list, translated piece by
   // piece (each piece's key, access and bounds checked).
@@ -209,10 +238,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void push_cqe(Cq& cq, const Wc& wc, bool solicited);
   // `transport`: `at` is a transport deadline (now + the path's timeout),
   // so the timer runs at most one timeout from now.
-  void arm_timer(Clock::time_point at, bool transport = false);
+  void arm_timer(Clock::time_point at, bool transport = false) REQUIRES(sq_mu_);
   // A transport deadline for the path's current timeout is pending on the
   // engine timer (it runs within one timeout from now).
-  bool transport_timer_pending() const {
+  bool transport_timer_pending() const REQUIRES(sq_mu_) {
     return timer_armed_ != Clock::time_point{} && timer_armed_timeout_ == path_.timeout;
   }
 
@@ -249,36 +278,40 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // The send side: the queue, the two roles that share it and what they
   // both read. Written only by modify_qp (every lock held): path_.
   FastMutex sq_mu_;  // guards sq_, requester_, completer_, the send side's inboxes and timer fields (and writes to send_counters_)
-  SendPath path_;
-  SendQueue sq_;
-  Requester requester_{*this};
-  Completer completer_{*this};
+  SendPath path_ GUARDED_BY(sq_mu_);
+  SendQueue sq_ GUARDED_BY(sq_mu_);
+  Requester requester_ GUARDED_BY(sq_mu_){*this};
+  Completer completer_ GUARDED_BY(sq_mu_){*this};
   QpCounters::SendSide send_counters_;
-  std::vector<Packet> drain_;        // the inbox's other half, reused
+  std::vector<Packet> drain_ GUARDED_BY(sq_mu_);  // the inbox's other half, reused
   // Responses that the thread running the send side delivered itself
   // (receive_response): taken by that send side's loop before it returns.
   // The usual one, a plain ACK with nothing before it, waits in own_ack_
   // (older than all of own_inbox_): the in-process link answers every
   // signaled WRITE with one, and a slot costs no packet moved and none
   // destroyed.
-  Ack own_ack_;
-  bool own_ack_valid_ = false;
-  std::vector<Packet> own_inbox_;
-  bool own_answers_pending() const { return own_ack_valid_ || !own_inbox_.empty(); }
-  Clock::time_point timer_armed_{};   // earliest deadline the engine timer holds for us
-  std::uint8_t timer_armed_timeout_ = 0xff;  // path_.timeout it was a transport deadline for, else 0xff
+  Ack own_ack_ GUARDED_BY(sq_mu_);
+  bool own_ack_valid_ GUARDED_BY(sq_mu_) = false;
+  std::vector<Packet> own_inbox_ GUARDED_BY(sq_mu_);
+  bool own_answers_pending() const REQUIRES(sq_mu_) { return own_ack_valid_ || !own_inbox_.empty(); }
+  Clock::time_point timer_armed_ GUARDED_BY(sq_mu_){};  // earliest deadline the engine timer holds for us
+  // path_.timeout it was a transport deadline for, else 0xff
+  std::uint8_t timer_armed_timeout_ GUARDED_BY(sq_mu_) = 0xff;
 
   // The receive side: its queue and the responder that takes from it.
   FastMutex rq_mu_;  // guards rq_, responder_ (see Responder::ResponderState), recv_counters_
-  RecvQueue rq_;
+  RecvQueue rq_ GUARDED_BY(rq_mu_);
   Responder responder_{*this};
   QpCounters::RecvSide recv_counters_;
 
   FastMutex inbox_mu_;  // guards inbox_
-  std::vector<Packet> inbox_;
+  std::vector<Packet> inbox_ GUARDED_BY(inbox_mu_);
   std::atomic<bool> inbox_ready_{false};
 
   std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none
 };
+
+inline FastMutex& sq_mutex(Qp& qp) LOCK_RETURNED(qp.sq_mu_) { return qp.sq_mu_; }
+inline FastMutex& rq_mutex(Qp& qp) LOCK_RETURNED(qp.rq_mu_) { return qp.rq_mu_; }
 
 }  // namespace srdma::hca

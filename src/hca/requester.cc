@@ -243,13 +243,43 @@ bool Requester::fill_only(const SendWqe& w, Packet& p) const {
   return true;
 }
 
-void Requester::send_whole(SendWqe& w, std::uint32_t n) {
-  // What send_one (and segment, for a train) does for it, without the
-  // branches this case never takes. Every local byte through translate()
-  // (IBA 10.6.3: local read access is implied by the lkey).
-  w.psn = next_psn_;
-  w.npsn = n;
+void Requester::begin_wqe(SendWqe& w, std::uint32_t npsn) {
+  // A WQE takes its PSNs when its first packet goes out. A resend from an
+  // earlier WQE reaches it with the same PSN again (every WQE takes the
+  // same number of PSNs each time); a resume in its middle (rewind_to)
+  // comes with the offset already set and keeps them.
+  if (offset_ == 0) {
+    w.psn = next_psn_;
+    w.npsn = npsn;
+  }
   w.state = WqeState::kInFlight;
+}
+
+void Requester::finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last) {
+  const QpType type = qp_.init_.type;
+  // Nothing answers UC; the rest ask as wants_ack() says.
+  p.ack_req = type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
+  note_sent(p, psns);
+  if (last) {
+    if (is_rd_atomic(w.opcode)) ++rd_atomic_outstanding_;
+    ++next_;
+    offset_ = 0;
+  } else {
+    offset_ += p.payload_length;
+  }
+  // An unknown destination loses the request; the transport timer retries.
+  (void)qp_.engine_.link().send(std::move(p));
+  if (type == QpType::kUc) {  // no answer, no timer: done once sent
+    if (last) handed_over(w);
+    return;
+  }
+  qp_.completer_.request_sent();
+}
+
+void Requester::send_whole(SendWqe& w, std::uint32_t n) {
+  // send_one's steps for it, with fill_only's packet (a train's headers
+  // where n > 1) in place of segment's.
+  begin_wqe(w, n);
   Packet p;
   start_request(p);
   if (!fill_only(w, p)) return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
@@ -258,22 +288,17 @@ void Requester::send_whole(SendWqe& w, std::uint32_t n) {
     p.last_op = send_opcode(w.opcode, false, true);
     p.count = n;
   }
-  p.ack_req = wants_ack(w, last_psn_of(p), true);
-  note_sent(p, n);
-  ++next_;
-  // An unknown destination loses the request; the transport timer retries.
-  (void)qp_.engine_.link().send(std::move(p));
-  qp_.completer_.request_sent();
+  finish_request(w, std::move(p), n, true);
 }
 
 void Requester::send_one() {
   SendWqe& w = qp_.sq_[next_];
   const SendPath& path = qp_.path_;
   const QpType type = qp_.init_.type;
-  // The common cases first: an RC SEND or WRITE that fits one packet, or
-  // that goes whole as one train.
   const WrOpcodeRow& row = wr_row(w.opcode);
-  if (type == QpType::kRc && row.cls == WrClass::kMessage && offset_ == 0) [[likely]] {
+  // The early entry: an RC SEND or WRITE from its start that fits one
+  // packet, or that goes whole as one train.
+  if (type == QpType::kRc && row.cls == WrClass::kMessage && offset_ == 0 && qp_.init_.fast_entries) [[likely]] {
     if (w.length <= path.mtu) [[likely]]
       return send_whole(w, 1);
     if (qp_.trains_) {
@@ -284,15 +309,7 @@ void Requester::send_one() {
   if (row.cls == WrClass::kLocal) [[unlikely]]
     return execute_local(w);
   if (type == QpType::kUd) return send_datagram(w);
-  // A WQE takes its PSNs when its first packet goes out. A resend from an
-  // earlier WQE reaches it with the same PSN again (every WQE takes the
-  // same number of PSNs each time); a resume in its middle (rewind_to)
-  // comes with the offset already set.
-  if (offset_ == 0) {
-    w.psn = next_psn_;
-    w.npsn = row.cls == WrClass::kAtomic ? 1 : path.packets_at_mtu(w.length);
-  }
-  w.state = WqeState::kInFlight;
+  begin_wqe(w, row.cls == WrClass::kAtomic ? 1 : path.packets_at_mtu(w.length));
   Packet p;
   start_request(p);
   std::uint32_t psns = 1;  // this packet takes
@@ -300,8 +317,7 @@ void Requester::send_one() {
 
   switch (row.cls) {
     case WrClass::kMessage:
-      // ONLY (a UC WQE; RC's took send_whole), or the next packet or train
-      // of a longer one.
+      // ONLY, or the next packet or train of a longer one.
       if (const bool only = offset_ == 0 && w.length <= path.mtu; !(only ? fill_only(w, p) : segment(w, p, psns, last)))
         return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
       break;
@@ -328,24 +344,7 @@ void Requester::send_one() {
     case WrClass::kLocal:
       return;  // executed above
   }
-
-  // Nothing answers UC; the rest ask as wants_ack() says.
-  p.ack_req = type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
-  note_sent(p, psns);
-  if (last) {
-    if (row.rd_atomic()) ++rd_atomic_outstanding_;
-    ++next_;
-    offset_ = 0;
-  } else {
-    offset_ += p.payload_length;
-  }
-  // An unknown destination loses the request; the transport timer retries.
-  (void)qp_.engine_.link().send(std::move(p));
-  if (type == QpType::kUc) {  // no answer, no timer: done once sent
-    if (last) handed_over(w);
-    return;
-  }
-  qp_.completer_.request_sent();
+  finish_request(w, std::move(p), psns, last);
 }
 
 void Requester::send_datagram(SendWqe& w) {

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "hca/engine_clock.h"
+#include "common/thread_annotations.h"
 #include "hca/packet.h"
+#include "hca/qp_locks.h"
 #include "hca/send_queue.h"
 #include "hca/transport_limits.h"
 
@@ -33,74 +35,80 @@ class Requester {
     kWaitRnr,  // an RNR NAK holds every send until rnr_until()
     kFlush,    // the QP is in ERR: the queue flushes
   };
-  Step next_step();
+  Step next_step() REQUIRES(sq_mutex(qp_));
   // Sends the next WQE, or its next packet or train (kSend).
-  void send_one();
+  void send_one() REQUIRES(sq_mutex(qp_));
 
   // Where it is: the next WQE index to send, the next PSN, and whether it
   // stopped inside a WQE (a resume point after a NAK, or a message longer
   // than the window).
-  std::uint64_t next() const { return next_; }
-  std::uint32_t next_psn() const { return next_psn_; }
-  bool mid_wqe() const { return offset_ != 0; }
-  bool waiting_rnr() const { return rnr_until_ != Clock::time_point{}; }
-  Clock::time_point rnr_until() const { return rnr_until_; }
+  std::uint64_t next() const REQUIRES(sq_mutex(qp_)) { return next_; }
+  std::uint32_t next_psn() const REQUIRES(sq_mutex(qp_)) { return next_psn_; }
+  bool mid_wqe() const REQUIRES(sq_mutex(qp_)) { return offset_ != 0; }
+  bool waiting_rnr() const REQUIRES(sq_mutex(qp_)) { return rnr_until_ != Clock::time_point{}; }
+  Clock::time_point rnr_until() const REQUIRES(sq_mutex(qp_)) { return rnr_until_; }
 
   // The completer's calls.
   // Go-back-N (IBA 9.7.5.2): the next send is the packet `psn` of the WQE at
   // `index` (index < next() and that WQE holds `psn`).
-  void rewind_to(std::uint64_t index, std::uint32_t psn);
+  void rewind_to(std::uint64_t index, std::uint32_t psn) REQUIRES(sq_mutex(qp_));
   // RNR NAK (IBA 9.7.5.2.8): go back to `psn` of `index`, sending nothing before `until`.
-  void wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until);
+  void wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) REQUIRES(sq_mutex(qp_));
   // A READ or atomic completed: one more may go out (max_rd_atomic).
-  void rd_atomic_retired() { --rd_atomic_outstanding_; }
+  void rd_atomic_retired() REQUIRES(sq_mutex(qp_)) { --rd_atomic_outstanding_; }
   // The QP failed or flushed every WQE before `from`: nothing of them is
   // sent again.
-  void stop(std::uint64_t from);
+  void stop(std::uint64_t from) REQUIRES(sq_mutex(qp_));
 
   // modify_qp's calls (every lock held).
-  void set_sq_psn(std::uint32_t psn) { next_psn_ = sent_end_psn_ = psn; }
-  void reset();  // RESET: the queue is empty
+  void set_sq_psn(std::uint32_t psn) REQUIRES(sq_mutex(qp_)) { next_psn_ = sent_end_psn_ = psn; }
+  void reset() REQUIRES(sq_mutex(qp_));  // RESET: the queue is empty
 
  private:
   // PSNs the window has left while something is outstanding:
   // kMaxUnackedPsns less those sent since the oldest unacknowledged one.
-  std::int32_t window_room() const;
-  bool outstanding() const;  // a WQE before next() has not completed
-  // An RC SEND or WRITE sent whole from its start: in one packet (n == 1,
-  // every message of a small-message stream, so what it calls is inlined
-  // into it: flatten), or as one train of all its n packets where the link
-  // carries trains and the window has room for them.
-  [[gnu::flatten]] void send_whole(SendWqe& w, std::uint32_t n);
+  std::int32_t window_room() const REQUIRES(sq_mutex(qp_));
+  bool outstanding() const REQUIRES(sq_mutex(qp_));  // a WQE before next() has not completed
+  // The early entry: an RC SEND or WRITE sent whole from its start, in one
+  // packet (n == 1, every message of a small-message stream, so what it
+  // calls is inlined into it: flatten), or as one train of all its n
+  // packets where the link carries trains and the window has room for them.
+  [[gnu::flatten]] void send_whole(SendWqe& w, std::uint32_t n) REQUIRES(sq_mutex(qp_));
   // Whether the packet ending at `last_psn` (the WQE's last if `last`)
   // asks for an ACK.
-  bool wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const;
+  bool wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const REQUIRES(sq_mutex(qp_));
+  // The steps every request takes, whichever entry built it: the WQE's
+  // PSNs and state as its (first) packet goes out; then the packet's
+  // AckReq, the counters, where the requester is, the link, and the
+  // timer (or, on UC, the WQE handed over).
+  [[gnu::always_inline]] inline void begin_wqe(SendWqe& w, std::uint32_t npsn) REQUIRES(sq_mutex(qp_));
+  [[gnu::always_inline]] inline void finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last) REQUIRES(sq_mutex(qp_));
   // `p` went out taking `psns` PSNs: the counters and the next PSN move.
-  void note_sent(const Packet& p, std::uint32_t psns);
+  void note_sent(const Packet& p, std::uint32_t psns) REQUIRES(sq_mutex(qp_));
   // A request's BTH fields from the QP (its next PSN).
-  void start_request(Packet& p) const;
+  void start_request(Packet& p) const REQUIRES(sq_mutex(qp_));
   // The rest of an ONLY packet carrying the whole WQE `w`: false if its
   // memory does not translate.
-  bool fill_only(const SendWqe& w, Packet& p) const;
+  bool fill_only(const SendWqe& w, Packet& p) const REQUIRES(sq_mutex(qp_));
   // The next packet (or train) of a SEND or WRITE longer than the MTU, or
   // resumed in its middle: false if its memory does not translate.
-  [[gnu::noinline]] bool segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last);
-  void execute_local(SendWqe& w);
+  [[gnu::noinline]] bool segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& last) REQUIRES(sq_mutex(qp_));
+  void execute_local(SendWqe& w) REQUIRES(sq_mutex(qp_));
   // UD: the WQE as one datagram (ud_responder.cc's counterpart).
-  void send_datagram(SendWqe& w);
+  void send_datagram(SendWqe& w) REQUIRES(sq_mutex(qp_));
   // UC and UD: the WQE's last packet is with the link; nothing answers it.
-  void handed_over(SendWqe& w);
+  void handed_over(SendWqe& w) REQUIRES(sq_mutex(qp_));
 
   Qp& qp_;
-  std::uint64_t next_ = 0;       // next WQE index to send
-  std::uint32_t next_psn_ = 0;
-  std::uint32_t offset_ = 0;     // bytes of WQE next_ already sent (a resume point after a NAK)
+  std::uint64_t next_ GUARDED_BY(sq_mutex(qp_)) = 0;       // next WQE index to send
+  std::uint32_t next_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
+  std::uint32_t offset_ GUARDED_BY(sq_mutex(qp_)) = 0;     // bytes of WQE next_ already sent (a resume point after a NAK)
   // PSNs before this one were sent before: sending one again is a
   // retransmission (go-back-N after a timeout, a NAK or an RNR wait).
-  std::uint32_t sent_end_psn_ = 0;
-  Clock::time_point rnr_until_{};  // no sends before this
-  std::uint32_t rd_atomic_outstanding_ = 0;  // READ and atomic WQEs sent and not completed
-  PieceList pieces_;             // scratch for translations
+  std::uint32_t sent_end_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
+  Clock::time_point rnr_until_ GUARDED_BY(sq_mutex(qp_)){};  // no sends before this
+  std::uint32_t rd_atomic_outstanding_ GUARDED_BY(sq_mutex(qp_)) = 0;  // READ and atomic WQEs sent and not completed
+  PieceList pieces_ GUARDED_BY(sq_mutex(qp_));             // scratch for translations
 };
 
 }  // namespace srdma::hca

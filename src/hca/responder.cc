@@ -92,83 +92,72 @@ bool Responder::from_peer(const Packet& pkt) const {
          pkt.src_qpn == resp_.peer_qpn.load(std::memory_order_relaxed);
 }
 
-void Responder::receive(Packet&& pkt) {
-  if (qp_.init_.type != QpType::kRc) [[unlikely]]
-    return qp_.init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
-  // A whole RDMA WRITE (one packet or a train of all of them) may take the
-  // unlocked path; everything else is checked and executed per packet.
-  if ((pkt.op == Opcode::kWriteOnly || (pkt.op == Opcode::kWriteFirst && pkt.count > 1)) && write_unlocked(pkt))
-    return;
-  std::lock_guard lock(qp_.rq_mu_);
-  if (!accepts_requests(qp_.state())) {
-    qp_.recv_counters_.dropped_bad_state.bump();
-    return;
-  }
+Responder::Admission Responder::admit(const Packet& pkt) const {
+  if (!accepts_requests(qp_.state())) return Admission::kBadState;
   // IBA 9.6.1.5 (header validation of a connected QP): a request from any
   // address or QPN but the peer's is silently dropped. Executing it would
   // let a third party write our memory and move our expected PSN.
-  if (!from_peer(pkt)) {
-    qp_.recv_counters_.dropped_bad_source.bump();
-    return;
-  }
+  if (!from_peer(pkt)) return Admission::kBadSource;
+  return Admission::kAccept;
+}
+
+bool Responder::count_refusal(Admission a) {
+  if (a == Admission::kAccept) return false;
+  (a == Admission::kBadState ? qp_.recv_counters_.dropped_bad_state : qp_.recv_counters_.dropped_bad_source).bump();
+  return true;
+}
+
+bool Responder::whole_message_in_sequence(const Packet& pkt) const {
+  return starts_message(pkt.op) && ends_message(pkt.last_op) &&
+         pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
+         resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone;
+}
+
+void Responder::receive(Packet&& pkt) {
+  if (qp_.init_.type != QpType::kRc) [[unlikely]]
+    return qp_.init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
+  // A whole RDMA WRITE (one packet, or a train of all of them) enters the
+  // machine without the lock; whatever that entry does not finish, the
+  // locked machine runs from the start.
+  if (qp_.init_.fast_entries && takes_unlocked_entry(pkt) && write_unlocked(pkt)) return;
+  FastLock lock(qp_.rq_mu_);
+  if (count_refusal(admit(pkt))) return;
   qp_.recv_counters_.requests_received.bump(pkt.count);
   // A train that is a whole message at the expected PSN runs through the
   // state machine at once (each check covers its packets); any other is
   // taken apart and its packets run one by one.
-  if (pkt.count == 1 ||
-      (starts_message(pkt.op) && ends_message(pkt.last_op) &&
-       pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
-       resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone))
-    return execute(pkt);
+  if (pkt.count == 1 || whole_message_in_sequence(pkt)) return execute(pkt);
   unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) {
+    qp_.rq_mu_.assert_held();  // (unroll calls it here, inside the lock)
     if (accepts_requests(qp_.state())) execute(p);  // a NAK on the way ended the QP
   });
 }
 
-bool Responder::write_unlocked(const Packet& pkt) {
-  // Requests to a QP come from its one peer, whose requester sends them one
-  // at a time (under its sq_mu_), so an in-sequence RDMA WRITE ONLY needs
-  // no lock of ours: it touches neither the receive queue nor the state of
-  // a message in progress, and everything that can go wrong (a duplicate,
-  // a gap, a sequence, length, access or key error, a state that drops the
-  // request) is left to the locked path, which checks again. Two packets of
+bool Responder::write_unlocked(Packet& pkt) {
+  // The machine's own states, in its order, for a whole in-sequence RDMA
+  // WRITE without rq_mu_. Requests to a QP come from its one peer, whose
+  // requester sends them one at a time (under its sq_mu_), and such a WRITE
+  // touches neither the receive queue nor a message in progress: the checks
+  // read only ResponderState's atomics, and on the path below
+  // execute_write writes nothing the lock guards. Any state's answer but
+  // the next on this path (a duplicate, a gap, a sequence, length, access
+  // or key error) leaves the packet, untouched and uncounted, to the locked
+  // machine, which runs every state again and acts on it. Two packets of
   // one PSN at once (a link that duplicates, a misconfigured peer) can both
-  // pass the PSN check; each access was still translated and checked, and
-  // both store the same bytes.
-  //
-  // A train here is a whole WRITE: what its packets one by one would pass
-  // (the expected PSN, FIRST..LAST with MTU-sized packets before the last,
-  // lengths adding up to the DMA length) is checked for the train at once.
-  if (!accepts_requests(qp_.state()) || !from_peer(pkt)) return false;  // the locked path counts the drop
-  if (pkt.psn != resp_.expected_psn.load(std::memory_order_acquire)) return false;
-  if (resp_.in_message.load(std::memory_order_relaxed) != ResponderState::InMessage::kNone ||
-      resp_.nak_sent.load(std::memory_order_relaxed))
+  // pass check_psn; each access is still translated and checked, and both
+  // store the same bytes.
+  if (admit(pkt) != Admission::kAccept) return false;  // the locked machine counts the drop
+  // A NAK out for a gap, or answers queued behind a READ's responses (its
+  // ACK must wait with them): the locked machine's turn.
+  if (resp_.nak_sent.load(std::memory_order_relaxed) || resp_.answers_queued.load(std::memory_order_acquire))
+      [[unlikely]]
     return false;
-  // Answers wait behind a READ's responses: its ACK must too (the hint keeps
-  // the translation below inlined: GCC counts every early return against it).
-  if (resp_.answers_queued.load(std::memory_order_acquire)) [[unlikely]] return false;
-  const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
-  if (pkt.payload_length != pkt.dma_length) return false;
-  if (pkt.count == 1 ? pkt.payload_length > mtu
-                     : last_opcode(pkt) != Opcode::kWriteLast || packets_for(pkt.payload_length, mtu) != pkt.count)
+  if (check_psn(pkt) != State::kCheckOpSequence || check_op_sequence(pkt) != State::kCheckLength ||
+      check_length(pkt) != State::kCheckResources || check_resources(pkt) != State::kExecuteWrite ||
+      execute_write(pkt) != State::kAcknowledge)
     return false;
-  if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return false;
-  {
-    // From the translation to the last store (see delivery_scope.h): an
-    // invalidation of this rkey waits for it.
-    TranslationWindow window(pkt.rkey);
-    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, pkt.payload_length, ACCESS_REMOTE_WRITE, qp_.init_.pdn);
-    if (!t) return false;
-    PieceList dst;
-    t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
-    copy_pieces(dst, pkt.payload);
-  }
   qp_.recv_counters_.requests_received.bump(pkt.count);
-  count_message();
-  const std::uint32_t last = last_psn_of(pkt);
-  resp_.expected_psn.store(psn_add(last, 1), std::memory_order_release);
-  // One ACK for the train's last PSN covers every packet in it that asked.
-  if (pkt.ack_req || asks_ack_inside(pkt.psn, pkt.count)) acknowledge(pkt, last);
+  (void)acknowledge_state(pkt);
   return true;
 }
 
@@ -258,6 +247,7 @@ void Responder::execute(Packet& pkt) {
       case State::kAcknowledge: s = acknowledge_state(pkt); break;
       case State::kDuplicate: s = duplicate(pkt); break;
       case State::kNakSequence:
+        resp_.nak_sent.store(true, std::memory_order_relaxed);  // one per gap (C9-66)
         nak(pkt, Syndrome::kPsnSequenceError);
         s = State::kDone;
         break;
@@ -291,25 +281,21 @@ void Responder::execute(Packet& pkt) {
 // earlier one is a duplicate; a later one means packets were lost: one
 // sequence-error NAK per gap (C9-66), and every packet after it is dropped
 // until the expected PSN arrives.
-Responder::State Responder::check_psn(Packet& pkt) {
-  const std::int32_t d = psn_diff(pkt.psn, resp_.expected_psn.load(std::memory_order_relaxed));
-  if (d > 0) {
-    if (resp_.nak_sent.load(std::memory_order_relaxed)) return State::kDrop;
-    resp_.nak_sent.store(true, std::memory_order_relaxed);
-    return State::kNakSequence;
-  }
-  if (d < 0) {
-    qp_.recv_counters_.duplicate_requests.bump();
-    return State::kDuplicate;
-  }
-  return State::kCheckOpSequence;
+// The checks (this one to check_resources) only read: the states they lead
+// to act, so the unlocked entry can run them and leave the rest to the
+// locked machine. (Acquire: a packet at the PSN the locked machine just
+// moved to sees the message state it left.)
+Responder::State Responder::check_psn(const Packet& pkt) const {
+  const std::int32_t d = psn_diff(pkt.psn, resp_.expected_psn.load(std::memory_order_acquire));
+  if (d > 0) return resp_.nak_sent.load(std::memory_order_relaxed) ? State::kDrop : State::kNakSequence;
+  return d < 0 ? State::kDuplicate : State::kCheckOpSequence;
 }
 
 // IBA 9.8.3 (opcode sequence): inside a multi-packet message only its
 // MIDDLE and LAST packets may follow; outside one, only a packet that starts
 // a message. Anything else (a MIDDLE without its FIRST) is an invalid
 // request (class C, as rxe's missing FIRST/LAST).
-Responder::State Responder::check_op_sequence(Packet& pkt) {
+Responder::State Responder::check_op_sequence(const Packet& pkt) const {
   return continues_sequence(resp_.in_message.load(std::memory_order_relaxed), pkt.op)
              ? State::kCheckLength
              : State::kNakInvalidSequence;
@@ -319,7 +305,7 @@ Responder::State Responder::check_op_sequence(Packet& pkt) {
 // MTU, LAST 1..MTU, ONLY 0..MTU; a WRITE's packets add up to its RETH DMA
 // length; READ requests and atomics carry none. A message longer than its
 // DMA length (or than the receive, below) is an invalid request.
-Responder::State Responder::check_length(Packet& pkt) {
+Responder::State Responder::check_length(const Packet& pkt) const {
   const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
   const std::uint32_t len = pkt.payload_length;
   if (pkt.count > 1) {
@@ -356,7 +342,7 @@ Responder::State Responder::check_length(Packet& pkt) {
 // A SEND (at its first packet) and a WRITE with immediate (at its last)
 // need a receive WQE: none is an RNR NAK (IBA 9.7.5.2.8). A READ or atomic
 // needs a responder resource: max_dest_rd_atomic 0 allows none (class C).
-Responder::State Responder::check_resources(Packet& pkt) {
+Responder::State Responder::check_resources(const Packet& pkt) const {
   if (is_send(pkt.op)) {
     if (starts_message(pkt.op) && !qp_.rq_.ready()) return State::kNakRnr;
     return State::kExecuteSend;
@@ -384,10 +370,11 @@ Responder::State Responder::execute_send(Packet& pkt) {
   }
   // Translate and place inside one translation window, and nothing else in
   // it (the NAK below may block on a peer's lock).
+  const std::uint32_t pdn = qp_.rq_.pdn();
   const bool placed = [&] {
     TranslationWindow window(Qp::window_key(r.sges));
     PieceList dst;
-    if (!qp_.translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, qp_.rq_.pdn(), dst)) return false;
+    if (!qp_.translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, pdn, dst)) return false;
     copy_pieces(dst, pkt.payload);
     return true;
   }();
@@ -431,19 +418,27 @@ Responder::State Responder::execute_send(Packet& pkt) {
   return State::kDone;
 }
 
+// A whole message (ONLY, or a train FIRST..LAST) is placed from its own
+// RETH and leaves no message state behind; a FIRST keeps its RETH for the
+// packets that follow. So a whole WRITE without immediate writes nothing
+// here that rq_mu_ guards (the unlocked entry relies on it), and one whose
+// key fails has placed and changed nothing.
 Responder::State Responder::execute_write(Packet& pkt) {
   using M = ResponderState::InMessage;
   if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return State::kNakAccessNotEnabled;
-  if (starts_message(pkt.op)) {  // the RETH: the whole message's target
+  const Opcode last_op = last_opcode(pkt);
+  const bool whole = starts_message(pkt.op) && ends_message(last_op);
+  if (starts_message(pkt.op) && !whole) {  // the RETH: the whole message's target
     resp_.write_va = pkt.va;
     resp_.write_rkey = pkt.rkey;
     resp_.write_length = pkt.dma_length;
     resp_.offset = 0;
   }
+  const std::uint32_t rkey = whole ? pkt.rkey : resp_.write_rkey;
+  const std::uint64_t va = whole ? pkt.va : resp_.write_va + resp_.offset;
   const bool placed = [&] {
-    TranslationWindow window(resp_.write_rkey);
-    auto t = qp_.tables_.translate(resp_.write_rkey, resp_.write_va + resp_.offset, pkt.payload_length,
-                               ACCESS_REMOTE_WRITE, qp_.init_.pdn);
+    TranslationWindow window(rkey);
+    auto t = qp_.tables_.translate(rkey, va, pkt.payload_length, ACCESS_REMOTE_WRITE, qp_.init_.pdn);
     if (!t) return false;
     PieceList dst;
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
@@ -451,21 +446,22 @@ Responder::State Responder::execute_write(Packet& pkt) {
     return true;
   }();
   if (!placed) {
-    resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    if (!whole) resp_.in_message.store(M::kNone, std::memory_order_relaxed);
     return State::kNakAccessRkey;
   }
-  resp_.offset += pkt.payload_length;
-  if (!ends_message(last_opcode(pkt))) {
+  if (!ends_message(last_op)) {
+    resp_.offset += pkt.payload_length;
     resp_.in_message.store(M::kWrite, std::memory_order_relaxed);
     return State::kAcknowledge;
   }
-  resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+  if (!whole) resp_.in_message.store(M::kNone, std::memory_order_relaxed);
   count_message();
-  if (!has_imm(last_opcode(pkt))) return State::kAcknowledge;
+  if (!has_imm(last_op)) return State::kAcknowledge;
+  const std::uint32_t length = whole ? pkt.dma_length : resp_.write_length;
   const std::uint64_t done = qp_.rq_.take().wr_id;
   acknowledge_before_completion(pkt);
-  complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, resp_.write_length, pkt.imm, WC_WITH_IMM,
-                pkt.src_qpn, pkt.solicited);
+  complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, length, pkt.imm, WC_WITH_IMM, pkt.src_qpn,
+                pkt.solicited);
   return State::kDone;
 }
 
@@ -593,6 +589,7 @@ void Responder::acknowledge_before_completion(Packet& pkt) {
 // holds it; an atomic is answered from its resource's saved result. A
 // duplicate no resource remembers is dropped (rxe does the same).
 Responder::State Responder::duplicate(Packet& pkt) {
+  qp_.recv_counters_.duplicate_requests.bump();
   if (is_send(pkt.op) || is_write(pkt.op)) {
     acknowledge(pkt, pkt.psn);
     return State::kDone;

@@ -16,9 +16,11 @@
 #include <vector>
 
 #include "hca/engine_clock.h"
+#include "common/thread_annotations.h"
 #include "hca/opcode_table.h"
 #include "hca/packet.h"
 #include "hca/qp_counters.h"
+#include "hca/qp_locks.h"
 #include "hca/transport_limits.h"
 #include "srdma/counters.h"
 #include "srdma/qp_attr.h"
@@ -74,18 +76,18 @@ class Responder {
   // The QP's calls, REQUIRES rq_mu_.
   // ERR: every receive WQE completes with a flush error (with an SRQ, the
   // one the QP holds, and the last WQE reached event).
-  void flush();
+  void flush() REQUIRES(rq_mutex(qp_));
   // A receive WQE completes. `imm` is the immediate data with WC_WITH_IMM,
   // the invalidated rkey with WC_WITH_INVALIDATE.
   void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len, std::uint32_t imm,
-                     std::uint32_t flags, std::uint32_t src_qp, bool solicited = false);
+                     std::uint32_t flags, std::uint32_t src_qp, bool solicited = false) REQUIRES(rq_mutex(qp_));
   // The connected peer's QPN (QP_DEST_QPN; 0 before RTR), any thread.
   std::uint32_t peer_qpn() const { return resp_.peer_qpn.load(std::memory_order_relaxed); }
 
   // modify_qp's calls (every lock held). `mtu`: the path MTU (a UD QP: the port's).
-  void configure(const QpAttr& attr, std::uint32_t mtu);
-  void set_rq_psn(std::uint32_t psn);
-  void reset();  // RESET: no message in progress, no resources, no answers waiting
+  void configure(const QpAttr& attr, std::uint32_t mtu) REQUIRES(rq_mutex(qp_));
+  void set_rq_psn(std::uint32_t psn) REQUIRES(rq_mutex(qp_));
+  void reset() REQUIRES(rq_mutex(qp_));  // RESET: no message in progress, no resources, no answers waiting
 
  private:
   // A READ or atomic the responder executed, kept to answer its duplicate
@@ -177,45 +179,67 @@ class Responder {
 
   // The request comes from the connected peer's address and QPN.
   bool from_peer(const Packet& pkt) const;
+  // Admission, shared by every entry of a connected QP's responder: its
+  // state takes requests (IBA 10.3.1) and the packet is from its peer
+  // (IBA 9.6.1.5). Only reads; count_refusal() counts a refusal under its
+  // reason (REQUIRES rq_mu_) and says whether there was one.
+  enum class Admission : std::uint8_t { kAccept, kBadState, kBadSource };
+  Admission admit(const Packet& pkt) const;
+  bool count_refusal(Admission a) REQUIRES(rq_mutex(qp_));
+  // A train (count > 1) that is a whole message at the expected PSN,
+  // between messages: executed at once rather than packet by packet.
+  bool whole_message_in_sequence(const Packet& pkt) const;
   // A message completed: the AETH MSN moves on.
   void count_message() {
     resp_.msn.store(psn_add(resp_.msn.load(std::memory_order_relaxed), 1), std::memory_order_relaxed);
   }
-  // A whole in-sequence RDMA WRITE (ONLY, or a train FIRST..LAST), without
-  // rq_mu_: true if it executed it, false if the locked path must (anything
-  // else: a duplicate, a gap, a NAK, a state that drops it).
-  bool write_unlocked(const Packet& pkt);
+  // The unlocked entry (without rq_mu_) is for a whole RDMA WRITE without
+  // immediate: ONLY, or a train FIRST..LAST. It neither takes a receive
+  // nor continues a message, so the states it passes read only atomics.
+  static bool takes_unlocked_entry(const Packet& pkt) {
+    return pkt.op == Opcode::kWriteOnly ||
+           (pkt.op == Opcode::kWriteFirst && pkt.count > 1 && pkt.last_op == Opcode::kWriteLast);
+  }
+  // The machine's states for such a WRITE, run without rq_mu_: true if
+  // they executed it, false (and nothing done or counted) if the locked
+  // machine must run it: anything but an in-sequence WRITE that lands.
+  // (Outside clang's analysis: it runs states that REQUIRE rq_mu_ in
+  // general, on the one path where they touch nothing it guards, which
+  // execute_write's comment states and TSan checks.)
+  bool write_unlocked(Packet& pkt) NO_THREAD_SAFETY_ANALYSIS;
   // UD (ud_responder.cc) and UC (uc_responder.cc): what arrives for a QP of
   // those transports; they take rq_mu_.
   void receive_datagram(const Packet& pkt);
   void receive_uc(Packet& pkt);
   // REQUIRES rq_mu_: one UC packet; a message given up, counted under `why`.
-  void uc_execute(Packet& pkt);
-  void uc_abandon_message(Counter& why);
+  void uc_execute(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  void uc_abandon_message(Counter& why) REQUIRES(rq_mutex(qp_));
   // The RC machine and its states, REQUIRES rq_mu_.
-  void execute(Packet& pkt);
-  State check_psn(Packet& pkt);
-  State check_op_sequence(Packet& pkt);
-  State check_length(Packet& pkt);
-  State check_resources(Packet& pkt);
-  State execute_send(Packet& pkt);
-  State execute_write(Packet& pkt);
-  State execute_read(Packet& pkt);
-  State execute_atomic(Packet& pkt);
-  State acknowledge_state(Packet& pkt);
-  void acknowledge_before_completion(Packet& pkt);
-  State duplicate(Packet& pkt);
+  void execute(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  // The checks only read (the states they lead to act): the unlocked
+  // entry runs them too.
+  State check_psn(const Packet& pkt) const;
+  State check_op_sequence(const Packet& pkt) const;
+  State check_length(const Packet& pkt) const;
+  State check_resources(const Packet& pkt) const REQUIRES(rq_mutex(qp_));
+  State execute_send(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  State execute_write(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  State execute_read(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  State execute_atomic(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  State acknowledge_state(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  void acknowledge_before_completion(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  State duplicate(Packet& pkt) REQUIRES(rq_mutex(qp_));
   // Sends the READ response packets for [va, va + length) from `first_psn`
   // (a new READ or a duplicate asking again from the middle): at once as a
   // train, else a burst now and the rest queued for later turns (all of
   // it queued behind answers already waiting); false if the rkey does not
   // grant it.
   bool send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
-                           std::uint32_t length);
+                           std::uint32_t length) REQUIRES(rq_mutex(qp_));
   // send_read_responses() of a READ longer than a burst, or behind answers
   // that wait: the key checked for all of it, then a burst now and the rest
   // queued, or all of it queued.
-  [[gnu::noinline]] bool start_read_train(const ReadTrain& train);
+  [[gnu::noinline]] bool start_read_train(const ReadTrain& train) REQUIRES(rq_mutex(qp_));
   // Packets [from, to) of `t`, translated anew (the key is checked again);
   // false, and nothing sent, if it no longer translates.
   bool send_read_packets(const ReadTrain& t, std::uint32_t from, std::uint32_t to);
@@ -224,27 +248,29 @@ class Responder {
   // kMaxQueuedAnswers it is dropped and counted.
   // (Out of line, as everything of the queue: the common answer, an ACK
   // with nothing waiting, stays a few instructions inlined into its caller.)
-  [[gnu::noinline, gnu::cold]] void queue_answer(Packet&& p);
-  [[gnu::noinline, gnu::cold]] void acknowledge_queued(const Packet& req, std::uint32_t psn);
-  [[gnu::noinline]] void queue_train(const ReadTrain& t);
-  void schedule_turn();  // REQUIRES rq_mu_: a turn is due, unless one is already
+  [[gnu::noinline, gnu::cold]] void queue_answer(Packet&& p) REQUIRES(rq_mutex(qp_));
+  [[gnu::noinline, gnu::cold]] void acknowledge_queued(const Packet& req, std::uint32_t psn) REQUIRES(rq_mutex(qp_));
+  [[gnu::noinline]] void queue_train(const ReadTrain& t) REQUIRES(rq_mutex(qp_));
+  void schedule_turn() REQUIRES(rq_mutex(qp_));  // a turn is due, unless one is already
   // A duplicate READ may be executed again (REQUIRES rq_mu_).
-  bool take_dup_read_token();
-  RdAtomicResource* find_resource(std::uint32_t psn);
-  RdAtomicResource& take_resource();
+  bool take_dup_read_token() REQUIRES(rq_mutex(qp_));
+  RdAtomicResource* find_resource(std::uint32_t psn) REQUIRES(rq_mutex(qp_));
+  RdAtomicResource& take_resource() REQUIRES(rq_mutex(qp_));
   // The expected PSN moves past `pkt` (and past a READ's response PSNs).
-  void advance_expected(std::uint32_t next_psn);
-  void respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn);
+  void advance_expected(std::uint32_t next_psn) REQUIRES(rq_mutex(qp_));
+  void respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn) REQUIRES(rq_mutex(qp_));
   // respond() with a plain ACK of `psn`, handed over as an Ack.
-  void acknowledge(const Packet& req, std::uint32_t psn);
-  void nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer = 0);
+  void acknowledge(const Packet& req, std::uint32_t psn) REQUIRES(rq_mutex(qp_));
+  void nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer = 0) REQUIRES(rq_mutex(qp_));
   // A class C NAK for `cause`: counted, sent, and the QP ends.
-  void nak_fatal(const Packet& req, NakCause cause);
+  void nak_fatal(const Packet& req, NakCause cause) REQUIRES(rq_mutex(qp_));
 
   Qp& qp_;
+  // (Not annotated: its atomics are read by the unlocked entry, its other
+  // fields only under rq_mu_.)
   ResponderState resp_;
-  ResponderQueue respq_;
-  bool last_wqe_reported_ = false;  // kQpLastWqeReached raised for this ERR
+  ResponderQueue respq_ GUARDED_BY(rq_mutex(qp_));
+  bool last_wqe_reported_ GUARDED_BY(rq_mutex(qp_)) = false;  // kQpLastWqeReached raised for this ERR
 };
 
 }  // namespace srdma::hca

@@ -118,7 +118,7 @@ void Responder::respond_turn() {
   ReadTrain burst;
   std::uint32_t from = 0, to = 0;
   {
-    std::lock_guard lock(qp_.rq_mu_);
+    FastLock lock(qp_.rq_mu_);
     respq_.turn_scheduled = false;
     if (respq_.turn_sending) return;  // it schedules the next turn when it is done
     if (respq_.queued.empty()) {      // dropped meanwhile (destroy, RESET)
@@ -156,7 +156,7 @@ void Responder::respond_turn() {
     for (Packet& p : out) qp_.engine_.link().send(std::move(p));
     if (to > from) read_ok = send_read_packets(burst, from, to);
   }
-  std::lock_guard lock(qp_.rq_mu_);
+  FastLock lock(qp_.rq_mu_);
   respq_.turn_sending = false;
   qp_.recv_counters_.responses_sent.bump(out.size() + (read_ok ? to - from : 0));
   if (!read_ok) {
@@ -174,7 +174,7 @@ void Responder::respond_turn() {
 }
 
 void Responder::drop_queued_answers() {
-  std::lock_guard lock(qp_.rq_mu_);
+  FastLock lock(qp_.rq_mu_);
   respq_.queued.clear();
   if (!respq_.turn_sending) resp_.answers_queued.store(false, std::memory_order_release);
 }

@@ -42,7 +42,7 @@ void Qp::run_send_side(bool check_timeout) {
     }
     if (inbox_ready_.load(std::memory_order_acquire)) {
       {
-        std::lock_guard lock(inbox_mu_);
+        FastLock lock(inbox_mu_);
         drain_.swap(inbox_);
         inbox_ready_.store(false, std::memory_order_relaxed);
       }
@@ -78,6 +78,7 @@ void Qp::receive_response(Packet&& pkt) {
   // in-process link answers a request before send() returns) is that send
   // side's to take: it holds sq_mu_, so no inbox lock and no kick.
   if (SendSideHere::runs(this)) {
+    sq_mu_.assert_held();  // by the send side running on this thread
     if (!own_answers_pending() && Ack::is(pkt)) {
       own_ack_ = Ack::of(pkt);
       own_ack_valid_ = true;
@@ -87,7 +88,7 @@ void Qp::receive_response(Packet&& pkt) {
     return;
   }
   {
-    std::lock_guard lock(inbox_mu_);
+    FastLock lock(inbox_mu_);
     inbox_.push_back(std::move(pkt));
     inbox_ready_.store(true, std::memory_order_release);
   }
@@ -95,10 +96,13 @@ void Qp::receive_response(Packet&& pkt) {
 }
 
 void Qp::receive_ack(const Ack& ack) {
-  if (SendSideHere::runs(this) && !own_answers_pending()) [[likely]] {
-    own_ack_ = ack;
-    own_ack_valid_ = true;
-    return;
+  if (SendSideHere::runs(this)) [[likely]] {
+    sq_mu_.assert_held();  // by the send side running on this thread
+    if (!own_answers_pending()) [[likely]] {
+      own_ack_ = ack;
+      own_ack_valid_ = true;
+      return;
+    }
   }
   receive_response_packet(ack);
 }
@@ -131,23 +135,21 @@ void Qp::kick() {
   // Whoever holds sq_mu_ drains the inbox before it lets go; re-check after
   // unlocking so that a response that arrived just then is not stranded.
   for (;;) {
-    {
-      std::unique_lock lock(sq_mu_, std::try_to_lock);
-      if (!lock.owns_lock()) {
-        // A send side running on this thread (its request was answered
-        // synchronously) drains the inbox in its loop, before it returns;
-        // without answers_inline_ the holder's full fence after it lets
-        // go pairs with our locked try_lock.
-        if (SendSideHere::runs(this) || !answers_inline_) return;
-        // Another thread holds it, and looks at the inbox after it lets go
-        // behind only the light half: after the heavy half, either it sees
-        // our response or we see it gone.
-        asymmetric_heavy_fence();
-        if (sq_mu_.locked()) return;
-        continue;
-      }
-      run_send_side();
+    if (!sq_mu_.try_lock()) {
+      // A send side running on this thread (its request was answered
+      // synchronously) drains the inbox in its loop, before it returns;
+      // without answers_inline_ the holder's full fence after it lets
+      // go pairs with our locked try_lock.
+      if (SendSideHere::runs(this) || !answers_inline_) return;
+      // Another thread holds it, and looks at the inbox after it lets go
+      // behind only the light half: after the heavy half, either it sees
+      // our response or we see it gone.
+      asymmetric_heavy_fence();
+      if (sq_mu_.locked()) return;
+      continue;
     }
+    run_send_side();
+    sq_mu_.unlock();
     poster_fence();  // as in take_stranded_responses
     if (!inbox_ready_.load(std::memory_order_relaxed)) return;
   }
@@ -163,7 +165,7 @@ void Qp::arm_timer(Clock::time_point at, bool transport) {
 
 void Qp::on_timer() {
   {
-    std::lock_guard lock(sq_mu_);
+    FastLock lock(sq_mu_);
     timer_armed_ = {};
     timer_armed_timeout_ = 0xff;
     run_send_side(/*check_timeout=*/true);
@@ -175,7 +177,7 @@ void Qp::fail_wqe(std::uint64_t index, WcStatus status) {
   state_.store(QpState::kErr, std::memory_order_release);
   completer_.fail(index, status);
   requester_.stop(completer_.consumer());
-  std::lock_guard lock(rq_mu_);  // lock order: sq_mu_ then rq_mu_
+  FastLock lock(rq_mu_);  // lock order: sq_mu_ then rq_mu_
   responder_.flush();
 }
 

@@ -26,20 +26,18 @@
 namespace srdma::hca {
 
 void Responder::receive_uc(Packet& pkt) {
-  std::lock_guard lock(qp_.rq_mu_);
-  if (!accepts_requests(qp_.state())) return qp_.recv_counters_.dropped_bad_state.bump();
-  if (!from_peer(pkt)) return qp_.recv_counters_.dropped_bad_source.bump();  // UC is connected
+  FastLock lock(qp_.rq_mu_);
+  if (count_refusal(admit(pkt))) return;  // UC is connected, as RC
   qp_.recv_counters_.requests_received.bump(pkt.count);
   // A whole message's train in one go when it will land; one that will not
   // (no receive for its SEND) is unrolled, so it is dropped and counted
   // packet by packet as on the wire.
-  if (pkt.count == 1 ||
-      (starts_message(pkt.op) && ends_message(pkt.last_op) &&
-       pkt.psn == resp_.expected_psn.load(std::memory_order_relaxed) &&
-       resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone &&
-       (!is_send(pkt.op) || qp_.rq_.ready())))
+  if (pkt.count == 1 || (whole_message_in_sequence(pkt) && (!is_send(pkt.op) || qp_.rq_.ready())))
     return uc_execute(pkt);
-  unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) { uc_execute(p); });
+  unroll(pkt, resp_.mtu.load(std::memory_order_relaxed), [&](Packet& p) {
+    qp_.rq_mu_.assert_held();  // (unroll calls it here, inside the lock)
+    uc_execute(p);
+  });
 }
 
 namespace {

@@ -68,7 +68,7 @@ std::array<std::byte, kGrhBytes> grh_area(const Packet& pkt) {
 }  // namespace
 
 void Responder::receive_datagram(const Packet& pkt) {
-  std::lock_guard lock(qp_.rq_mu_);
+  FastLock lock(qp_.rq_mu_);
   if (!accepts_requests(qp_.state())) return qp_.recv_counters_.dropped_bad_state.bump();
   qp_.recv_counters_.requests_received.bump();
   // IBA 10.2.4 / C10-15: a datagram whose Q_Key is not the QP's is dropped.
@@ -80,10 +80,11 @@ void Responder::receive_datagram(const Packet& pkt) {
   const RecvWqe& r = qp_.rq_.head();
   if (r.length < kGrhBytes + std::uint64_t{pkt.payload_length}) return qp_.recv_counters_.dropped_bad_length.bump();
   const std::array<std::byte, kGrhBytes> grh = grh_area(pkt);
+  const std::uint32_t pdn = qp_.rq_.pdn();
   const bool placed = [&] {
     TranslationWindow window(Qp::window_key(r.sges));
     PieceList dst;
-    if (!qp_.translate_slice(r.sges, 0, kGrhBytes + std::uint64_t{pkt.payload_length}, ACCESS_LOCAL_WRITE, qp_.rq_.pdn(), dst))
+    if (!qp_.translate_slice(r.sges, 0, kGrhBytes + std::uint64_t{pkt.payload_length}, ACCESS_LOCAL_WRITE, pdn, dst))
       return false;
     PieceList src;
     src.push_back(MemPiece{const_cast<std::byte*>(grh.data()), kGrhBytes});

@@ -209,6 +209,23 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
   return std::unique_ptr<UdpLink>(new UdpLink(config, *ip, fd, wake, mtu, gso));
 }
 
+// What a receiver needs for one recvmmsg: used by whoever holds rx_busy_.
+struct UdpLink::RxState {
+  std::array<mmsghdr, kRecvBatch> msgs{};
+  std::array<iovec, kRecvBatch> iovs{};
+  std::array<sockaddr_in, kRecvBatch> from{};
+  // SO_RXQ_OVFL's drop count, the TTL and the TOS.
+  static constexpr std::size_t kCtl =
+      CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(std::uint8_t)) + 16;
+  alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
+  // The receive buffers: a response that a QP keeps for later (its inbox)
+  // keeps the whole batch's buffer alive through Packet::owned, and the
+  // next batch then gets a fresh one.
+  std::shared_ptr<std::vector<std::byte>> buf;
+  bool handed_out = false;  // a packet was given a reference to buf
+  std::uint32_t last_ovfl = 0;
+};
+
 UdpLink::UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu,
                  bool gso)
     : config_(config),
@@ -535,22 +552,6 @@ void UdpLink::flush_pending() {
   q.link = nullptr;
 }
 
-// What a receiver needs for one recvmmsg: used by whoever holds rx_busy_.
-struct UdpLink::RxState {
-  std::array<mmsghdr, kRecvBatch> msgs{};
-  std::array<iovec, kRecvBatch> iovs{};
-  std::array<sockaddr_in, kRecvBatch> from{};
-  // SO_RXQ_OVFL's drop count, the TTL and the TOS.
-  static constexpr std::size_t kCtl =
-      CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(std::uint8_t)) + 16;
-  alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
-  // The receive buffers: a response that a QP keeps for later (its inbox)
-  // keeps the whole batch's buffer alive through Packet::owned, and the
-  // next batch then gets a fresh one.
-  std::shared_ptr<std::vector<std::byte>> buf;
-  bool handed_out = false;  // a packet was given a reference to buf
-  std::uint32_t last_ovfl = 0;
-};
 
 namespace {
 std::int64_t now_ns() {
