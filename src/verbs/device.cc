@@ -40,8 +40,11 @@ ibv_device g_device = [] {
   d.node_type = IBV_NODE_CA;
   d.transport_type = IBV_TRANSPORT_IB;
   std::snprintf(d.name, sizeof d.name, "%s", kDeviceName);
-  std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
-  std::snprintf(d.dev_path, sizeof d.dev_path, "/dev/infiniband/uverbs0");
+  // The node UCX checks (/dev/infiniband/<dev_name>, never opened): named
+  // after the device so that it cannot be a real HCA's uverbsN. This
+  // library never creates it; `srdma devnode` does, when the user asks.
+  std::snprintf(d.dev_name, sizeof d.dev_name, "%s", kDeviceName);
+  std::snprintf(d.dev_path, sizeof d.dev_path, "/dev/infiniband/%s", kDeviceName);
   std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "/sys/class/infiniband/%s", kDeviceName);
   return d;
 }();
