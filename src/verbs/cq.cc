@@ -119,6 +119,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
     pthread_mutex_unlock(&cq->mutex);
   }
   if (auto r = to_cq(cq)->core->destroy(); !r) return fail("ibv_destroy_cq", r.error());
+  retire_async_events(*to_ctx(cq->context), cq);
   if (cq->channel) --cq->channel->refcnt;
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);

@@ -81,9 +81,18 @@ struct CompChannelObj {
   std::unique_ptr<CompChannel> core;
 };
 
+// Async events the application read (ibv_get_async_event) and has to
+// acknowledge before the object they name may be destroyed, as libibverbs
+// counts them (events_reported against the public struct's
+// events_completed); guarded by the context's async_mu.
+struct AsyncReported {
+  std::uint32_t reported = 0;
+};
+
 struct Cq {
   ibv_cq ibv;
   std::unique_ptr<CompletionQueue> core;
+  AsyncReported async;
 };
 
 struct Qp {
@@ -91,11 +100,13 @@ struct Qp {
   std::unique_ptr<QueuePair> core;
   QpCaps caps;  // what create_qp granted (ibv_query_qp reports them)
   int sq_sig_all = 0;
+  AsyncReported async;
 };
 
 struct Srq {
   ibv_srq ibv;
   std::unique_ptr<SharedReceiveQueue> core;
+  AsyncReported async;
 };
 
 struct Ah {
@@ -120,5 +131,15 @@ void destroy_leftovers(Context& ctx);
 
 // Queues an async event on the context (the device's event thread calls it).
 void push_async_event(Context& ctx, const ibv_async_event& ev);
+
+// For a QP, CQ or SRQ whose core object was just destroyed (so it raises
+// nothing more): waits until the events it raised reached the context,
+// drops those the application has not read, and waits until it has
+// acknowledged those it read. After this no event names the object: the
+// kernel and libibverbs promise as much, and UCX reads element.qp->qp_num
+// of every QP event it gets.
+void retire_async_events(Context& ctx, ibv_qp* qp);
+void retire_async_events(Context& ctx, ibv_cq* cq);
+void retire_async_events(Context& ctx, ibv_srq* srq);
 
 }  // namespace srdma::verbs

@@ -326,6 +326,8 @@ int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode, std::uint32_t) {
 
 int ibv_destroy_qp(ibv_qp* qp) {
   if (!qp) return fail("ibv_destroy_qp", EINVAL, "NULL QP");
+  to_qp(qp)->core.reset();  // raises nothing from here on
+  retire_async_events(*to_ctx(qp->context), qp);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   to_ctx(qp->context)->release(Kind::kQp, qp);
