@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "convert.h"
+#include "cq_ex.h"
+#include "qp_ex.h"
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
@@ -214,6 +216,12 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
   ibv_device_attr_ex full{};
   fill_device_attr(*to_ctx(c), full.orig_attr);
   full.phys_port_cnt_ex = 1;
+  // Extended CQs stamp completions in CLOCK_MONOTONIC nanoseconds
+  // (cq_ex.cc): a 64-bit counter at 1 GHz (hca_core_clock is in kHz).
+  full.completion_timestamp_mask = ~std::uint64_t{0};
+  full.hca_core_clock = 1'000'000;
+  // CQ moderation is the core's (CompletionQueue::modify), but
+  // ibv_modify_cq is not wired to it: none is reported.
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
   return 0;
 }
@@ -398,6 +406,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->vctx.sz = sizeof(verbs_context);
   ctx->vctx.query_port = query_port_op;
   ctx->vctx.query_device_ex = query_device_ex_op;
+  ctx->vctx.create_cq_ex = create_cq_ex_op;
+  ctx->vctx.query_rt_values = query_rt_values_op;
+  ctx->vctx.create_qp_ex = create_qp_ex_op;
   ibv_context& c = ctx->vctx.context;
   c.device = &g_device;
   c.cmd_fd = -1;

@@ -28,6 +28,9 @@
 #include "srdma/qp.h"
 #include "srdma/srq.h"
 
+#include "cq_ex.h"
+#include "qp_ex.h"
+
 namespace srdma::verbs {
 
 struct Context;
@@ -90,18 +93,37 @@ struct AsyncReported {
 };
 
 struct Cq {
-  ibv_cq ibv;
+  union {
+    ibv_cq ibv;
+    ibv_cq_ex ex;  // ibv_create_cq_ex: starts with ibv_cq's fields (ibv_cq_ex_to_cq is a cast)
+  };
   std::unique_ptr<CompletionQueue> core;
   AsyncReported async;
+  std::unique_ptr<CqExPoll> ext;  // extended CQs only: what start_poll buffered (cq_ex.h)
 };
 
+// ibv_create_cq's work (verb names the caller in refusals); the wrapper, or
+// NULL with errno set.
+Cq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+            int comp_vector);
+// ibv_poll_cq on an extended CQ: what start_poll buffered, then the core's.
+int poll_cq_ex_classic(Cq& cq, int num_entries, ibv_wc* wc);
+
 struct Qp {
-  ibv_qp ibv;
+  union {
+    ibv_qp ibv;
+    ibv_qp_ex ex;  // ibv_create_qp_ex: starts with the ibv_qp (qp_base)
+  };
   std::unique_ptr<QueuePair> core;
+  std::unique_ptr<QpExPost> ext;  // extended QPs only: the ibv_wr_* staging (qp_ex.h)
   QpCaps caps;  // what create_qp granted (ibv_query_qp reports them)
   int sq_sig_all = 0;
   AsyncReported async;
 };
+
+// ibv_create_qp's work (verb names the caller in refusals); the wrapper, or
+// NULL with errno set.
+Qp* make_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init);
 
 struct Srq {
   ibv_srq ibv;
