@@ -77,6 +77,7 @@ struct Pd {
 struct Mr {
   ibv_mr ibv;
   MemoryRegion core;
+  unsigned access = 0;  // the ibv access flags it was registered with (ibv_rereg_mr keeps them)
 };
 
 struct CompChannelObj {
