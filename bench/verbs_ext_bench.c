@@ -3,7 +3,10 @@
  * ibv_post_send and ibv_poll_cq, perftest-style, in one process on
  * softrdma's libibverbs.so.1: two RC QPs of one device connected to each
  * other, 64-byte RDMA WRITEs, 64 in flight, every 16th signaled, the same
- * number of WRITEs per round; the two ways alternate round by round and the
+ * number of WRITEs per round. Each way posts one WR per call (perftest's
+ * default: one ibv_post_send, or one wr_start..wr_complete) and, again, all
+ * the WRs the window has room for per call (a chained ibv_send_wr list, or
+ * one batch of builders). The four alternate round by round and the
  * medians are compared (docs/BENCHMARKS.md has the command).
  *
  *   LD_LIBRARY_PATH=build/<dir>/lib/softrdma SRDMA_ADDR=127.0.0.1 verbs_ext_bench [WRITES-PER-ROUND] [ROUNDS]
@@ -25,21 +28,31 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* One round: n WRITEs, DEPTH in flight; returns WRITEs per second. */
-static double round_classic(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *mr, char *buf, long n) {
+/* One round: n WRITEs, DEPTH in flight, up to `batch` per post; returns
+ * WRITEs per second. */
+static double round_classic(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *mr, char *buf, long n, int batch) {
   struct ibv_sge sge = {(uintptr_t)buf, SIZE, mr->lkey};
-  struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE}, *bad;
-  wr.wr.rdma.remote_addr = (uintptr_t)(buf + 4096);
-  wr.wr.rdma.rkey = mr->rkey;
+  struct ibv_send_wr wr[DEPTH], *bad;
+  for (int i = 0; i < DEPTH; i++) {
+    wr[i] = (struct ibv_send_wr){.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
+    wr[i].wr.rdma.remote_addr = (uintptr_t)(buf + 4096);
+    wr[i].wr.rdma.rkey = mr->rkey;
+  }
   long posted = 0, done = 0;
   struct ibv_wc wc[16];
   double t0 = now_s();
   while (done < n) {
     while (posted < n && posted - done < DEPTH) {
-      wr.wr_id = (uint64_t)posted;
-      wr.send_flags = (posted % SIGNAL_EVERY == SIGNAL_EVERY - 1) ? IBV_SEND_SIGNALED : 0;
-      if (ibv_post_send(qp, &wr, &bad)) return -1;
-      posted++;
+      int k = 0;
+      while (k < batch && posted < n && posted - done < DEPTH) {
+        wr[k].wr_id = (uint64_t)posted;
+        wr[k].send_flags = (posted % SIGNAL_EVERY == SIGNAL_EVERY - 1) ? IBV_SEND_SIGNALED : 0;
+        wr[k].next = NULL;
+        if (k) wr[k - 1].next = &wr[k];
+        k++;
+        posted++;
+      }
+      if (ibv_post_send(qp, &wr[0], &bad)) return -1;
     }
     int k = ibv_poll_cq(cq, 16, wc);
     for (int i = 0; i < k; i++) {
@@ -50,14 +63,15 @@ static double round_classic(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr 
   return (double)n / (now_s() - t0);
 }
 
-static double round_ext(struct ibv_qp_ex *qx, struct ibv_cq_ex *cqx, struct ibv_mr *mr, char *buf, long n) {
+static double round_ext(struct ibv_qp_ex *qx, struct ibv_cq_ex *cqx, struct ibv_mr *mr, char *buf, long n,
+                        int batch) {
   long posted = 0, done = 0;
   struct ibv_poll_cq_attr attr = {0};
   double t0 = now_s();
   while (done < n) {
-    if (posted < n && posted - done < DEPTH) {
+    while (posted < n && posted - done < DEPTH) {
       ibv_wr_start(qx);
-      while (posted < n && posted - done < DEPTH) {
+      for (int k = 0; k < batch && posted < n && posted - done < DEPTH; k++) {
         qx->wr_id = (uint64_t)posted;
         qx->wr_flags = (posted % SIGNAL_EVERY == SIGNAL_EVERY - 1) ? IBV_SEND_SIGNALED : 0;
         ibv_wr_rdma_write(qx, mr->rkey, (uintptr_t)(buf + 4096));
@@ -104,19 +118,26 @@ int main(int argc, char **argv) {
   if (!a || !b || !c || !d || ibv_query_gid(ctx, 1, 0, &gid) || connect_rc(a, b->qp_num, &gid) ||
       connect_rc(b, a->qp_num, &gid) || connect_rc(c, d->qp_num, &gid) || connect_rc(d, c->qp_num, &gid))
     return 1;
-  double classic[50], ext[50];
+  double c1[50], e1[50], cl[50], eb[50];
   for (int r = 0; r < rounds; r++) {
-    classic[r] = round_classic(a, cq, mr, buf, n);
-    ext[r] = round_ext(ibv_qp_to_qp_ex(c), cqx, mr, buf, n);
-    if (classic[r] < 0 || ext[r] < 0) return 1;
-    printf("round %d: ibv_post_send+ibv_poll_cq %.0f WRITEs/s, ibv_wr_*+ibv_cq_ex %.0f WRITEs/s\n", r + 1, classic[r],
-           ext[r]);
+    c1[r] = round_classic(a, cq, mr, buf, n, 1);
+    e1[r] = round_ext(ibv_qp_to_qp_ex(c), cqx, mr, buf, n, 1);
+    cl[r] = round_classic(a, cq, mr, buf, n, DEPTH);
+    eb[r] = round_ext(ibv_qp_to_qp_ex(c), cqx, mr, buf, n, DEPTH);
+    if (c1[r] < 0 || e1[r] < 0 || cl[r] < 0 || eb[r] < 0) return 1;
+    printf("round %d: one WR per post: ibv_post_send+ibv_poll_cq %.0f/s, ibv_wr_*+ibv_cq_ex %.0f/s; "
+           "a window per post: %.0f/s, %.0f/s\n",
+           r + 1, c1[r], e1[r], cl[r], eb[r]);
   }
-  qsort(classic, (size_t)rounds, sizeof classic[0], cmp_double);
-  qsort(ext, (size_t)rounds, sizeof ext[0], cmp_double);
-  double mc = classic[rounds / 2], me = ext[rounds / 2];
-  printf("median of %d rounds of %ld 64-byte WRITEs: ibv_post_send+ibv_poll_cq %.0f/s, ibv_wr_*+ibv_cq_ex %.0f/s, "
-         "ratio %.2f\n",
-         rounds, n, mc, me, me / mc);
+  qsort(c1, (size_t)rounds, sizeof c1[0], cmp_double);
+  qsort(e1, (size_t)rounds, sizeof e1[0], cmp_double);
+  qsort(cl, (size_t)rounds, sizeof cl[0], cmp_double);
+  qsort(eb, (size_t)rounds, sizeof eb[0], cmp_double);
+  const int m = rounds / 2;
+  printf("median of %d rounds of %ld 64-byte WRITEs (WRITEs/s):\n", rounds, n);
+  printf("  one WR per post:    ibv_post_send+ibv_poll_cq %.0f, ibv_wr_*+ibv_cq_ex %.0f, ratio %.2f\n", c1[m], e1[m],
+         e1[m] / c1[m]);
+  printf("  a window per post:  ibv_post_send+ibv_poll_cq %.0f, ibv_wr_*+ibv_cq_ex %.0f, ratio %.2f\n", cl[m], eb[m],
+         eb[m] / cl[m]);
   return 0;
 }
