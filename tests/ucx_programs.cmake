@@ -13,5 +13,6 @@
 if(TARGET srdma_ibverbs)
   add_test(NAME ucx_programs
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ucx_programs_test.sh $<TARGET_FILE:srdma> $<TARGET_FILE_DIR:srdma_ibverbs>)
-  set_tests_properties(ucx_programs PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77 PROCESSORS 2)
+  # RESOURCE_LOCK: examples/ucp_pingpong may create and remove the same node.
+  set_tests_properties(ucx_programs PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77 PROCESSORS 2 RESOURCE_LOCK srdma_devnode)
 endif()
