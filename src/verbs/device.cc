@@ -220,6 +220,8 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
   // (cq_ex.cc): a 64-bit counter at 1 GHz (hca_core_clock is in kHz).
   full.completion_timestamp_mask = ~std::uint64_t{0};
   full.hca_core_clock = 1'000'000;
+  // As libibverbs fills it from the kernel: the same capabilities, 64 bits wide.
+  full.device_cap_flags_ex = static_cast<unsigned>(full.orig_attr.device_cap_flags);
   // CQ moderation is the core's (CompletionQueue::modify), but
   // ibv_modify_cq is not wired to it: none is reported.
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
