@@ -8,6 +8,10 @@
  * no-op). The old keys die: after each change a WRITE with the rkey from
  * before fails with a remote access error and moves no byte, and an lkey
  * used on a QP of the PD the MR left fails with a local protection error.
+ * Under traffic: a thread WRITEs through the rkey in a loop while the MR
+ * moves to another buffer; once ibv_rereg_mr returns, the old buffer takes
+ * no byte more and the new one never one through the old key (the WRITEs
+ * after the move fail with a remote access error).
  * Refusals: unknown flags, CHANGE_TRANSLATION to NULL or length 0,
  * CHANGE_PD to NULL, access flags that cannot be (REMOTE_WRITE without
  * LOCAL_WRITE): IBV_REREG_MR_ERR_INPUT with EINVAL, and the MR still works
@@ -15,6 +19,8 @@
  *
  * Run with LD_LIBRARY_PATH at softrdma's drop-in and SRDMA_ADDR set.
  */
+#include <pthread.h>
+
 #include "ext_common.h"
 
 enum { BUF = 4096 };
@@ -51,6 +57,42 @@ static int rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, void *local, uint32_t 
   for (;;) {
     if (poll_one(cq, &wc) != 1) return -1;
     if (wc.wr_id == 1) return wc.status; /* a flushed WR of the peer has another wr_id */
+  }
+}
+
+/* The traffic: WRITEs of 'Q' through one rkey until one fails. */
+struct writer {
+  struct ibv_qp *qp;
+  struct ibv_cq *cq;
+  char *src;
+  uint32_t lkey, rkey;
+  char *remote;
+  volatile int started;
+  long ok;
+  volatile int last_status;
+};
+static void *write_loop(void *arg) {
+  struct writer *w = arg;
+  for (;;) {
+    struct ibv_sge sge = {(uintptr_t)w->src, BUF, w->lkey};
+    struct ibv_send_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                             .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
+    wr.wr.rdma.remote_addr = (uintptr_t)w->remote;
+    wr.wr.rdma.rkey = w->rkey;
+    if (ibv_post_send(w->qp, &wr, &bad)) {
+      w->last_status = -1;
+      return NULL;
+    }
+    struct ibv_wc wc;
+    if (poll_one(w->cq, &wc) != 1) {
+      w->last_status = -2;
+      return NULL;
+    }
+    w->last_status = wc.status;
+    if (wc.status != IBV_WC_SUCCESS) return NULL;
+    w->ok++;
+    __atomic_store_n(&w->started, 1, __ATOMIC_RELEASE);
   }
 }
 
@@ -158,6 +200,36 @@ int main(void) {
         "a QP of the PD the MR left, with its lkey: local protection error, no byte moved");
 
   check_ret(ibv_dereg_mr(mr), 0, "ibv_dereg_mr after rereg");
+
+  /* Under traffic: the MR moves from tbuf1 to tbuf2 while a thread WRITEs. */
+  char *tsrc = aligned_alloc(4096, BUF), *tbuf1 = aligned_alloc(4096, BUF), *tbuf2 = aligned_alloc(4096, BUF);
+  memset(tsrc, 'Q', BUF);
+  memset(tbuf1, 0, BUF);
+  memset(tbuf2, 0, BUF);
+  struct ibv_cq *wcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+  struct ibv_mr *tsmr = ibv_reg_mr(pd, tsrc, BUF, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr *tmr = ibv_reg_mr(pd, tbuf1, BUF, rw);
+  if (!wcq || !tsmr || !tmr) return 1;
+  struct ibv_cq *main_cq = cq;
+  cq = wcq; /* the writer's pair completes on its own CQ */
+  struct pair t = make_pair(pd);
+  cq = main_cq;
+  struct writer w = {.qp = t.a, .cq = wcq, .src = tsrc, .lkey = tsmr->lkey, .rkey = tmr->rkey, .remote = tbuf1};
+  pthread_t th;
+  if (pthread_create(&th, NULL, write_loop, &w)) return 1;
+  while (!__atomic_load_n(&w.started, __ATOMIC_ACQUIRE) && w.last_status == 0) {
+    /* the writer's first WRITE completes: the move happens under traffic */
+  }
+  check_ret(ibv_rereg_mr(tmr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, tbuf2, BUF, 0), 0,
+            "ibv_rereg_mr(CHANGE_TRANSLATION) while a thread WRITEs through the rkey");
+  memset(tbuf1, 'Z', BUF); /* no stale WRITE may land here from now on */
+  pthread_join(th, NULL);
+  char line[200];
+  snprintf(line, sizeof line,
+           "under traffic: %ld WRITEs before the move, then a remote access error (status %d); the old buffer takes "
+           "no byte after ibv_rereg_mr returns, the new one none through the old key",
+           w.ok, w.last_status);
+  check(w.ok > 0 && w.last_status == IBV_WC_REM_ACCESS_ERR && all(tbuf1, 'Z', BUF) && all(tbuf2, 0, BUF), line);
   printf("%s: %d check(s) failed\n", failures ? "FAIL" : "ok", failures);
   return failures ? 1 : 0;
 }
