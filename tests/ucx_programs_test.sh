@@ -147,10 +147,10 @@ run() {
 # enough for the whole matrix to stay in budget on two busy cores.
 iters_for() {
   case $1 in
-    8) echo 2000 ;;
-    4096) echo 1000 ;;
-    65536) echo 200 ;;
-    *) echo 20 ;;
+    8) echo 1000 ;;
+    4096) echo 500 ;;
+    65536) echo 100 ;;
+    *) echo 10 ;;
   esac
 }
 sizes=(8 4096 65536 1048576)
