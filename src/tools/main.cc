@@ -11,6 +11,7 @@
 #include "tools/cli_docs.h"
 #include "tools/commands.h"
 #include "tools/cq_pool_bench.h"
+#include "tools/devnode.h"
 #include "tools/nvmf_discover.h"
 #include "tools/nvmf_target.h"
 #include "tools/perf.h"
@@ -239,6 +240,16 @@ int main(int argc, char** argv) {
   nvmf_discover->add_option("--hostnqn", dopt.hostnqn, "The host NQN to ask as");
   nvmf_discover->add_option("target", dopt.target, "The target's ADDR[:PORT] (4420)")->required();
 
+  // srdma devnode [--remove]
+  auto* devnode = app.add_subcommand(
+      "devnode", "Create (or --remove) /dev/infiniband/srdma0, the node UCX needs to see before it uses a verbs device");
+  bool devnode_remove = false;
+  devnode->add_flag("--remove", devnode_remove, "Remove the node (only if it is softrdma's), and its directory if empty");
+  devnode->footer("UCX keeps a verbs device only if /dev/infiniband/<dev_name> is a character device it can read and "
+                  "write; softrdma's libibverbs.so.1 names srdma0 and never creates it. The node has the null "
+                  "device's numbers (1:3, mode 0666): nothing opens it, and anything that did would read EOF. "
+                  "Needs root.");
+
   // srdma run [--ip ADDR] -- PROGRAM ARGS...
   auto* run = app.add_subcommand(
       "run", "Run a verbs program on softrdma's libibverbs.so.1: srdma run [--ip ADDR] -- PROGRAM ARGS...");
@@ -293,6 +304,11 @@ int main(int argc, char** argv) {
     if (!f.exec_failed) return fail(f.error);
     std::cerr << "srdma run: " << run_argv[0] << ": " << f.error.reason << '\n';
     return 127;
+  }
+
+  if (*devnode) {
+    auto r = devnode_remove ? srdma::tools::devnode_remove(std::cout) : srdma::tools::devnode_create(std::cout);
+    return r ? 0 : fail(r.error());
   }
 
   if (*info) {

@@ -111,7 +111,11 @@ void to_ibv_wc(const Wc& in, ibv_wc& out) {
   out.src_qp = in.src_qp;
   out.pkey_index = in.pkey_index;
   out.slid = in.slid;
-  out.sl = 0;
+  // RoCE has no SL. A UD receive's sl says what its 40-byte GRH area holds,
+  // as mlx5 reports it (bits 2:0, the L3 header type: 2 is IPv4, which ours
+  // always is): UCX's ud_verbs reads the destination address from the GRH
+  // area at the offset this names and drops the datagram on a mismatch.
+  out.sl = (in.wc_flags & WC_GRH) ? kWcSlRoceIpv4 : 0;
   out.dlid_path_bits = 0;
 }
 

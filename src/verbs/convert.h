@@ -34,6 +34,9 @@ inline ibv_qp_state ibv_state(QpState s) { return static_cast<ibv_qp_state>(s); 
 Result<std::uint64_t> peer_address(std::uint32_t own_ipv4, const ibv_ah_attr& ah);
 
 // A softrdma completion as an ibv_wc (imm_data back to network order).
+// ibv_wc.sl of a UD receive with a GRH area: the RoCE L3 header type
+// (IPv4), as mlx5 reports it.
+inline constexpr std::uint8_t kWcSlRoceIpv4 = 2;
 void to_ibv_wc(const Wc& in, ibv_wc& out);
 
 }  // namespace srdma::verbs

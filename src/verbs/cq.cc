@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
 #include <new>
 
 #include "convert.h"
@@ -19,6 +20,7 @@ namespace srdma::verbs {
 
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   if (!cq || num_entries < 0 || (num_entries > 0 && !wc)) return -fail("ibv_poll_cq", EINVAL, "bad argument");
+  if (to_cq(cq)->ext) [[unlikely]] return poll_cq_ex_classic(*to_cq(cq), num_entries, wc);
   CompletionQueue& core = *to_cq(cq)->core;
   std::array<Wc, 16> batch;
   int done = 0;
@@ -36,6 +38,44 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
   if (!cq) return fail("ibv_req_notify_cq", EINVAL, "NULL CQ");
   auto r = to_cq(cq)->core->req_notify(solicited_only ? CQ_SOLICITED : CQ_NEXT_COMP);
   return r ? 0 : fail("ibv_req_notify_cq", r.error());
+}
+
+Cq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+            int comp_vector) {
+  if (!context) return fail_null<Cq>(verb, EINVAL, "NULL context");
+  if (cqe < 1) return fail_null<Cq>(verb, EINVAL, "cqe must be at least 1");
+  if (comp_vector < 0) return fail_null<Cq>(verb, EINVAL, "negative comp_vector");
+  auto* cq = new (std::nothrow) Cq{};
+  if (!cq) return fail_null<Cq>(verb, ENOMEM, "out of memory");
+  std::memset(&cq->ex, 0, sizeof cq->ex);
+  CqInit init;
+  // Sized as mlx4/mlx5 size a CQ: the power of two above the entries asked
+  // for, so that a program which leaves a CQE or two unpolled around its
+  // events does not overrun a CQ of exactly its depth (within max_cqe;
+  // cq->cqe reports what the CQ holds).
+  const std::uint32_t asked = static_cast<std::uint32_t>(cqe);
+  const std::uint32_t rounded = std::bit_ceil(std::min<std::uint32_t>(asked, 1u << 30) + 1);
+  init.cqe = rounded <= to_ctx(context)->dev.query().max_cqe ? rounded : asked;
+  init.comp_vector = static_cast<std::uint32_t>(comp_vector);
+  init.context = cq;  // async events and get_cq_event find the wrapper through it
+  init.channel = channel ? to_channel(channel)->core.get() : nullptr;
+  SignalsBlocked quiet;  // the first CQ starts the engine's threads
+  auto core = to_ctx(context)->dev.create_cq(init);
+  if (!core) {
+    delete cq;
+    return fail_null<Cq>(verb, core.error());
+  }
+  cq->core = std::move(*core);
+  cq->ibv.context = context;
+  cq->ibv.channel = channel;
+  cq->ibv.cq_context = cq_context;
+  cq->ibv.handle = cq->core->cqn();
+  cq->ibv.cqe = static_cast<int>(cq->core->cqe());
+  pthread_mutex_init(&cq->ibv.mutex, nullptr);
+  pthread_cond_init(&cq->ibv.cond, nullptr);
+  if (channel) ++channel->refcnt;
+  to_ctx(context)->adopt(Kind::kCq, cq);
+  return cq;
 }
 
 }  // namespace srdma::verbs
@@ -65,39 +105,8 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 }
 
 ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
-  if (!context) return fail_null<ibv_cq>("ibv_create_cq", EINVAL, "NULL context");
-  if (cqe < 1) return fail_null<ibv_cq>("ibv_create_cq", EINVAL, "cqe must be at least 1");
-  if (comp_vector < 0) return fail_null<ibv_cq>("ibv_create_cq", EINVAL, "negative comp_vector");
-  auto* cq = new (std::nothrow) Cq{};
-  if (!cq) return fail_null<ibv_cq>("ibv_create_cq", ENOMEM, "out of memory");
-  CqInit init;
-  // Sized as mlx4/mlx5 size a CQ: the power of two above the entries asked
-  // for, so that a program which leaves a CQE or two unpolled around its
-  // events does not overrun a CQ of exactly its depth (within max_cqe;
-  // cq->cqe reports what the CQ holds).
-  const std::uint32_t asked = static_cast<std::uint32_t>(cqe);
-  const std::uint32_t rounded = std::bit_ceil(std::min<std::uint32_t>(asked, 1u << 30) + 1);
-  init.cqe = rounded <= to_ctx(context)->dev.query().max_cqe ? rounded : asked;
-  init.comp_vector = static_cast<std::uint32_t>(comp_vector);
-  init.context = cq;  // async events and get_cq_event find the wrapper through it
-  init.channel = channel ? to_channel(channel)->core.get() : nullptr;
-  SignalsBlocked quiet;  // the first CQ starts the engine's threads
-  auto core = to_ctx(context)->dev.create_cq(init);
-  if (!core) {
-    delete cq;
-    return fail_null<ibv_cq>("ibv_create_cq", core.error());
-  }
-  cq->core = std::move(*core);
-  cq->ibv.context = context;
-  cq->ibv.channel = channel;
-  cq->ibv.cq_context = cq_context;
-  cq->ibv.handle = cq->core->cqn();
-  cq->ibv.cqe = static_cast<int>(cq->core->cqe());
-  pthread_mutex_init(&cq->ibv.mutex, nullptr);
-  pthread_cond_init(&cq->ibv.cond, nullptr);
-  if (channel) ++channel->refcnt;
-  to_ctx(context)->adopt(Kind::kCq, cq);
-  return &cq->ibv;
+  Cq* cq = make_cq("ibv_create_cq", context, cqe, cq_context, channel, comp_vector);
+  return cq ? &cq->ibv : nullptr;
 }
 
 int ibv_resize_cq(ibv_cq* cq, int cqe) {
@@ -119,6 +128,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
     pthread_mutex_unlock(&cq->mutex);
   }
   if (auto r = to_cq(cq)->core->destroy(); !r) return fail("ibv_destroy_cq", r.error());
+  retire_async_events(*to_ctx(cq->context), cq);
   if (cq->channel) --cq->channel->refcnt;
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);

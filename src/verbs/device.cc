@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "convert.h"
+#include "cq_ex.h"
+#include "qp_ex.h"
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
@@ -40,8 +42,11 @@ ibv_device g_device = [] {
   d.node_type = IBV_NODE_CA;
   d.transport_type = IBV_TRANSPORT_IB;
   std::snprintf(d.name, sizeof d.name, "%s", kDeviceName);
-  std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
-  std::snprintf(d.dev_path, sizeof d.dev_path, "/dev/infiniband/uverbs0");
+  // The node UCX checks (/dev/infiniband/<dev_name>, never opened): named
+  // after the device so that it cannot be a real HCA's uverbsN. This
+  // library never creates it; `srdma devnode` does, when the user asks.
+  std::snprintf(d.dev_name, sizeof d.dev_name, "%s", kDeviceName);
+  std::snprintf(d.dev_path, sizeof d.dev_path, "/dev/infiniband/%s", kDeviceName);
   std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "/sys/class/infiniband/%s", kDeviceName);
   return d;
 }();
@@ -211,6 +216,14 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
   ibv_device_attr_ex full{};
   fill_device_attr(*to_ctx(c), full.orig_attr);
   full.phys_port_cnt_ex = 1;
+  // Extended CQs stamp completions in CLOCK_MONOTONIC nanoseconds
+  // (cq_ex.cc): a 64-bit counter at 1 GHz (hca_core_clock is in kHz).
+  full.completion_timestamp_mask = ~std::uint64_t{0};
+  full.hca_core_clock = 1'000'000;
+  // As libibverbs fills it from the kernel: the same capabilities, 64 bits wide.
+  full.device_cap_flags_ex = static_cast<unsigned>(full.orig_attr.device_cap_flags);
+  // CQ moderation is the core's (CompletionQueue::modify), but
+  // ibv_modify_cq is not wired to it: none is reported.
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
   return 0;
 }
@@ -245,6 +258,89 @@ void push_async_event(Context& ctx, const ibv_async_event& ev) {
   }
   ctx.async_events.push_back(ev);
   ctx.async_cv.notify_all();
+}
+
+namespace {
+
+// The object an event names, and the count of its events read and not yet
+// retired; null for a port or device event.
+struct Named {
+  const void* object = nullptr;
+  AsyncReported* reported = nullptr;
+  // What ibv_ack_async_event counts in: the public struct's own fields.
+  pthread_mutex_t* mu = nullptr;
+  pthread_cond_t* cond = nullptr;
+  std::uint32_t* completed = nullptr;
+};
+
+Named named_by(const ibv_async_event& ev) {
+  switch (ev.event_type) {
+    case IBV_EVENT_CQ_ERR: {
+      ibv_cq* cq = ev.element.cq;
+      return {cq, &to_cq(cq)->async, &cq->mutex, &cq->cond, &cq->async_events_completed};
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {
+      ibv_qp* qp = ev.element.qp;
+      return {qp, &to_qp(qp)->async, &qp->mutex, &qp->cond, &qp->events_completed};
+    }
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+      ibv_srq* srq = ev.element.srq;
+      return {srq, &to_srq(srq)->async, &srq->mutex, &srq->cond, &srq->events_completed};
+    }
+    case IBV_EVENT_DEVICE_FATAL:
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+    case IBV_EVENT_GID_CHANGE:
+    case IBV_EVENT_WQ_FATAL: return {};
+  }
+  return {};
+}
+
+// Drops the unread events naming `obj`; returns how many the application
+// read (under async_mu).
+std::uint32_t drop_unread(Context& ctx, const void* obj, const AsyncReported& reported) {
+  ctx.dev.flush_async_events();  // what the core object raised is queued here now
+  std::lock_guard lock(ctx.async_mu);
+  const bool had = !ctx.async_events.empty();
+  std::erase_if(ctx.async_events, [&](const ibv_async_event& ev) { return named_by(ev).object == obj; });
+  if (had && ctx.async_events.empty()) {
+    std::uint64_t n;
+    (void)!::read(ctx.async_fd, &n, sizeof n);  // nothing waits: not readable
+  }
+  return reported.reported;
+}
+
+void wait_acked(pthread_mutex_t& mu, pthread_cond_t& cond, const std::uint32_t& completed, std::uint32_t reported) {
+  pthread_mutex_lock(&mu);
+  while (completed < reported) pthread_cond_wait(&cond, &mu);
+  pthread_mutex_unlock(&mu);
+}
+
+}  // namespace
+
+void retire_async_events(Context& ctx, ibv_qp* qp) {
+  const std::uint32_t reported = drop_unread(ctx, qp, to_qp(qp)->async);
+  wait_acked(qp->mutex, qp->cond, qp->events_completed, reported);
+}
+void retire_async_events(Context& ctx, ibv_cq* cq) {
+  const std::uint32_t reported = drop_unread(ctx, cq, to_cq(cq)->async);
+  wait_acked(cq->mutex, cq->cond, cq->async_events_completed, reported);
+}
+void retire_async_events(Context& ctx, ibv_srq* srq) {
+  const std::uint32_t reported = drop_unread(ctx, srq, to_srq(srq)->async);
+  wait_acked(srq->mutex, srq->cond, srq->events_completed, reported);
 }
 
 }  // namespace srdma::verbs
@@ -312,6 +408,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->vctx.sz = sizeof(verbs_context);
   ctx->vctx.query_port = query_port_op;
   ctx->vctx.query_device_ex = query_device_ex_op;
+  ctx->vctx.create_cq_ex = create_cq_ex_op;
+  ctx->vctx.query_rt_values = query_rt_values_op;
+  ctx->vctx.create_qp_ex = create_qp_ex_op;
   ibv_context& c = ctx->vctx.context;
   c.device = &g_device;
   c.cmd_fd = -1;
@@ -431,6 +530,7 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   }
   *event = ctx->async_events.front();
   ctx->async_events.pop_front();
+  if (AsyncReported* r = named_by(*event).reported) ++r->reported;  // ibv_ack_async_event owes one
   if (ctx->async_events.empty()) {
     std::uint64_t n;
     (void)!::read(ctx->async_fd, &n, sizeof n);  // not readable again until the next event
@@ -438,7 +538,17 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   return 0;
 }
 
-void ibv_ack_async_event(ibv_async_event*) {}
+// Counts the event as libibverbs does, so that a destroy waiting for it
+// (retire_async_events) goes on.
+void ibv_ack_async_event(ibv_async_event* event) {
+  if (!event) return;
+  const Named n = named_by(*event);
+  if (!n.object) return;
+  pthread_mutex_lock(n.mu);
+  ++*n.completed;
+  pthread_cond_broadcast(n.cond);
+  pthread_mutex_unlock(n.mu);
+}
 
 int ibv_fork_init(void) { return 0; }  // softrdma pins nothing: fork is always safe
 ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }

@@ -28,6 +28,7 @@ ibv_mr* reg_mr(const char* verb, ibv_pd* pd, void* addr, size_t length, std::uin
     return fail_null<ibv_mr>(verb, core.error());
   }
   mr->core = std::move(*core);
+  mr->access = access;
   mr->ibv.context = pd->context;
   mr->ibv.pd = pd;
   mr->ibv.addr = addr;
@@ -88,9 +89,66 @@ int ibv_dereg_mr(ibv_mr* mr) {
   return 0;
 }
 
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  fail("ibv_rereg_mr", EOPNOTSUPP, "deregister and register again");
-  return IBV_REREG_MR_ERR_INPUT;
+// A new registration with what changes (translation, PD, access) and what
+// stays, then the old one deregistered, then the handle updated: the old
+// keys stop working before this returns (MemoryRegion::dereg drops the
+// device's cached translation) and the new ones are the MR's. A WR still
+// using an old key fails its protection check; none reaches the new
+// memory or the old memory through a stale key. On a refusal the MR is as
+// it was.
+int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  constexpr const char* verb = "ibv_rereg_mr";
+  if (!ibmr) {
+    fail(verb, EINVAL, "NULL MR");
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) {
+    fail(verb, EINVAL, "unknown flags");
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) {
+    fail(verb, EINVAL, "CHANGE_TRANSLATION with a NULL address or length 0");
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context)) {
+    fail(verb, EINVAL, "CHANGE_PD with a NULL PD or one of another context");
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (flags == 0) return 0;  // nothing to change
+  Mr& mr = *to_mr(ibmr);
+  ibv_pd* npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
+  void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
+  const size_t nlength = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : ibmr->length;
+  const unsigned naccess = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access) : mr.access;
+  // IBA 10.6.3.1 (as ibv_reg_mr): remote write or atomic access needs local write.
+  if ((naccess & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(naccess & IBV_ACCESS_LOCAL_WRITE)) {
+    fail(verb, EINVAL, "remote write or atomic access without local write");
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  auto nflags = access_flags(naccess);
+  if (!nflags) {
+    fail(verb, nflags.error());
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  auto fresh = to_pd(npd)->core.reg_mr(naddr, nlength, *nflags);
+  if (!fresh) {
+    fail(verb, fresh.error());
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  if (auto r = mr.core.dereg(); !r) {
+    (void)fresh->dereg();
+    fail(verb, r.error());
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  mr.core = std::move(*fresh);
+  mr.access = naccess;
+  ibmr->pd = npd;
+  ibmr->addr = naddr;
+  ibmr->length = nlength;
+  ibmr->handle = mr.core.lkey();
+  ibmr->lkey = mr.core.lkey();
+  ibmr->rkey = mr.core.rkey();
+  return 0;
 }
 
 ibv_pd* ibv_import_pd(ibv_context*, std::uint32_t) {

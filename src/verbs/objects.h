@@ -28,6 +28,9 @@
 #include "srdma/qp.h"
 #include "srdma/srq.h"
 
+#include "cq_ex.h"
+#include "qp_ex.h"
+
 namespace srdma::verbs {
 
 struct Context;
@@ -74,6 +77,7 @@ struct Pd {
 struct Mr {
   ibv_mr ibv;
   MemoryRegion core;
+  unsigned access = 0;  // the ibv access flags it was registered with (ibv_rereg_mr keeps them)
 };
 
 struct CompChannelObj {
@@ -81,21 +85,51 @@ struct CompChannelObj {
   std::unique_ptr<CompChannel> core;
 };
 
-struct Cq {
-  ibv_cq ibv;
-  std::unique_ptr<CompletionQueue> core;
+// Async events the application read (ibv_get_async_event) and has to
+// acknowledge before the object they name may be destroyed, as libibverbs
+// counts them (events_reported against the public struct's
+// events_completed); guarded by the context's async_mu.
+struct AsyncReported {
+  std::uint32_t reported = 0;
 };
 
+struct Cq {
+  union {
+    ibv_cq ibv;
+    ibv_cq_ex ex;  // ibv_create_cq_ex: starts with ibv_cq's fields (ibv_cq_ex_to_cq is a cast)
+  };
+  std::unique_ptr<CompletionQueue> core;
+  AsyncReported async;
+  std::unique_ptr<CqExPoll> ext;  // extended CQs only: what start_poll buffered (cq_ex.h)
+};
+
+// ibv_create_cq's work (verb names the caller in refusals); the wrapper, or
+// NULL with errno set.
+Cq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+            int comp_vector);
+// ibv_poll_cq on an extended CQ: what start_poll buffered, then the core's.
+int poll_cq_ex_classic(Cq& cq, int num_entries, ibv_wc* wc);
+
 struct Qp {
-  ibv_qp ibv;
+  union {
+    ibv_qp ibv;
+    ibv_qp_ex ex;  // ibv_create_qp_ex: starts with the ibv_qp (qp_base)
+  };
   std::unique_ptr<QueuePair> core;
+  std::unique_ptr<QpExPost> ext;  // extended QPs only: the ibv_wr_* staging (qp_ex.h)
   QpCaps caps;  // what create_qp granted (ibv_query_qp reports them)
   int sq_sig_all = 0;
+  AsyncReported async;
 };
+
+// ibv_create_qp's work (verb names the caller in refusals); the wrapper, or
+// NULL with errno set.
+Qp* make_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init);
 
 struct Srq {
   ibv_srq ibv;
   std::unique_ptr<SharedReceiveQueue> core;
+  AsyncReported async;
 };
 
 struct Ah {
@@ -120,5 +154,15 @@ void destroy_leftovers(Context& ctx);
 
 // Queues an async event on the context (the device's event thread calls it).
 void push_async_event(Context& ctx, const ibv_async_event& ev);
+
+// For a QP, CQ or SRQ whose core object was just destroyed (so it raises
+// nothing more): waits until the events it raised reached the context,
+// drops those the application has not read, and waits until it has
+// acknowledged those it read. After this no event names the object: the
+// kernel and libibverbs promise as much, and UCX reads element.qp->qp_num
+// of every QP event it gets.
+void retire_async_events(Context& ctx, ibv_qp* qp);
+void retire_async_events(Context& ctx, ibv_cq* cq);
+void retire_async_events(Context& ctx, ibv_srq* srq);
 
 }  // namespace srdma::verbs

@@ -197,12 +197,8 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   });
 }
 
-}  // namespace srdma::verbs
-
-extern "C" {
-
-ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
-  if (!pd || !init) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "NULL PD or init_attr");
+Qp* make_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
+  if (!pd || !init) return fail_null<Qp>(verb, EINVAL, "NULL PD or init_attr");
   QpType type;
   switch (init->qp_type) {
     case IBV_QPT_RC: type = QpType::kRc; break;
@@ -212,11 +208,12 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
     case IBV_QPT_XRC_SEND:
     case IBV_QPT_XRC_RECV:
     case IBV_QPT_DRIVER:
-    default: return fail_null<ibv_qp>("ibv_create_qp", EOPNOTSUPP, "RC, UC and UD queue pairs only (no XRC, raw packet)");
+    default: return fail_null<Qp>(verb, EOPNOTSUPP, "RC, UC and UD queue pairs only (no XRC, raw packet)");
   }
-  if (!init->send_cq || !init->recv_cq) return fail_null<ibv_qp>("ibv_create_qp", EINVAL, "a QP needs both CQs");
+  if (!init->send_cq || !init->recv_cq) return fail_null<Qp>(verb, EINVAL, "a QP needs both CQs");
   auto* qp = new (std::nothrow) Qp{};
-  if (!qp) return fail_null<ibv_qp>("ibv_create_qp", ENOMEM, "out of memory");
+  if (qp) std::memset(&qp->ex, 0, sizeof qp->ex);
+  if (!qp) return fail_null<Qp>(verb, ENOMEM, "out of memory");
   QpInitAttr attr;
   attr.send_cq = to_cq(init->send_cq)->core.get();
   attr.recv_cq = to_cq(init->recv_cq)->core.get();
@@ -235,7 +232,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   auto core = to_pd(pd)->core.create_qp(attr);
   if (!core) {
     delete qp;
-    return fail_null<ibv_qp>("ibv_create_qp", core.error());
+    return fail_null<Qp>(verb, core.error());
   }
   qp->core = std::move(*core);
   qp->caps = attr.cap;
@@ -256,7 +253,17 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   pthread_cond_init(&q.cond, nullptr);
   qp->sq_sig_all = init->sq_sig_all;
   to_ctx(pd->context)->adopt(Kind::kQp, qp);
-  return &q;
+  return qp;
+}
+
+
+}  // namespace srdma::verbs
+
+extern "C" {
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  Qp* qp = make_qp("ibv_create_qp", pd, init);
+  return qp ? &qp->ibv : nullptr;
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
@@ -326,6 +333,8 @@ int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode, std::uint32_t) {
 
 int ibv_destroy_qp(ibv_qp* qp) {
   if (!qp) return fail("ibv_destroy_qp", EINVAL, "NULL QP");
+  to_qp(qp)->core.reset();  // raises nothing from here on
+  retire_async_events(*to_ctx(qp->context), qp);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   to_ctx(qp->context)->release(Kind::kQp, qp);
@@ -333,9 +342,11 @@ int ibv_destroy_qp(ibv_qp* qp) {
   return 0;
 }
 
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  errno = EOPNOTSUPP;  // no ibv_wr_* (extended) posting: programs fall back to ibv_post_send
-  return nullptr;
+// The QP's ibv_qp_ex when it was created with ibv_create_qp_ex and
+// IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, as libibverbs answers; NULL otherwise.
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  if (!qp || !to_qp(qp)->ext) return fail_null<ibv_qp_ex>("ibv_qp_to_qp_ex", EINVAL, "not a QP created with send_ops_flags");
+  return &to_qp(qp)->ex;
 }
 
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return fail("ibv_query_ece", EOPNOTSUPP, "no enhanced connection establishment"); }

@@ -80,6 +80,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 int ibv_destroy_srq(ibv_srq* srq) {
   if (!srq) return fail("ibv_destroy_srq", EINVAL, "NULL SRQ");
   if (auto r = to_srq(srq)->core->destroy(); !r) return fail("ibv_destroy_srq", r.error());
+  retire_async_events(*to_ctx(srq->context), srq);
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
   to_ctx(srq->context)->release(Kind::kSrq, srq);
