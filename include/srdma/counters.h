@@ -65,6 +65,9 @@ struct TransportCounters {
   std::uint64_t responses_received = 0;  // responses that reached the completer from the peer
   std::uint64_t retransmissions = 0;     // request packets sent again (go-back-N after a timeout, NAK or RNR)
   std::uint64_t timeouts = 0;            // transport timer expiries with work outstanding
+  // Early retransmissions: the round-trip estimate's timeout (RTO) expired
+  // before the QP's IBA timeout did (no retry spent).
+  std::uint64_t rto_expiries = 0;
   std::uint64_t rnr_naks_sent = 0;
   std::uint64_t rnr_naks_received = 0;
   std::uint64_t rnr_retries = 0;         // resends after an RNR NAK

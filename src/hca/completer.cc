@@ -105,6 +105,17 @@ void Completer::retire_oldest(SendWqe& w) {
 void Completer::note_retired() {
   rnr_retries_left_ = qp_.path_.rnr_retry;
   retries_left_ = qp_.path_.retry_cnt;
+  if (rtt_sampling_ && psn_diff(psn_, rtt_psn_) > 0) [[unlikely]] end_rtt_sample();
+}
+
+void Completer::end_rtt_sample() {
+  rtt_sampling_ = false;
+  rtt_.add(qp_.engine_.clock().now() - rtt_sent_at_);
+}
+
+void Completer::go_back(std::uint64_t index, std::uint32_t psn) {
+  rtt_sampling_ = false;
+  qp_.requester_.rewind_to(index, psn);
 }
 
 void Completer::retire_wqe() {
@@ -141,6 +152,8 @@ void Completer::flush() {
 void Completer::reset() {
   consumer_ = 0;
   read_retry_pending_ = false;
+  rtt_sampling_ = false;
+  rtt_.reset();
   stop_transport_timer();
 }
 
@@ -343,6 +356,7 @@ Completer::State Completer::read_data(Packet& pkt) {
 // live-lock on a slow link).
 void Completer::note_progress() {
   retries_left_ = qp_.path_.retry_cnt;
+  if (rtt_sampling_ && psn_diff(psn_, rtt_psn_) > 0) end_rtt_sample();
   start_transport_timer();
 }
 
@@ -378,7 +392,7 @@ Completer::State Completer::complete_now() {
 Completer::State Completer::retry_read() {
   if (read_retry_pending_) return State::kDrop;
   if (!spend_retry()) return State::kDone;
-  qp_.requester_.rewind_to(consumer_, psn_);
+  go_back(consumer_, psn_);
   read_retry_pending_ = true;
   return State::kDone;
 }
@@ -395,6 +409,7 @@ Completer::State Completer::rnr_nak(Packet& pkt) {
   if (!forever) --rnr_retries_left_;
   qp_.send_counters_.rnr_retries.bump();
   psn_ = pkt.psn;
+  rtt_sampling_ = false;  // (Karn: what follows is a resend)
   qp_.requester_.wait_rnr(consumer_, pkt.psn,
                           qp_.engine_.clock().now() + std::chrono::microseconds(rnr_timer_usec(pkt.rnr_timer)));
   stop_transport_timer();
@@ -409,7 +424,7 @@ Completer::State Completer::sequence_nak(Packet& pkt) {
   qp_.send_counters_.seq_naks_received.bump();
   if (!spend_retry()) return State::kDone;
   psn_ = pkt.psn;
-  qp_.requester_.rewind_to(consumer_, pkt.psn);
+  go_back(consumer_, pkt.psn);
   return State::kDone;
 }
 
@@ -436,8 +451,25 @@ void Completer::start_transport_timer() {
     timeout_unstamped_ = true;
     return;
   }
-  timeout_at_ = qp_.engine_.clock().now() + path.timeout_span();
+  const Clock::time_point now = qp_.engine_.clock().now();
+  timeout_at_ = now + path.timeout_span();
+  // An early retransmission at RTO, where the estimate has a sample and its
+  // RTO leaves room for one before the IBA timeout.
+  if (rtt_.has_sample() && 2 * rtt_.rto() <= path.timeout_span()) {
+    early_wait_ = rtt_.rto();
+    early_at_ = now + early_wait_;
+    return qp_.arm_timer(early_at_, /*transport=*/true);
+  }
   qp_.arm_timer(timeout_at_, /*transport=*/true);
+}
+
+void Completer::retransmit_early(Clock::time_point now) {
+  qp_.send_counters_.rto_expiries.bump();
+  read_retry_pending_ = false;
+  go_back(consumer_, psn_);
+  early_wait_ *= 2;  // (TCP's backoff) until the IBA timeout is nearer
+  early_at_ = now + early_wait_ < timeout_at_ ? now + early_wait_ : Clock::time_point{};
+  qp_.arm_timer(early_at_ != Clock::time_point{} ? early_at_ : timeout_at_, /*transport=*/true);
 }
 
 void Completer::check_timeout() {
@@ -450,17 +482,20 @@ void Completer::check_timeout() {
     return;
   }
   if (timeout_at_ == Clock::time_point{}) return;
-  if (qp_.engine_.clock().now() < timeout_at_) {
-    qp_.arm_timer(timeout_at_, /*transport=*/true);
+  const Clock::time_point now = qp_.engine_.clock().now();
+  if (now < timeout_at_) {
+    if (early_at_ != Clock::time_point{} && now >= early_at_) return retransmit_early(now);
+    qp_.arm_timer(early_at_ != Clock::time_point{} ? early_at_ : timeout_at_, /*transport=*/true);
     return;
   }
   // Lost request or response: go back to the oldest unacknowledged PSN,
   // skipping what was acknowledged already.
   qp_.send_counters_.timeouts.bump();
   timeout_at_ = {};
+  early_at_ = {};
   if (!spend_retry()) return;
   read_retry_pending_ = false;
-  qp_.requester_.rewind_to(consumer_, psn_);
+  go_back(consumer_, psn_);
 }
 
 }  // namespace srdma::hca

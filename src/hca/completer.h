@@ -15,6 +15,7 @@
 #include "common/thread_annotations.h"
 #include "hca/packet.h"
 #include "hca/qp_locks.h"
+#include "hca/rtt_estimator.h"
 #include "hca/send_queue.h"
 #include "srdma/wc.h"
 
@@ -61,6 +62,8 @@ class Completer {
   // ERR: every WQE still queued completes with a flush error.
   void flush() REQUIRES(sq_mutex(qp_));
   std::uint64_t consumer() const REQUIRES(sq_mutex(qp_)) { return consumer_; }  // the oldest WQE not completed
+  // The round-trip estimate (for tests and reports).
+  const RttEstimator& rtt() const REQUIRES(sq_mutex(qp_)) { return rtt_; }
   std::uint32_t oldest_unacked_psn() const REQUIRES(sq_mutex(qp_)) { return psn_; }
 
   // modify_qp's calls (every lock held).
@@ -114,7 +117,16 @@ class Completer {
   void stop_transport_timer() REQUIRES(sq_mutex(qp_)) {
     timeout_at_ = {};
     timeout_unstamped_ = false;
+    early_at_ = {};
   }
+  // Go back N to `psn` of the WQE `index` (the requester's rewind_to): a
+  // retransmission, so the round-trip sample in flight is dropped (Karn).
+  void go_back(std::uint64_t index, std::uint32_t psn) REQUIRES(sq_mutex(qp_));
+  // The RTO expired before the IBA timeout: resend from the oldest
+  // unacknowledged PSN, spend no retry, and wait twice as long next.
+  void retransmit_early(Clock::time_point now) REQUIRES(sq_mutex(qp_));
+  // The round trip of the request at rtt_psn_ is over once psn_ passed it.
+  void end_rtt_sample() REQUIRES(sq_mutex(qp_));
 
   Qp& qp_;
   std::uint64_t consumer_ GUARDED_BY(sq_mutex(qp_)) = 0;  // next WQE index to retire
@@ -130,6 +142,17 @@ class Completer {
   // it when it runs (see start_transport_timer).
   bool timeout_unstamped_ GUARDED_BY(sq_mutex(qp_)) = false;
   Clock::time_point timeout_at_ GUARDED_BY(sq_mutex(qp_)){};
+  // Adaptive retransmission (rtt_estimator.h): the estimate; the request
+  // being timed (its last PSN, when it went out) and how many went since
+  // the last sample; the next early retransmission ({}: none before the
+  // IBA timeout) and the wait before it, doubled at each.
+  RttEstimator rtt_ GUARDED_BY(sq_mutex(qp_));
+  bool rtt_sampling_ GUARDED_BY(sq_mutex(qp_)) = false;
+  std::uint32_t rtt_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
+  std::uint32_t rtt_skipped_ GUARDED_BY(sq_mutex(qp_)) = kRttSampleEvery - 1;
+  Clock::time_point rtt_sent_at_ GUARDED_BY(sq_mutex(qp_)){};
+  Clock::time_point early_at_ GUARDED_BY(sq_mutex(qp_)){};
+  Clock::duration early_wait_ GUARDED_BY(sq_mutex(qp_)){};
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));  // scratch for translations
 };
 

@@ -383,6 +383,14 @@ void Requester::send_datagram(SendWqe& w) {
 // send_whole (flatten) inlines it: a call per message was a measurable part
 // of an 8-byte WRITE.
 void Completer::request_sent() {
+  // Time this request's round trip: the first one, then every
+  // kRttSampleEvery-th, and never one sent before (Karn).
+  if (!rtt_sampling_ && ++rtt_skipped_ >= kRttSampleEvery && !qp_.requester_.resending()) [[unlikely]] {
+    rtt_skipped_ = 0;
+    rtt_sampling_ = true;
+    rtt_psn_ = psn_add(qp_.requester_.next_psn(), kPsnMask);  // the last PSN it took
+    rtt_sent_at_ = qp_.engine_.clock().now();
+  }
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
   if (timeout_at_ == Clock::time_point{} && !timeout_unstamped_ && !qp_.answers_waiting() &&

@@ -45,6 +45,8 @@ class Requester {
   std::uint64_t next() const REQUIRES(sq_mutex(qp_)) { return next_; }
   std::uint32_t next_psn() const REQUIRES(sq_mutex(qp_)) { return next_psn_; }
   bool mid_wqe() const REQUIRES(sq_mutex(qp_)) { return offset_ != 0; }
+  // The last request went out before (go back N is still resending).
+  bool resending() const REQUIRES(sq_mutex(qp_)) { return psn_before(next_psn_, sent_end_psn_); }
   bool waiting_rnr() const REQUIRES(sq_mutex(qp_)) { return rnr_until_ != Clock::time_point{}; }
   Clock::time_point rnr_until() const REQUIRES(sq_mutex(qp_)) { return rnr_until_; }
 
