@@ -10,11 +10,20 @@
 #    rdma_verbs.h helpers): both exit 0 and print "end 0";
 #  - cmtime -c 40: forty connections opened at once from one address, each
 #    established and disconnected (the CM's per-source bound lets a burst in);
+#  - udaddy (UD through the RDMA CM: RDMA_PS_UDP, SIDR_REQ/SIDR_REP, then
+#    datagrams both ways on the QPN and Q_Key the exchange gave, and
+#    replies on AHs made from the received GRH), with one ID and with four
+#    at 2000-byte messages: both exit 0 and print "data transfers complete";
+#  - udpong (rsockets' datagram socket, whose UD QPs come from
+#    RDMA_PS_UDP IDs): run when this librdmacm has rsockets, else reported
+#    as skipped;
 #  - ib_write_bw, ib_send_lat, ib_read_bw, ib_send_bw and ib_atomic_lat
 #    with -R (server on 0.0.0.0: the process's SRDMA_ADDR device): both
 #    exit 0 and the client prints its result line;
 #  - a connect to a port nobody listens on: REJECTED (status 8) within
-#    seconds; to an address nobody is at: UNREACHABLE within seconds.
+#    seconds, and udaddy's SIDR_REQ there UNREACHABLE (status 1, "service
+#    ID not supported"); to an address nobody is at: UNREACHABLE within
+#    seconds.
 # A server is ready once its device's UDP port (4791 at its address) is
 # bound (ss) (perftest: once it says it waits for a client); its listen
 # follows by microseconds, and a REQ that comes first waits for it (the
@@ -29,7 +38,7 @@ for f in librdmacm.so.1 libibverbs.so.1; do
   [[ -e $libdir/$f ]] || { echo "FAIL: no $f in '$libdir'" >&2; exit 1; }
 done
 missing=()
-for p in rping ucmatose rdma_server rdma_client cmtime ib_write_bw ib_send_lat ss timeout; do
+for p in rping ucmatose rdma_server rdma_client cmtime udaddy udpong ib_write_bw ib_send_lat ss timeout; do
   command -v "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -141,6 +150,40 @@ fi
 pkill -TERM -P "$cmtime_srv" 2>/dev/null
 wait "$cmtime_srv" 2>/dev/null
 
+# UD through the RDMA CM. udaddy's port is fixed (7174): each address pair
+# is the test's own.
+if run_pair udaddy "udaddy -b $ip_a" "udaddy -s $ip_a -b $ip_b"; then
+  grep -q "data transfers complete" "$out_s" || fail "udaddy: no data transfers on the server"
+  grep -q "data transfers complete" "$out_c" || fail "udaddy: no data transfers on the client"
+fi
+if run_pair udaddy_c4 "udaddy -b $ip_a -c 4 -C 50 -S 2000" "udaddy -s $ip_a -b $ip_b -c 4 -C 50 -S 2000"; then
+  grep -q "data transfers complete" "$out_s" || fail "udaddy -c 4: no data transfers on the server"
+  grep -q "data transfers complete" "$out_c" || fail "udaddy -c 4: no data transfers on the client"
+fi
+
+# udpong needs rsockets (its datagram socket); without them it cannot start.
+port=$((port + 1))
+side "$ip_a" timeout 30 udpong -b "$ip_a" -p "$port" >"$logs/udpong.server" 2>&1 &
+udpong_srv=$!
+sleep 0.2
+if grep -q "rsocket: Function not implemented" "$logs/udpong.server"; then
+  echo "skip: udpong (this librdmacm has no rsockets yet)"
+elif wait_device "$ip_a" "$udpong_srv"; then
+  side "$ip_b" timeout 30 udpong -s "$ip_a" -b "$ip_b" -p "$port" -C 1000 -S 1000 >"$logs/udpong.client" 2>&1
+  rc=$?
+  if ((rc != 0)) || ! grep -qE "^custom +1000 +1k" "$logs/udpong.client"; then
+    fail "udpong: client exit $rc"
+    tail -n 8 "$logs/udpong.client"
+  else
+    echo "ok: udpong (1000 datagrams of 1000 bytes)"
+  fi
+else
+  fail "the udpong server did not open its device"
+  tail -n 5 "$logs/udpong.server"
+fi
+kill "$udpong_srv" 2>/dev/null
+wait "$udpong_srv" 2>/dev/null
+
 # perftest over the RDMA CM (-R): a handshake connection, then the test's
 # own, which the server listens for only after the handshake told the
 # client to connect (the race the CM's listen grace absorbs).
@@ -168,6 +211,17 @@ if wait_device "$ip_a" "$holder"; then
     cat "$logs/refused"
   else
     echo "ok: refused connect: REJECTED (8) after $took ms"
+  fi
+  # The same for UD: nobody listens on 7174 there -> SIDR_REP "unsupported".
+  start=$(now_ms)
+  side "$ip_b" timeout 20 udaddy -s "$ip_a" -b "$ip_b" >"$logs/udaddy_refused" 2>&1
+  rc=$?
+  took=$(($(now_ms) - start))
+  if ! grep -q "RDMA_CM_EVENT_UNREACHABLE, error: 1" "$logs/udaddy_refused" || ((rc == 0 || took > 5000)); then
+    fail "refused udaddy: exit $rc after $took ms"
+    cat "$logs/udaddy_refused"
+  else
+    echo "ok: refused udaddy: UNREACHABLE (1, service ID not supported) after $took ms"
   fi
 else
   fail "the refusing server did not open its device"

@@ -136,6 +136,24 @@ inline bool live(rdma_cm_id* id) { return id && g_ids.count(to_id(id)); }
 // listener of a CONNECT_REQUEST.
 void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_param* conn = nullptr,
                  Id* listen = nullptr);
+// The same with a UD ID's parameters (param.ud).
+void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_param& ud, Id* listen = nullptr);
+
+// The RDMA CM's IP header (struct cma_hdr, 36 bytes) of the ID's route into
+// `out`; and the source port and IPv4 address of a received one (false
+// unless it is version 0 over IPv4 and at least 36 bytes).
+constexpr std::size_t kCmaHeaderBytes = 36;
+void format_cma_header(const Id& i, std::uint8_t* out);
+bool parse_cma_header(const std::uint8_t* pd, std::size_t len, std::uint16_t& src_port, std::uint32_t& src_ip);
+
+// UD IDs (RDMA_PS_UDP) through service ID resolution (ud.cc). REQUIRES g_mu.
+inline bool is_ud(const Id& id) { return id.id.qp_type == IBV_QPT_UD; }
+int connect_ud(Id& id, const rdma_conn_param& p);
+int accept_ud(Id& id, const rdma_conn_param& p);
+int reject_ud(Id& id, const void* private_data, std::uint8_t len);
+// A SIDR_REQ on listener `l`: a new ID and its CONNECT_REQUEST, or (a
+// request that is not the RDMA CM's over IPv4) a refusal. Takes g_mu.
+void sidr_request_received(Id& l, const srdma_cm_event& e, std::unique_lock<std::mutex>& lock);
 // Drops the ID's queued events (REQUIRES g_mu): it is being destroyed.
 void drop_events(Id& id);
 // Moves the ID's queued events to `to` (REQUIRES g_mu).
