@@ -2,7 +2,8 @@
  * rdmacm_errors: drives softrdma's librdmacm.so.1 through the RDMA CM's
  * error paths and checks that each fails the way librdmacm documents (-1
  * or NULL with errno), then that a connect nobody answers ends in the event
- * librdmacm gives: REJECTED with the IB CM's reason 8 (invalid service ID).
+ * librdmacm gives: REJECTED with the IB CM's reason 8 (invalid service ID),
+ * and for a UD ID's SIDR_REQ UNREACHABLE with SIDR status 1.
  *
  * Plain C against <rdma/rdma_cma.h>, linked with -lrdmacm, run with
  * LD_LIBRARY_PATH pointing at softrdma's drop-in and SRDMA_ADDR set (it
@@ -135,6 +136,46 @@ static struct rdma_cm_id *id_holding_event(struct rdma_event_channel *ch, const 
   return id;
 }
 
+/* UD IDs (RDMA_PS_UDP): the QP type they take, the SIDR_REQ's room for
+   private data, and a SIDR_REQ nobody listens for: UNREACHABLE with SIDR
+   status 1 (service ID not supported), as the kernel's cma reports it. */
+static void ud_checks(struct rdma_event_channel *ch, const char *self) {
+  struct rdma_cm_id *ud = NULL;
+  check(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0 && ud != NULL, "rdma_create_id (UDP port space)");
+  if (!ud) return;
+  check(ud->qp_type == IBV_QPT_UD, "an RDMA_PS_UDP ID's qp_type is UD");
+  struct sockaddr_in nobody = ipv4(self, 7475);
+  check(rdma_resolve_addr(ud, NULL, (struct sockaddr *)&nobody, 2000) == 0, "rdma_resolve_addr (UD)");
+  expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, "rdma_resolve_addr (UD)");
+  check(rdma_resolve_route(ud, 2000) == 0, "rdma_resolve_route (UD)");
+  expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, "rdma_resolve_route (UD)");
+  struct ibv_qp_init_attr qa;
+  memset(&qa, 0, sizeof qa);
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  check_err(rdma_create_qp(ud, NULL, &qa), EINVAL, "rdma_create_qp of an RC QP on a UD ID");
+  qa.qp_type = IBV_QPT_UD;
+  check(rdma_create_qp(ud, NULL, &qa) == 0, "rdma_create_qp of a UD QP");
+  struct ibv_qp_attr attr;
+  struct ibv_qp_init_attr init;
+  check(ud->qp && ibv_query_qp(ud->qp, &attr, IBV_QP_STATE | IBV_QP_QKEY, &init) == 0 && attr.qp_state == IBV_QPS_RTS &&
+            attr.qkey == RDMA_UDP_QKEY,
+        "the UD QP is at RTS with Q_Key RDMA_UDP_QKEY");
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof cp);
+  char big[181];
+  memset(big, 0x5a, sizeof big);
+  cp.private_data = big;
+  cp.private_data_len = sizeof big;
+  check_err(rdma_connect(ud, &cp), EINVAL, "rdma_connect (UD) with 181 bytes of private data (180 fit)");
+  cp.private_data_len = 180;
+  check(rdma_connect(ud, &cp) == 0, "rdma_connect (UD) with 180 bytes of private data");
+  expect_event(ch, RDMA_CM_EVENT_UNREACHABLE, 1, "the SIDR_REQ to a port nobody listens on");
+  rdma_destroy_qp(ud);
+  check(rdma_destroy_id(ud) == 0, "rdma_destroy_id of the UD ID");
+}
+
 static void teardown_checks(struct rdma_event_channel *ch, const char *self) {
   struct rdma_cm_event *held = NULL;
 
@@ -244,6 +285,7 @@ int main(void) {
   check(rdma_connect(twin, &cp) == 0, "rdma_connect with 56 bytes of private data");
   expect_event(ch, RDMA_CM_EVENT_REJECTED, 8, "the connect to a port nobody listens on");
 
+  ud_checks(ch, self);
   teardown_checks(ch, self);
 
   check(rdma_destroy_id(twin) == 0, "rdma_destroy_id of the refused ID");
