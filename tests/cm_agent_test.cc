@@ -179,7 +179,7 @@ TEST_P(CmAgentTest, SidrResolvesAUdQpThatReceivesADatagram) {
   const Sge r = b.sge(0, 64 + 40), s = a.sge(0, 9);
   ASSERT_TRUE(qb->post_recv(test::recv_wr(1, r)));
   SendWr w = test::send_wr(2, s);
-  w.ud.ah = &ah;
+  w.ud.ah = ah.get();
   w.ud.remote_qpn = rep.qpn;
   w.ud.remote_qkey = rep.qkey;
   ASSERT_TRUE(qa->post_send(w));

@@ -169,7 +169,8 @@ void SidrEngine::on_req(std::uint64_t from, const MadHeader& h, const SidrReq& m
     ++counters_.duplicates;  // the consumer has it and has not answered yet
     return;
   }
-  if (auto a = answers_.find(key); a != answers_.end() && a->second.until > now) {
+  if (auto a = answers_.find(key); a != answers_.end() && a->second.until <= now) answers_.erase(a);  // tick's late
+  if (auto a = answers_.find(key); a != answers_.end()) {
     // Our SIDR_REP was lost: the same again, within its budget, so that a
     // replayed REQ makes no more SIDR_REPs than one REQ does.
     ++counters_.duplicates;
