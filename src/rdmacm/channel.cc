@@ -94,13 +94,12 @@ void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_p
   e->ev.event = type;
   e->ev.status = status;
   e->ev.param.ud = ud;
+  // Private data is copied; a pointer without a length (MULTICAST_JOIN's
+  // context, as librdmacm gives it) is passed as it is.
   const std::size_t n = std::min<std::size_t>(ud.private_data_len, sizeof e->data);
   if (ud.private_data && n) {
     std::memcpy(e->data, ud.private_data, n);
     e->ev.param.ud.private_data = e->data;
-  } else {
-    e->ev.param.ud.private_data = nullptr;
-    e->ev.param.ud.private_data_len = 0;
   }
   std::lock_guard lock(c->mu);
   c->queue.push_back(e);

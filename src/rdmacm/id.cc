@@ -140,6 +140,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     comm_id = i->comm_id;
     sync = i->sync;
     release_port(*i);
+    detach_groups(*i);
   }
   // Outside g_mu: these wait for a handler of the ID that may be running.
   DeviceRef* d = device();

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include "srdma_cm_private.h"
 
@@ -119,6 +120,14 @@ struct Id {
 
   // Events given and not yet acked that count against this ID (g_mu).
   int unacked = 0;
+
+  // Multicast groups joined (multicast.cc): the IPv4 group (host order)
+  // and the context rdma_join_multicast was given.
+  struct Membership {
+    std::uint32_t group = 0;
+    void* context = nullptr;
+  };
+  std::vector<Membership> groups;
 };
 
 extern std::mutex g_mu;
@@ -138,6 +147,10 @@ void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_pa
                  Id* listen = nullptr);
 // The same with a UD ID's parameters (param.ud).
 void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_param& ud, Id* listen = nullptr);
+
+// Detaches the ID's QP from every group it joined (REQUIRES g_mu): its QP
+// or the ID is going away.
+void detach_groups(Id& id);
 
 // The RDMA CM's IP header (struct cma_hdr, 36 bytes) of the ID's route into
 // `out`; and the source port and IPv4 address of a received one (false

@@ -206,9 +206,10 @@ void rdma_destroy_qp(rdma_cm_id* id) {
     fail("rdma_destroy_qp", EINVAL, "not a live rdma_cm_id with a QP");
     return;
   }
+  Id& i = *to_id(id);
+  detach_groups(i);
   ibv_destroy_qp(id->qp);
   id->qp = nullptr;
-  Id& i = *to_id(id);
   if (i.own_cqs) {
     ibv_destroy_cq(id->send_cq);
     ibv_destroy_cq(id->recv_cq);
