@@ -14,6 +14,10 @@
 #    datagrams both ways on the QPN and Q_Key the exchange gave, and
 #    replies on AHs made from the received GRH), with one ID and with four
 #    at 2000-byte messages: both exit 0 and print "data transfers complete";
+#  - mckey: two receivers (127.X.Y.1, .4) and a sender (.2) join one IPv4
+#    group (239.X.Y.Z, this run's own) as UD multicast over RoCEv2; each
+#    receiver takes the sender's 10 datagrams; all three exit 0 and print
+#    "data transfers complete" (mckey pauses 3 s after joining);
 #  - udpong (rsockets' datagram socket, whose UD QPs come from
 #    RDMA_PS_UDP IDs): run when this librdmacm has rsockets, else reported
 #    as skipped;
@@ -38,7 +42,7 @@ for f in librdmacm.so.1 libibverbs.so.1; do
   [[ -e $libdir/$f ]] || { echo "FAIL: no $f in '$libdir'" >&2; exit 1; }
 done
 missing=()
-for p in rping ucmatose rdma_server rdma_client cmtime udaddy udpong ib_write_bw ib_send_lat ss timeout; do
+for p in rping ucmatose rdma_server rdma_client cmtime udaddy udpong mckey ib_write_bw ib_send_lat ss timeout; do
   command -v "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -159,6 +163,39 @@ fi
 if run_pair udaddy_c4 "udaddy -b $ip_a -c 4 -C 50 -S 2000" "udaddy -s $ip_a -b $ip_b -c 4 -C 50 -S 2000"; then
   grep -q "data transfers complete" "$out_s" || fail "udaddy -c 4: no data transfers on the server"
   grep -q "data transfers complete" "$out_c" || fail "udaddy -c 4: no data transfers on the client"
+fi
+
+# Multicast: two receivers join first (each says so), then the sender.
+group=239.$((RANDOM % 200 + 20)).$(($$ % 250 + 1)).$((RANDOM % 250 + 1))
+ip_c=$net.4
+recv_pids=()
+for ip in "$ip_a" "$ip_c"; do
+  side "$ip" timeout 30 mckey -m "$group" -b "$ip" -C 10 >"$logs/mckey.$ip" 2>&1 &
+  recv_pids+=($!)
+done
+joined() { grep -q "mckey: joined" "$logs/mckey.$ip_a" && grep -q "mckey: joined" "$logs/mckey.$ip_c"; }
+deadline=$(($(now_ms) + 15000))
+while ! joined && (($(now_ms) < deadline)); do sleep 0.05; done
+if joined; then
+  side "$ip_b" timeout 30 mckey -m "$group" -b "$ip_b" -s -C 10 >"$logs/mckey.sender" 2>&1
+  rc_s=$?
+  rcs=()
+  for pid in "${recv_pids[@]}"; do
+    wait "$pid"
+    rcs+=($?)
+  done
+  if ((rc_s != 0 || rcs[0] != 0 || rcs[1] != 0)) || ! grep -q "data transfers complete" "$logs/mckey.$ip_a" ||
+    ! grep -q "data transfers complete" "$logs/mckey.$ip_c"; then
+    fail "mckey: sender exit $rc_s, receivers exit ${rcs[*]}"
+    tail -n 5 "$logs/mckey.sender" "$logs/mckey.$ip_a" "$logs/mckey.$ip_c"
+  else
+    echo "ok: mckey (group $group: two receivers took the sender's 10 datagrams each)"
+  fi
+else
+  fail "mckey: the receivers did not join $group"
+  tail -n 5 "$logs/mckey.$ip_a" "$logs/mckey.$ip_c"
+  kill "${recv_pids[@]}" 2>/dev/null
+  wait "${recv_pids[@]}" 2>/dev/null
 fi
 
 # udpong needs rsockets (its datagram socket); without them it cannot start.
