@@ -3,7 +3,8 @@
  * error paths and checks that each fails the way librdmacm documents (-1
  * or NULL with errno), then that a connect nobody answers ends in the event
  * librdmacm gives: REJECTED with the IB CM's reason 8 (invalid service ID),
- * and for a UD ID's SIDR_REQ UNREACHABLE with SIDR status 1.
+ * and for a UD ID's SIDR_REQ UNREACHABLE with SIDR status 1; a multicast
+ * join's event and its refusals.
  *
  * Plain C against <rdma/rdma_cma.h>, linked with -lrdmacm, run with
  * LD_LIBRARY_PATH pointing at softrdma's drop-in and SRDMA_ADDR set (it
@@ -172,6 +173,40 @@ static void ud_checks(struct rdma_event_channel *ch, const char *self) {
   cp.private_data_len = 180;
   check(rdma_connect(ud, &cp) == 0, "rdma_connect (UD) with 180 bytes of private data");
   expect_event(ch, RDMA_CM_EVENT_UNREACHABLE, 1, "the SIDR_REQ to a port nobody listens on");
+
+  rdma_destroy_qp(ud);
+  check(rdma_destroy_id(ud) == 0, "rdma_destroy_id of the UD ID");
+
+  /* Multicast: a UD ID only, a group address only, leave only what was joined. */
+  ud = NULL;
+  struct sockaddr_in group = ipv4("239.201.0.7", 0), unicast = ipv4(self, 0);
+  check(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0 && ud, "a UD ID for multicast");
+  if (!ud) return;
+  check(rdma_bind_addr(ud, (struct sockaddr *)&unicast) == 0, "rdma_bind_addr (UD)");
+  qa.send_cq = qa.recv_cq = NULL; /* the last call wrote back the CQs it made, gone with its QP */
+  check(rdma_create_qp(ud, NULL, &qa) == 0, "rdma_create_qp of a UD QP for multicast");
+  check_err(rdma_join_multicast(ud, (struct sockaddr *)&unicast, NULL), EINVAL, "rdma_join_multicast of a unicast address");
+  check_err(rdma_leave_multicast(ud, (struct sockaddr *)&group), EADDRNOTAVAIL, "rdma_leave_multicast of a group not joined");
+  int tag = 0;
+  check(rdma_join_multicast(ud, (struct sockaddr *)&group, &tag) == 0, "rdma_join_multicast of 239.201.0.7");
+  struct rdma_cm_event *e = next_event(ch, 5000, "rdma_join_multicast");
+  if (e) {
+    static const uint8_t mgid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 201, 0, 7};
+    check(e->event == RDMA_CM_EVENT_MULTICAST_JOIN && e->param.ud.qp_num == 0xFFFFFF &&
+              e->param.ud.qkey == RDMA_UDP_QKEY && e->param.ud.private_data == &tag &&
+              memcmp(e->param.ud.ah_attr.grh.dgid.raw, mgid, 16) == 0,
+          "MULTICAST_JOIN: QPN 0xFFFFFF, RDMA_UDP_QKEY, the MGID ::ffff:239.201.0.7, the join's context");
+    rdma_ack_cm_event(e);
+  }
+  check_err(rdma_join_multicast(ud, (struct sockaddr *)&group, NULL), EADDRINUSE, "rdma_join_multicast of a group joined");
+  check(rdma_leave_multicast(ud, (struct sockaddr *)&group) == 0, "rdma_leave_multicast");
+  struct rdma_cm_id *rc = NULL;
+  if (rdma_create_id(ch, &rc, NULL, RDMA_PS_TCP) == 0) {
+    check_err(rdma_resolve_addr(rc, NULL, (struct sockaddr *)&group, 2000), EINVAL,
+              "rdma_resolve_addr of a group on an RC ID");
+    rdma_destroy_id(rc);
+  }
+
   rdma_destroy_qp(ud);
   check(rdma_destroy_id(ud) == 0, "rdma_destroy_id of the UD ID");
 }
