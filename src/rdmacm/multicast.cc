@@ -48,7 +48,7 @@ int join_locked(Id& i, std::uint32_t group, void* context, bool attach, const ch
     return fail(call, EADDRINUSE, "the ID has joined that group already");
   const ibv_gid mgid = mgid_of(group);
   if (attach && i.id.qp && ibv_attach_mcast(i.id.qp, &mgid, 0)) return -1;
-  i.groups.push_back({group, context});
+  i.groups.push_back({group, context, attach});
   rdma_ud_param ud{};
   ud.private_data = context;  // librdmacm: the join's context, no length
   ud.ah_attr.is_global = 1;
@@ -68,9 +68,20 @@ int join_locked(Id& i, std::uint32_t group, void* context, bool attach, const ch
 void detach_groups(Id& i) {
   if (!i.id.qp) return;
   for (const Id::Membership& m : i.groups) {
+    if (!m.full) continue;
     const ibv_gid mgid = mgid_of(m.group);
-    (void)ibv_detach_mcast(i.id.qp, &mgid, 0);  // ENOENT for a send-only member
+    (void)ibv_detach_mcast(i.id.qp, &mgid, 0);
   }
+}
+
+int attach_groups(Id& i) {
+  if (!i.id.qp) return 0;
+  for (const Id::Membership& m : i.groups) {
+    if (!m.full) continue;
+    const ibv_gid mgid = mgid_of(m.group);
+    if (ibv_attach_mcast(i.id.qp, &mgid, 0)) return -1;
+  }
+  return 0;
 }
 
 }  // namespace srdma::rdmacm
@@ -111,9 +122,9 @@ int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
   Id& i = *to_id(id);
   auto it = std::find_if(i.groups.begin(), i.groups.end(), [&](const Id::Membership& m) { return m.group == group; });
   if (it == i.groups.end()) return fail("rdma_leave_multicast", EADDRNOTAVAIL, "the ID has not joined that group");
-  if (i.id.qp) {
+  if (i.id.qp && it->full) {
     const ibv_gid mgid = mgid_of(group);
-    (void)ibv_detach_mcast(i.id.qp, &mgid, 0);  // ENOENT for a send-only member: nothing attached
+    (void)ibv_detach_mcast(i.id.qp, &mgid, 0);
   }
   i.groups.erase(it);
   return 0;

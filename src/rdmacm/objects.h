@@ -126,6 +126,7 @@ struct Id {
   struct Membership {
     std::uint32_t group = 0;
     void* context = nullptr;
+    bool full = true;  // a full member receives (its QP attached); a send-only one does not
   };
   std::vector<Membership> groups;
 };
@@ -149,8 +150,9 @@ void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_pa
 void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_param& ud, Id* listen = nullptr);
 
 // Detaches the ID's QP from every group it joined (REQUIRES g_mu): its QP
-// or the ID is going away.
+// or the ID is going away. attach_groups: a QP made after the joins.
 void detach_groups(Id& id);
+int attach_groups(Id& id);
 
 // The RDMA CM's IP header (struct cma_hdr, 36 bytes) of the ID's route into
 // `out`; and the source port and IPv4 address of a received one (false

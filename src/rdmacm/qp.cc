@@ -166,6 +166,15 @@ int create_qp_locked(Id& i, ibv_pd* pd, ibv_qp_init_attr* attr) {
   attr->send_cq = init.send_cq;
   attr->recv_cq = init.recv_cq;
   id->qp = qp;
+  // Groups the ID joined before it had a QP take it now (librdmacm
+  // attaches on the join; the kernel's join needs no QP).
+  if (attach_groups(i)) {
+    const int e = errno;
+    detach_groups(i);
+    id->qp = nullptr;
+    ibv_destroy_qp(qp);
+    return fail("rdma_create_qp", e, "cannot attach the QP to the groups the ID joined");
+  }
   id->pd = pd;
   i.own_cqs = own;
   return 0;

@@ -1,10 +1,12 @@
 // ibv_attach_mcast / ibv_detach_mcast on the RoCEv2 device: a multicast
 // GID is the IPv4-mapped address of an IPv4 group (::ffff:224.x.y.z, what
 // the kernel's cma derives for RoCE), and the device's UDP link joins that
-// group (udp_multicast.cc). The MLID is ignored, as RoCE has none.
+// group (udp_multicast.cc). The MLID is ignored, as RoCE has none. A QP
+// destroyed leaves its groups (ibv_destroy_qp), as with the kernel's uverbs.
 #include <infiniband/verbs.h>
 
 #include <cstring>
+#include <mutex>
 
 #include "errors.h"
 #include "objects.h"
@@ -14,6 +16,9 @@ using namespace srdma;
 using namespace srdma::verbs;
 
 namespace {
+
+// Guards every QP's mcast_groups (attach and detach are rare).
+std::mutex groups_mu;
 
 // The group of an IPv4-mapped multicast GID; -1 with errno otherwise.
 int group_of(const char* call, ibv_qp* qp, const ibv_gid* gid, std::uint32_t& group) {
@@ -35,15 +40,21 @@ extern "C" {
 int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t /*lid: RoCE has none*/) {
   std::uint32_t group = 0;
   if (group_of("ibv_attach_mcast", qp, gid, group)) return errno;
+  std::lock_guard lock(groups_mu);
   auto r = to_ctx(qp->context)->dev.attach_mcast(qp->qp_num, group);
-  return r ? 0 : fail("ibv_attach_mcast", r.error());
+  if (!r) return fail("ibv_attach_mcast", r.error());
+  to_qp(qp)->mcast_groups.push_back(group);
+  return 0;
 }
 
 int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t /*lid*/) {
   std::uint32_t group = 0;
   if (group_of("ibv_detach_mcast", qp, gid, group)) return errno;
+  std::lock_guard lock(groups_mu);
   auto r = to_ctx(qp->context)->dev.detach_mcast(qp->qp_num, group);
-  return r ? 0 : fail("ibv_detach_mcast", r.error());
+  if (!r) return fail("ibv_detach_mcast", r.error());
+  std::erase(to_qp(qp)->mcast_groups, group);
+  return 0;
 }
 
 }  // extern "C"

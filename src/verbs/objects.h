@@ -19,6 +19,7 @@
 #include <mutex>
 #include <condition_variable>
 #include <unordered_set>
+#include <vector>
 
 #include "srdma/ah.h"
 #include "srdma/cq.h"
@@ -91,6 +92,9 @@ struct Qp {
   std::unique_ptr<QueuePair> core;
   QpCaps caps;  // what create_qp granted (ibv_query_qp reports them)
   int sq_sig_all = 0;
+  // Multicast groups attached (multicast.cc), detached when the QP is
+  // destroyed, as the kernel's uverbs does.
+  std::vector<std::uint32_t> mcast_groups;
 };
 
 struct Srq {
