@@ -7,8 +7,14 @@
 
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <set>
 
+#include "hca/packet.h"
+#include "hca/roce_frame.h"
 #include "link_nodes.h"
 
 namespace srdma {
@@ -81,6 +87,67 @@ TEST(MulticastTest, ADatagramToTheGroupReachesEveryAttachedQp) {
   EXPECT_EQ(c.rcq->poll(more), 0);
   ASSERT_TRUE(b.dev.detach_mcast(qb->qp_num(), group));
   ASSERT_TRUE(b.dev.detach_mcast(qb2->qp_num(), group));
+}
+
+// A stranger's frames to a group, made by hand: a UD SEND to DestQP
+// 0xFFFFFF is taken; one to another QPN, and an RC SEND, are dropped and
+// counted (unknown_qp, bad_opcode) before any QP sees them.
+TEST(MulticastTest, AGroupFrameThatIsNotAUdSendToTheGroupQpIsDroppedAndCounted) {
+  const std::uint32_t group = test_group() + 2;
+  LinkNode b(LinkKind::kUdp, 2);
+  auto qb = b.ud_qp(kQkey);
+  ASSERT_TRUE(b.dev.attach_mcast(qb->qp_num(), group));
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(qb->post_recv(test::recv_wr(i, b.sge(i * 256, 256))));
+
+  const std::uint32_t src_ip = parse_ipv4(test::loopback_ip(3)).value();
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  me.sin_addr.s_addr = htonl(src_ip);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&me), sizeof me), 0);
+  socklen_t len = sizeof me;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len), 0);
+  const int pmtu = IP_PMTUDISC_DO;  // DF, Identification 0: what the ICRC below assumes
+  ASSERT_EQ(::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu), 0);
+  const in_addr mif{htonl(src_ip)};
+  ASSERT_EQ(::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif), 0);
+  auto send_frame = [&](QpType transport, std::uint32_t dst_qpn) {
+    hca::Packet p;
+    p.transport = transport;
+    p.op = hca::Opcode::kSendOnly;
+    p.dst_qpn = dst_qpn;
+    p.src_qpn = 0x42;
+    p.qkey = kQkey;
+    const hca::FrameHeaders h = hca::build_headers(p);
+    std::vector<std::byte> frame(h.bytes.begin(), h.bytes.begin() + h.length);
+    const hca::IpUdpFields ip{src_ip, group, ntohs(me.sin_port), kRoceV2UdpPort, 0, true};
+    const std::uint32_t icrc = hca::compute_icrc(ip, frame);
+    for (int i = 0; i < 4; ++i) frame.push_back(static_cast<std::byte>(icrc >> (8 * i)));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(group);
+    to.sin_port = htons(kRoceV2UdpPort);
+    ASSERT_EQ(::sendto(fd, frame.data(), frame.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(frame.size()));
+  };
+  send_frame(QpType::kUd, kMulticastQpn);
+  const Wc wc = test::poll_one(*b.rcq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess) << "the hand-made frame is a good one";
+  EXPECT_EQ(wc.src_qp, 0x42u);
+
+  const TransportCounters before = b.dev.counters();
+  send_frame(QpType::kUd, qb->qp_num());  // a group frame must name QP 0xFFFFFF
+  send_frame(QpType::kRc, kMulticastQpn);  // only UD is multicast
+  EXPECT_TRUE(test::eventually([&] {
+    b.dev.progress();
+    const TransportCounters now = b.dev.counters();
+    return now.dropped_for(DropReason::kUnknownQp) > before.dropped_for(DropReason::kUnknownQp) &&
+           now.dropped_for(DropReason::kBadOpcode) > before.dropped_for(DropReason::kBadOpcode);
+  }));
+  std::array<Wc, 1> none;
+  EXPECT_EQ(b.rcq->poll(none), 0) << "neither reached the QP";
+  ::close(fd);
 }
 
 TEST(MulticastTest, RefusalsSayWhy) {
