@@ -177,6 +177,67 @@ static void ud_checks(struct rdma_event_channel *ch, const char *self) {
   rdma_destroy_qp(ud);
   check(rdma_destroy_id(ud) == 0, "rdma_destroy_id of the UD ID");
 
+  /* SIDR to ourselves: a UD listener rejects the first request (UNREACHABLE,
+     SIDR status 2, its private data) and accepts the second (ESTABLISHED
+     with the listener's QPN, RDMA_UDP_QKEY and an AH to it). */
+  struct rdma_cm_id *l = NULL, *c = NULL;
+  struct sockaddr_in where = ipv4(self, 7476);
+  check(rdma_create_id(ch, &l, NULL, RDMA_PS_UDP) == 0 && rdma_bind_addr(l, (struct sockaddr *)&where) == 0 &&
+            rdma_listen(l, 1) == 0,
+        "a UD listener");
+  for (int round = 0; round < 2 && l; round++) {
+    c = NULL;
+    check(rdma_create_id(ch, &c, NULL, RDMA_PS_UDP) == 0 && rdma_resolve_addr(c, NULL, (struct sockaddr *)&where, 2000) == 0,
+          "a UD requester");
+    expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, "rdma_resolve_addr (UD requester)");
+    rdma_resolve_route(c, 2000);
+    expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, "rdma_resolve_route (UD requester)");
+    struct ibv_qp_init_attr cqa = qa;
+    cqa.send_cq = cqa.recv_cq = NULL;
+    check(rdma_create_qp(c, NULL, &cqa) == 0, "the requester's UD QP");
+    memset(&cp, 0, sizeof cp);
+    cp.private_data = "hello";
+    cp.private_data_len = 6;
+    check(rdma_connect(c, &cp) == 0, "rdma_connect (UD, to our own listener)");
+    struct rdma_cm_event *req = next_event(ch, 5000, "the SIDR_REQ's CONNECT_REQUEST");
+    if (!req) break;
+    struct rdma_cm_id *n = req->id;
+    check(req->event == RDMA_CM_EVENT_CONNECT_REQUEST && req->listen_id == l && n->qp_type == IBV_QPT_UD &&
+              req->param.ud.private_data_len == 180 && memcmp(req->param.ud.private_data, "hello", 6) == 0,
+          "CONNECT_REQUEST on a new UD ID with the requester's private data (180 bytes)");
+    rdma_ack_cm_event(req);
+    if (round == 0) {
+      check(rdma_reject(n, "no", 3) == 0, "rdma_reject (UD)");
+      struct rdma_cm_event *e = next_event(ch, 5000, "the SIDR_REP's answer");
+      if (e) {
+        check(e->event == RDMA_CM_EVENT_UNREACHABLE && e->status == 2 && e->id == c &&
+                  memcmp(e->param.ud.private_data, "no", 3) == 0,
+              "rdma_reject -> UNREACHABLE status 2 (SIDR rejected) with the reject's private data");
+        rdma_ack_cm_event(e);
+      }
+    } else {
+      struct ibv_qp_init_attr nqa = qa;
+      nqa.send_cq = nqa.recv_cq = NULL;
+      check(rdma_create_qp(n, NULL, &nqa) == 0, "the listener's UD QP");
+      memset(&cp, 0, sizeof cp);
+      check(rdma_accept(n, &cp) == 0, "rdma_accept (UD) returns at once");
+      struct rdma_cm_event *e = next_event(ch, 5000, "the SIDR_REP's answer");
+      if (e) {
+        static const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        check(e->event == RDMA_CM_EVENT_ESTABLISHED && e->id == c && n->qp && e->param.ud.qp_num == n->qp->qp_num &&
+                  e->param.ud.qkey == RDMA_UDP_QKEY && e->param.ud.ah_attr.is_global &&
+                  memcmp(e->param.ud.ah_attr.grh.dgid.raw, gid, 12) == 0,
+              "ESTABLISHED with the listener's QPN, RDMA_UDP_QKEY and an AH to its IPv4-mapped GID");
+        rdma_ack_cm_event(e);
+      }
+      rdma_destroy_qp(n);
+    }
+    rdma_destroy_id(n);
+    rdma_destroy_qp(c);
+    rdma_destroy_id(c);
+  }
+  if (l) rdma_destroy_id(l);
+
   /* Multicast: a UD ID only, a group address only, leave only what was joined. */
   ud = NULL;
   struct sockaddr_in group = ipv4("239.201.0.7", 0), unicast = ipv4(self, 0);
