@@ -143,6 +143,62 @@ TEST_P(CmAgentTest, NoListenerAndAConsumerRejectAreRejects) {
   ca->destroy(*id2);
 }
 
+// SIDR on QP1: the requester learns the listener's UD QPN and Q_Key, and a
+// datagram sent with them arrives; a service nobody listens on is
+// "unsupported" once the listen grace ends.
+TEST_P(CmAgentTest, SidrResolvesAUdQpThatReceivesADatagram) {
+  constexpr std::uint64_t kUdService = 0x0000000001110000ull | 7174;
+  constexpr std::uint32_t kQkey = 0x01234567;
+  LinkNode a(GetParam(), 1), b(GetParam(), 2);
+  auto ca = CmAgent::create(a.dev).value();
+  auto cb = CmAgent::create(b.dev).value();
+  auto qa = a.ud_qp(kQkey), qb = b.ud_qp(kQkey);
+  ASSERT_TRUE(cb->listen(kUdService, [&](const CmEvent& e) {
+    ASSERT_EQ(e.type, CmEventType::kSidrReqReceived);
+    EXPECT_EQ(std::get<SidrReq>(*e.message).private_data[0], std::byte{0x42});
+    SidrRep rep;
+    rep.qpn = qb->qp_num();
+    rep.qkey = kQkey;
+    ASSERT_TRUE(cb->sidr_reply(e.id, rep));
+  }));
+  SidrParams p;
+  p.peer = b.dev.address();
+  p.service_id = kUdService;
+  p.private_data[0] = std::byte{0x42};
+  Events ev;
+  auto id = ca->sidr_request(p, ev.handler());
+  ASSERT_TRUE(id) << id.error().to_string();
+  auto got = ev.wait(CmEventType::kSidrRepReceived);
+  ASSERT_TRUE(got);
+  const SidrRep& rep = std::get<SidrRep>(*got->message);
+  EXPECT_EQ(rep.status, SidrStatus::kSuccess);
+  EXPECT_EQ(rep.qpn, qb->qp_num());
+
+  auto ah = a.pd.create_ah(AhAttr{.dest_addr = got->peer}).value();
+  std::memcpy(a.buf.data(), "resolved", 9);
+  const Sge r = b.sge(0, 64 + 40), s = a.sge(0, 9);
+  ASSERT_TRUE(qb->post_recv(test::recv_wr(1, r)));
+  SendWr w = test::send_wr(2, s);
+  w.ud.ah = ah.get();
+  w.ud.remote_qpn = rep.qpn;
+  w.ud.remote_qkey = rep.qkey;
+  ASSERT_TRUE(qa->post_send(w));
+  EXPECT_EQ(test::poll_one(*b.rcq).status, WcStatus::kSuccess);
+  EXPECT_STREQ(reinterpret_cast<const char*>(b.buf.data() + 40), "resolved");
+  ca->destroy(*id);
+
+  p.service_id = kUdService + 1;  // nobody listens
+  Events nobody;
+  auto id2 = ca->sidr_request(p, nobody.handler());
+  ASSERT_TRUE(id2);
+  got = nobody.wait(CmEventType::kSidrRepReceived);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(std::get<SidrRep>(*got->message).status, SidrStatus::kUnsupported);
+  EXPECT_EQ(ca->sidr_counters().dropped_malformed + cb->sidr_counters().dropped_malformed, 0u);
+  ca->destroy(*id2);
+  cb->stop_listening(kUdService);
+}
+
 INSTANTIATE_TEST_SUITE_P(Links, CmAgentTest, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), test::link_name);
 
 }  // namespace

@@ -6,12 +6,16 @@
 # Captures lo with dumpcap while the CM agent tests run over the RoCEv2
 # link (Links/CmAgentTest.*/Udp: a connection set up with REQ/REP/RTU and
 # torn down with DREQ/DREP; a REQ to a service nobody listens on; a REQ
-# the consumer rejects), then requires of every datagram between the test
+# the consumer rejects; a SIDR_REQ answered by a SIDR_REP with a UD QP's
+# number, and one to a service nobody listens on), then requires of every
+# datagram between the test
 # process's two addresses: UD SEND ONLY to QP 1 from QP 1 with the GSI
 # Q_Key 0x80010000, a MAD of base version 1, class 0x07 (CM), class
 # version 2, method Send, not malformed and without expert notes; the
 # messages in the order the tests make them; the comm IDs, QPNs and the
-# REJ reasons (8, invalid service ID; 28, consumer defined) tie up.
+# REJ reasons (8, invalid service ID; 28, consumer defined) tie up; each
+# SIDR_REP carries its SIDR_REQ's transaction ID. (tshark 4.0 names the
+# SIDR attributes but does not decode their fields.)
 #
 # Exit 77 (skipped) without tshark or dumpcap, or where capturing on lo is
 # not permitted. Every wait polls with a limit; nothing sleeps to let
@@ -121,7 +125,8 @@ def fail(msg):
     print("FAIL:", msg)
 def num(s):
     return int(s, 0) if s else None
-attr_name = {0x10: "REQ", 0x11: "MRA", 0x12: "REJ", 0x13: "REP", 0x14: "RTU", 0x15: "DREQ", 0x16: "DREP"}
+attr_name = {0x10: "REQ", 0x11: "MRA", 0x12: "REJ", 0x13: "REP", 0x14: "RTU", 0x15: "DREQ", 0x16: "DREP",
+             0x17: "SIDR_REQ", 0x18: "SIDR_REP"}
 seq = []
 firsts = []
 seen = set()
@@ -143,14 +148,18 @@ for i, r in enumerate(rows, 1):
     seen.add(key)
     seq.append((name, r["src"] == a))
     firsts.append(r)
-# The tests' order: connect/disconnect, then no listener, then a consumer reject.
+# The tests' order: connect/disconnect, then no listener, then a consumer
+# reject; then SIDR: resolved, and to a service nobody listens on.
 want = [("REQ", True), ("REP", False), ("RTU", True), ("DREQ", True), ("DREP", False),
-        ("REQ", True), ("REJ", False), ("REQ", True), ("REJ", False)]
+        ("REQ", True), ("REJ", False), ("REQ", True), ("REJ", False),
+        ("SIDR_REQ", True), ("SIDR_REP", False), ("SIDR_REQ", True), ("SIDR_REP", False)]
 got = [s for s in seq]
 if got != want:
     fail(f"messages {[(n, 'a->b' if d else 'b->a') for n, d in got]}, expected {[(n, 'a->b' if d else 'b->a') for n, d in want]}")
 else:
-    req, rep, rtu, dreq, drep, req2, rej2, req3, rej3 = firsts
+    req, rep, rtu, dreq, drep, req2, rej2, req3, rej3, sreq, srep, sreq2, srep2 = firsts
+    for q, p in ((sreq, srep), (sreq2, srep2)):
+        if q["tid"] != p["tid"]: fail(f"SIDR_REP transaction ID {p['tid']} is not its SIDR_REQ's {q['tid']}")
     active, passive = num(rep["rep_rcid"]), num(rtu["rtu_rcid"])
     if num(rtu["rtu_lcid"]) != active: fail(f"RTU local comm ID {rtu['rtu_lcid']} is not the one the REP answered ({active:#x})")
     if (num(dreq["dreq_lcid"]), num(dreq["dreq_rcid"])) != (active, passive): fail("DREQ comm IDs do not match the connection's")

@@ -1,5 +1,6 @@
-# Unmodified RDMA CM programs (rping, ucmatose; perftest -R with
-# RDMACM_PERFTEST=1, not yet reliable) on softrdma's
+# Unmodified RDMA CM programs (rping, ucmatose, rdma_server/rdma_client,
+# cmtime, udaddy over SIDR, mckey over UD multicast, perftest -R; udpong
+# once rsockets exist) on softrdma's
 # librdmacm.so.1 and libibverbs.so.1, between two processes on loopback
 # addresses of their own; and refused/unreachable connects failing within
 # seconds. Skips (77) without rdmacm-utils and perftest. PROCESSORS 2: a

@@ -10,11 +10,24 @@
 #    rdma_verbs.h helpers): both exit 0 and print "end 0";
 #  - cmtime -c 40: forty connections opened at once from one address, each
 #    established and disconnected (the CM's per-source bound lets a burst in);
+#  - udaddy (UD through the RDMA CM: RDMA_PS_UDP, SIDR_REQ/SIDR_REP, then
+#    datagrams both ways on the QPN and Q_Key the exchange gave, and
+#    replies on AHs made from the received GRH), with one ID and with four
+#    at 2000-byte messages: both exit 0 and print "data transfers complete";
+#  - mckey: two receivers (127.X.Y.1, .4) and a sender (.2) join one IPv4
+#    group (239.X.Y.Z, this run's own) as UD multicast over RoCEv2; each
+#    receiver takes the sender's 10 datagrams; all three exit 0 and print
+#    "data transfers complete" (mckey pauses 3 s after joining);
+#  - udpong (rsockets' datagram socket, whose UD QPs come from
+#    RDMA_PS_UDP IDs): run when this librdmacm has rsockets, else reported
+#    as skipped;
 #  - ib_write_bw, ib_send_lat, ib_read_bw, ib_send_bw and ib_atomic_lat
 #    with -R (server on 0.0.0.0: the process's SRDMA_ADDR device): both
 #    exit 0 and the client prints its result line;
 #  - a connect to a port nobody listens on: REJECTED (status 8) within
-#    seconds; to an address nobody is at: UNREACHABLE within seconds.
+#    seconds, and udaddy's SIDR_REQ there UNREACHABLE (status 1, "service
+#    ID not supported"); to an address nobody is at: UNREACHABLE within
+#    seconds.
 # A server is ready once its device's UDP port (4791 at its address) is
 # bound (ss) (perftest: once it says it waits for a client); its listen
 # follows by microseconds, and a REQ that comes first waits for it (the
@@ -29,7 +42,7 @@ for f in librdmacm.so.1 libibverbs.so.1; do
   [[ -e $libdir/$f ]] || { echo "FAIL: no $f in '$libdir'" >&2; exit 1; }
 done
 missing=()
-for p in rping ucmatose rdma_server rdma_client cmtime ib_write_bw ib_send_lat ss timeout; do
+for p in rping ucmatose rdma_server rdma_client cmtime udaddy udpong mckey ib_write_bw ib_send_lat ss timeout; do
   command -v "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -141,6 +154,74 @@ fi
 pkill -TERM -P "$cmtime_srv" 2>/dev/null
 wait "$cmtime_srv" 2>/dev/null
 
+# UD through the RDMA CM. udaddy's port is fixed (7174): each address pair
+# is the test's own.
+if run_pair udaddy "udaddy -b $ip_a" "udaddy -s $ip_a -b $ip_b"; then
+  grep -q "data transfers complete" "$out_s" || fail "udaddy: no data transfers on the server"
+  grep -q "data transfers complete" "$out_c" || fail "udaddy: no data transfers on the client"
+fi
+if run_pair udaddy_c4 "udaddy -b $ip_a -c 4 -C 50 -S 2000" "udaddy -s $ip_a -b $ip_b -c 4 -C 50 -S 2000"; then
+  grep -q "data transfers complete" "$out_s" || fail "udaddy -c 4: no data transfers on the server"
+  grep -q "data transfers complete" "$out_c" || fail "udaddy -c 4: no data transfers on the client"
+fi
+
+# Multicast: two receivers join first (each says so), then the sender.
+group=239.$((RANDOM % 200 + 20)).$(($$ % 250 + 1)).$((RANDOM % 250 + 1))
+ip_c=$net.4
+recv_pids=()
+for ip in "$ip_a" "$ip_c"; do
+  side "$ip" timeout 30 mckey -m "$group" -b "$ip" -C 10 >"$logs/mckey.$ip" 2>&1 &
+  recv_pids+=($!)
+done
+joined() { grep -q "mckey: joined" "$logs/mckey.$ip_a" && grep -q "mckey: joined" "$logs/mckey.$ip_c"; }
+deadline=$(($(now_ms) + 15000))
+while ! joined && (($(now_ms) < deadline)); do sleep 0.05; done
+if joined; then
+  side "$ip_b" timeout 30 mckey -m "$group" -b "$ip_b" -s -C 10 >"$logs/mckey.sender" 2>&1
+  rc_s=$?
+  rcs=()
+  for pid in "${recv_pids[@]}"; do
+    wait "$pid"
+    rcs+=($?)
+  done
+  if ((rc_s != 0 || rcs[0] != 0 || rcs[1] != 0)) || ! grep -q "data transfers complete" "$logs/mckey.$ip_a" ||
+    ! grep -q "data transfers complete" "$logs/mckey.$ip_c"; then
+    fail "mckey: sender exit $rc_s, receivers exit ${rcs[*]}"
+    tail -n 5 "$logs/mckey.sender" "$logs/mckey.$ip_a" "$logs/mckey.$ip_c"
+  else
+    echo "ok: mckey (group $group: two receivers took the sender's 10 datagrams each)"
+  fi
+else
+  fail "mckey: the receivers did not join $group"
+  tail -n 5 "$logs/mckey.$ip_a" "$logs/mckey.$ip_c"
+  kill "${recv_pids[@]}" 2>/dev/null
+  wait "${recv_pids[@]}" 2>/dev/null
+fi
+
+# udpong needs rsockets (its datagram socket); without them it cannot start.
+port=$((port + 1))
+side "$ip_a" timeout 30 udpong -b "$ip_a" -p "$port" >"$logs/udpong.server" 2>&1 &
+udpong_srv=$!
+# wait_device returns once the device is bound or the server has exited:
+# without rsockets it exits at once, saying so.
+if ! wait_device "$ip_a" "$udpong_srv" && grep -q "Function not implemented" "$logs/udpong.server"; then
+  echo "skip: udpong (this librdmacm has no rsockets yet: $(head -n 1 "$logs/udpong.server"))"
+elif kill -0 "$udpong_srv" 2>/dev/null; then
+  side "$ip_b" timeout 30 udpong -s "$ip_a" -b "$ip_b" -p "$port" -C 1000 -S 1000 >"$logs/udpong.client" 2>&1
+  rc=$?
+  if ((rc != 0)) || ! grep -qE "^custom +1000 +1k" "$logs/udpong.client"; then
+    fail "udpong: client exit $rc"
+    tail -n 8 "$logs/udpong.client"
+  else
+    echo "ok: udpong (1000 datagrams of 1000 bytes)"
+  fi
+else
+  fail "the udpong server did not open its device"
+  tail -n 5 "$logs/udpong.server"
+fi
+kill "$udpong_srv" 2>/dev/null
+wait "$udpong_srv" 2>/dev/null
+
 # perftest over the RDMA CM (-R): a handshake connection, then the test's
 # own, which the server listens for only after the handshake told the
 # client to connect (the race the CM's listen grace absorbs).
@@ -168,6 +249,17 @@ if wait_device "$ip_a" "$holder"; then
     cat "$logs/refused"
   else
     echo "ok: refused connect: REJECTED (8) after $took ms"
+  fi
+  # The same for UD: nobody listens on 7174 there -> SIDR_REP "unsupported".
+  start=$(now_ms)
+  side "$ip_b" timeout 20 udaddy -s "$ip_a" -b "$ip_b" >"$logs/udaddy_refused" 2>&1
+  rc=$?
+  took=$(($(now_ms) - start))
+  if ! grep -q "RDMA_CM_EVENT_UNREACHABLE, error: 1" "$logs/udaddy_refused" || ((rc == 0 || took > 5000)); then
+    fail "refused udaddy: exit $rc after $took ms"
+    cat "$logs/udaddy_refused"
+  else
+    echo "ok: refused udaddy: UNREACHABLE (1, service ID not supported) after $took ms"
   fi
 else
   fail "the refusing server did not open its device"

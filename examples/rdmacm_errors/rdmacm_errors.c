@@ -2,7 +2,9 @@
  * rdmacm_errors: drives softrdma's librdmacm.so.1 through the RDMA CM's
  * error paths and checks that each fails the way librdmacm documents (-1
  * or NULL with errno), then that a connect nobody answers ends in the event
- * librdmacm gives: REJECTED with the IB CM's reason 8 (invalid service ID).
+ * librdmacm gives: REJECTED with the IB CM's reason 8 (invalid service ID),
+ * and for a UD ID's SIDR_REQ UNREACHABLE with SIDR status 1; a multicast
+ * join's event and its refusals.
  *
  * Plain C against <rdma/rdma_cma.h>, linked with -lrdmacm, run with
  * LD_LIBRARY_PATH pointing at softrdma's drop-in and SRDMA_ADDR set (it
@@ -135,6 +137,141 @@ static struct rdma_cm_id *id_holding_event(struct rdma_event_channel *ch, const 
   return id;
 }
 
+/* UD IDs (RDMA_PS_UDP): the QP type they take, the SIDR_REQ's room for
+   private data, and a SIDR_REQ nobody listens for: UNREACHABLE with SIDR
+   status 1 (service ID not supported), as the kernel's cma reports it. */
+static void ud_checks(struct rdma_event_channel *ch, const char *self) {
+  struct rdma_cm_id *ud = NULL;
+  check(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0 && ud != NULL, "rdma_create_id (UDP port space)");
+  if (!ud) return;
+  check(ud->qp_type == IBV_QPT_UD, "an RDMA_PS_UDP ID's qp_type is UD");
+  struct sockaddr_in nobody = ipv4(self, 7475);
+  check(rdma_resolve_addr(ud, NULL, (struct sockaddr *)&nobody, 2000) == 0, "rdma_resolve_addr (UD)");
+  expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, "rdma_resolve_addr (UD)");
+  check(rdma_resolve_route(ud, 2000) == 0, "rdma_resolve_route (UD)");
+  expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, "rdma_resolve_route (UD)");
+  struct ibv_qp_init_attr qa;
+  memset(&qa, 0, sizeof qa);
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  check_err(rdma_create_qp(ud, NULL, &qa), EINVAL, "rdma_create_qp of an RC QP on a UD ID");
+  qa.qp_type = IBV_QPT_UD;
+  check(rdma_create_qp(ud, NULL, &qa) == 0, "rdma_create_qp of a UD QP");
+  struct ibv_qp_attr attr;
+  struct ibv_qp_init_attr init;
+  check(ud->qp && ibv_query_qp(ud->qp, &attr, IBV_QP_STATE | IBV_QP_QKEY, &init) == 0 && attr.qp_state == IBV_QPS_RTS &&
+            attr.qkey == RDMA_UDP_QKEY,
+        "the UD QP is at RTS with Q_Key RDMA_UDP_QKEY");
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof cp);
+  char big[181];
+  memset(big, 0x5a, sizeof big);
+  cp.private_data = big;
+  cp.private_data_len = sizeof big;
+  check_err(rdma_connect(ud, &cp), EINVAL, "rdma_connect (UD) with 181 bytes of private data (180 fit)");
+  cp.private_data_len = 180;
+  check(rdma_connect(ud, &cp) == 0, "rdma_connect (UD) with 180 bytes of private data");
+  expect_event(ch, RDMA_CM_EVENT_UNREACHABLE, 1, "the SIDR_REQ to a port nobody listens on");
+
+  rdma_destroy_qp(ud);
+  check(rdma_destroy_id(ud) == 0, "rdma_destroy_id of the UD ID");
+
+  /* SIDR to ourselves: a UD listener rejects the first request (UNREACHABLE,
+     SIDR status 2, its private data) and accepts the second (ESTABLISHED
+     with the listener's QPN, RDMA_UDP_QKEY and an AH to it). */
+  struct rdma_cm_id *l = NULL, *c = NULL;
+  struct sockaddr_in where = ipv4(self, 7476);
+  check(rdma_create_id(ch, &l, NULL, RDMA_PS_UDP) == 0 && rdma_bind_addr(l, (struct sockaddr *)&where) == 0 &&
+            rdma_listen(l, 1) == 0,
+        "a UD listener");
+  for (int round = 0; round < 2 && l; round++) {
+    c = NULL;
+    check(rdma_create_id(ch, &c, NULL, RDMA_PS_UDP) == 0 && rdma_resolve_addr(c, NULL, (struct sockaddr *)&where, 2000) == 0,
+          "a UD requester");
+    expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, "rdma_resolve_addr (UD requester)");
+    rdma_resolve_route(c, 2000);
+    expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, "rdma_resolve_route (UD requester)");
+    struct ibv_qp_init_attr cqa = qa;
+    cqa.send_cq = cqa.recv_cq = NULL;
+    check(rdma_create_qp(c, NULL, &cqa) == 0, "the requester's UD QP");
+    memset(&cp, 0, sizeof cp);
+    cp.private_data = "hello";
+    cp.private_data_len = 6;
+    check(rdma_connect(c, &cp) == 0, "rdma_connect (UD, to our own listener)");
+    struct rdma_cm_event *req = next_event(ch, 5000, "the SIDR_REQ's CONNECT_REQUEST");
+    if (!req) break;
+    struct rdma_cm_id *n = req->id;
+    check(req->event == RDMA_CM_EVENT_CONNECT_REQUEST && req->listen_id == l && n->qp_type == IBV_QPT_UD &&
+              req->param.ud.private_data_len == 180 && memcmp(req->param.ud.private_data, "hello", 6) == 0,
+          "CONNECT_REQUEST on a new UD ID with the requester's private data (180 bytes)");
+    rdma_ack_cm_event(req);
+    if (round == 0) {
+      check(rdma_reject(n, "no", 3) == 0, "rdma_reject (UD)");
+      struct rdma_cm_event *e = next_event(ch, 5000, "the SIDR_REP's answer");
+      if (e) {
+        check(e->event == RDMA_CM_EVENT_UNREACHABLE && e->status == 2 && e->id == c &&
+                  memcmp(e->param.ud.private_data, "no", 3) == 0,
+              "rdma_reject -> UNREACHABLE status 2 (SIDR rejected) with the reject's private data");
+        rdma_ack_cm_event(e);
+      }
+    } else {
+      struct ibv_qp_init_attr nqa = qa;
+      nqa.send_cq = nqa.recv_cq = NULL;
+      check(rdma_create_qp(n, NULL, &nqa) == 0, "the listener's UD QP");
+      memset(&cp, 0, sizeof cp);
+      check(rdma_accept(n, &cp) == 0, "rdma_accept (UD) returns at once");
+      struct rdma_cm_event *e = next_event(ch, 5000, "the SIDR_REP's answer");
+      if (e) {
+        static const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        check(e->event == RDMA_CM_EVENT_ESTABLISHED && e->id == c && n->qp && e->param.ud.qp_num == n->qp->qp_num &&
+                  e->param.ud.qkey == RDMA_UDP_QKEY && e->param.ud.ah_attr.is_global &&
+                  memcmp(e->param.ud.ah_attr.grh.dgid.raw, gid, 12) == 0,
+              "ESTABLISHED with the listener's QPN, RDMA_UDP_QKEY and an AH to its IPv4-mapped GID");
+        rdma_ack_cm_event(e);
+      }
+      rdma_destroy_qp(n);
+    }
+    rdma_destroy_id(n);
+    rdma_destroy_qp(c);
+    rdma_destroy_id(c);
+  }
+  if (l) rdma_destroy_id(l);
+
+  /* Multicast: a UD ID only, a group address only, leave only what was joined. */
+  ud = NULL;
+  struct sockaddr_in group = ipv4("239.201.0.7", 0), unicast = ipv4(self, 0);
+  check(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0 && ud, "a UD ID for multicast");
+  if (!ud) return;
+  check(rdma_bind_addr(ud, (struct sockaddr *)&unicast) == 0, "rdma_bind_addr (UD)");
+  qa.send_cq = qa.recv_cq = NULL; /* the last call wrote back the CQs it made, gone with its QP */
+  check(rdma_create_qp(ud, NULL, &qa) == 0, "rdma_create_qp of a UD QP for multicast");
+  check_err(rdma_join_multicast(ud, (struct sockaddr *)&unicast, NULL), EINVAL, "rdma_join_multicast of a unicast address");
+  check_err(rdma_leave_multicast(ud, (struct sockaddr *)&group), EADDRNOTAVAIL, "rdma_leave_multicast of a group not joined");
+  int tag = 0;
+  check(rdma_join_multicast(ud, (struct sockaddr *)&group, &tag) == 0, "rdma_join_multicast of 239.201.0.7");
+  struct rdma_cm_event *e = next_event(ch, 5000, "rdma_join_multicast");
+  if (e) {
+    static const uint8_t mgid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 201, 0, 7};
+    check(e->event == RDMA_CM_EVENT_MULTICAST_JOIN && e->param.ud.qp_num == 0xFFFFFF &&
+              e->param.ud.qkey == RDMA_UDP_QKEY && e->param.ud.private_data == &tag &&
+              memcmp(e->param.ud.ah_attr.grh.dgid.raw, mgid, 16) == 0,
+          "MULTICAST_JOIN: QPN 0xFFFFFF, RDMA_UDP_QKEY, the MGID ::ffff:239.201.0.7, the join's context");
+    rdma_ack_cm_event(e);
+  }
+  check_err(rdma_join_multicast(ud, (struct sockaddr *)&group, NULL), EADDRINUSE, "rdma_join_multicast of a group joined");
+  check(rdma_leave_multicast(ud, (struct sockaddr *)&group) == 0, "rdma_leave_multicast");
+  struct rdma_cm_id *rc = NULL;
+  if (rdma_create_id(ch, &rc, NULL, RDMA_PS_TCP) == 0) {
+    check_err(rdma_resolve_addr(rc, NULL, (struct sockaddr *)&group, 2000), EINVAL,
+              "rdma_resolve_addr of a group on an RC ID");
+    rdma_destroy_id(rc);
+  }
+
+  rdma_destroy_qp(ud);
+  check(rdma_destroy_id(ud) == 0, "rdma_destroy_id of the UD ID");
+}
+
 static void teardown_checks(struct rdma_event_channel *ch, const char *self) {
   struct rdma_cm_event *held = NULL;
 
@@ -244,6 +381,7 @@ int main(void) {
   check(rdma_connect(twin, &cp) == 0, "rdma_connect with 56 bytes of private data");
   expect_event(ch, RDMA_CM_EVENT_REJECTED, 8, "the connect to a port nobody listens on");
 
+  ud_checks(ch, self);
   teardown_checks(ch, self);
 
   check(rdma_destroy_id(twin) == 0, "rdma_destroy_id of the refused ID");

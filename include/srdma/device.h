@@ -143,6 +143,14 @@ class Device {
   Result<void> impair(const ImpairSpec& spec);
   // What the impairing link did so far (zeros without one).
   ImpairStats impair_stats() const;
+
+  // Multicast on a RoCEv2 device (IBA 10.5; the IPv4 group of an
+  // IPv4-mapped MGID): UD datagrams sent to `group_ipv4` with DestQP
+  // 0xFFFFFF reach the UD QP `qpn` of this device. EOPNOTSUPP on the
+  // in-process link; EINVAL for a group that is not IPv4 multicast; EEXIST
+  // / ENOENT for an attach made already / a detach of none.
+  Result<void> attach_mcast(std::uint32_t qpn, std::uint32_t group_ipv4);
+  Result<void> detach_mcast(std::uint32_t qpn, std::uint32_t group_ipv4);
   // Bytes of address space the device tables take; they are touched lazily.
   std::size_t table_bytes() const;
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 
+#include "common/secure_random.h"
 #include "srdma/access.h"
 #include "srdma/net.h"
 
@@ -32,7 +33,18 @@ Result<std::unique_ptr<CmAgent>> CmAgent::create(Device& dev) {
 }
 
 CmAgent::CmAgent(Device& dev, std::uint64_t guid)
-    : dev_(dev.share()), guid_(guid), engine_(*this, guid, CmEngine::random_ids()) {}
+    : dev_(dev.share()),
+      guid_(guid),
+      sidr_(*this,
+            [this] {
+              for (;;)
+                if (const std::uint32_t id = secure_random_u32(); !engine_.state(id)) return id;
+            },
+            std::uint64_t{secure_random_u32()} << 32 | 1),
+      engine_(*this, guid, [this] {
+        for (;;)
+          if (const std::uint32_t id = secure_random_u32(); !sidr_.contains(id)) return id;
+      }) {}
 
 Result<void> CmAgent::init() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -130,8 +142,16 @@ void CmAgent::drain_cq() {
       }
       if (wc.status != WcStatus::kSuccess) continue;  // flushed: the QP is going
       const std::byte* at = buf_.data() + std::size_t{slot} * kRecvSlotBytes;
-      if ((wc.wc_flags & WC_GRH) && wc.byte_len >= kGrhBytes)
-        engine_.receive(sender_of(at), std::span(at + kGrhBytes, wc.byte_len - kGrhBytes), now);
+      if ((wc.wc_flags & WC_GRH) && wc.byte_len >= kGrhBytes) {
+        const std::span<const std::byte> mad(at + kGrhBytes, wc.byte_len - kGrhBytes);
+        MadHeader h;
+        const bool sidr = decode_header(mad, h).ok() &&
+                          (h.attribute_id == AttributeId::kSidrReq || h.attribute_id == AttributeId::kSidrRep);
+        if (sidr)
+          sidr_.receive(sender_of(at), mad, now);
+        else
+          engine_.receive(sender_of(at), mad, now);
+      }
       post_recv(slot);
     }
   }
@@ -141,7 +161,9 @@ void CmAgent::run() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     int timeout_ms = -1;
-    if (auto d = engine_.next_deadline()) {
+    auto d = engine_.next_deadline();
+    if (auto s = sidr_.next_deadline(); s && (!d || *s < *d)) d = s;
+    if (d) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(*d - CmClock::now()).count();
       timeout_ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
     }
@@ -158,6 +180,7 @@ void CmAgent::run() {
     (void)cq_->req_notify(CQ_NEXT_COMP);
     drain_cq();
     engine_.tick(CmClock::now());
+    sidr_.tick(CmClock::now());
     lock.unlock();
     dispatch();
     lock.lock();
@@ -170,9 +193,14 @@ void CmAgent::dispatch() {
     CmEvent e = std::move(pending_.front());
     pending_.erase(pending_.begin());
     Handler h;
-    if (e.type == CmEventType::kReqReceived) {
-      auto l = listeners_.find(std::get<Req>(*e.message).service_id);
+    if (e.type == CmEventType::kReqReceived || e.type == CmEventType::kSidrReqReceived) {
+      const bool sidr = e.type == CmEventType::kSidrReqReceived;
+      auto l = listeners_.find(sidr ? std::get<SidrReq>(*e.message).service_id : std::get<Req>(*e.message).service_id);
       if (l == listeners_.end()) {  // the listener left meanwhile: nobody will answer
+        if (sidr) {
+          sidr_.destroy(e.id);  // a SIDR_REP "rejected"
+          continue;
+        }
         (void)engine_.reject(e.id);
         engine_.destroy(e.id, CmClock::now());
         continue;
@@ -257,6 +285,10 @@ Result<void> CmAgent::listen(std::uint64_t service_id, Handler h) {
   std::lock_guard lock(mu_);
   auto owned = std::make_unique<Handler>(std::move(h));
   if (auto r = engine_.listen(service_id, owned.get()); !r) return r;
+  if (auto r = sidr_.listen(service_id, owned.get()); !r) {
+    engine_.stop_listening(service_id);
+    return r;
+  }
   listeners_[service_id] = std::move(owned);
   return {};
 }
@@ -266,6 +298,7 @@ void CmAgent::stop_listening(std::uint64_t service_id) {
   auto it = listeners_.find(service_id);
   if (it == listeners_.end()) return;
   engine_.stop_listening(service_id);
+  sidr_.stop_listening(service_id);
   const Handler* l = it->second.get();
   if (std::this_thread::get_id() != thread_.get_id())
     idle_.wait(lock, [&] { return running_listener_ != l; });
@@ -306,9 +339,26 @@ Result<void> CmAgent::disconnect(std::uint32_t id, std::span<const std::byte> pd
   return r;
 }
 
+Result<std::uint32_t> CmAgent::sidr_request(const SidrParams& p, Handler h) {
+  std::lock_guard lock(mu_);
+  auto id = sidr_.request(p, CmClock::now());
+  if (!id) return id;
+  handlers_[*id] = std::move(h);
+  wake();  // a new deadline
+  return id;
+}
+
+Result<void> CmAgent::sidr_reply(std::uint32_t id, const SidrRep& rep) {
+  std::lock_guard lock(mu_);
+  auto r = sidr_.reply(id, rep, CmClock::now());
+  wake();  // the answer's expiry
+  return r;
+}
+
 void CmAgent::destroy(std::uint32_t id) {
   std::unique_lock lock(mu_);
   engine_.destroy(id, CmClock::now());
+  sidr_.destroy(id);
   handlers_.erase(id);
   if (std::this_thread::get_id() != thread_.get_id()) idle_.wait(lock, [&] { return running_id_ != id; });
   wake();
@@ -322,6 +372,11 @@ std::optional<CmState> CmAgent::state(std::uint32_t id) const {
 CmCounters CmAgent::counters() const {
   std::lock_guard lock(mu_);
   return engine_.counters();
+}
+
+SidrCounters CmAgent::sidr_counters() const {
+  std::lock_guard lock(mu_);
+  return sidr_.counters();
 }
 
 std::size_t CmAgent::cached_ahs() const {

@@ -1,6 +1,7 @@
 // A device's CM agent: its GSI QP (QP1) carrying the CM's MADs to and from
-// other devices, and the CM state machine (cm_engine.h) behind it, like
-// Linux's ib_cm on a port's MAD agent.
+// other devices, and the CM state machine (cm_engine.h) and service ID
+// resolution for UD (sidr.h) behind it, like Linux's ib_cm on a port's MAD
+// agent. SIDR_REQ and SIDR_REP go to the SIDR engine, the rest to the CM's.
 //
 // One thread per agent receives MADs (a receive ring on QP1), runs the
 // engine's timers and hands the engine's events to the consumers'
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "cm/cm_engine.h"
+#include "cm/sidr.h"
 #include "srdma/ah.h"
 #include "srdma/cq.h"
 #include "srdma/device.h"
@@ -48,8 +50,9 @@ class CmAgent final : private CmEngine::Port {
   CmAgent(const CmAgent&) = delete;
   CmAgent& operator=(const CmAgent&) = delete;
 
-  // kReqReceived events for `service_id` go to `h` (which accepts or
-  // rejects the ID it names). EADDRINUSE when the service has a listener.
+  // kReqReceived and kSidrReqReceived events for `service_id` go to `h`
+  // (which accepts, rejects or replies to the ID it names). EADDRINUSE when
+  // the service has a listener.
   Result<void> listen(std::uint64_t service_id, Handler h);
   // Afterwards no handler of this listener runs or will run.
   void stop_listening(std::uint64_t service_id);
@@ -60,12 +63,17 @@ class CmAgent final : private CmEngine::Port {
   Result<void> ready(std::uint32_t id, std::span<const std::byte> private_data = {});
   Result<void> reject(std::uint32_t id, std::span<const std::byte> private_data = {});
   Result<void> disconnect(std::uint32_t id, std::span<const std::byte> private_data = {});
-  // Forgets the ID: no handler of it runs after this returns (unless this
-  // is called from that handler itself).
+  // SIDR: the request (`h` gets kSidrRepReceived or kTimedOut) and the
+  // passive side's reply to a kSidrReqReceived.
+  Result<std::uint32_t> sidr_request(const SidrParams& p, Handler h);
+  Result<void> sidr_reply(std::uint32_t id, const SidrRep& rep);
+  // Forgets the ID (a connection's or a SIDR request's): no handler of it
+  // runs after this returns (unless this is called from that handler itself).
   void destroy(std::uint32_t id);
 
   std::optional<CmState> state(std::uint32_t id) const;
   CmCounters counters() const;
+  SidrCounters sidr_counters() const;
   // MADs the agent could not send (no send slot free, no address handle):
   // the engine's retries cover them.
   std::uint64_t send_failures() const;
@@ -110,6 +118,9 @@ class CmAgent final : private CmEngine::Port {
   int wake_fd_ = -1;
 
   mutable std::mutex mu_;
+  // Before engine_: each draws IDs the other does not hold (one handler
+  // map for both), and the CM engine draws its first at construction.
+  SidrEngine sidr_;
   CmEngine engine_;
   // Address handles by peer, least recently used last in ah_lru_.
   std::map<std::uint64_t, std::pair<std::shared_ptr<AddressHandle>, std::list<std::uint64_t>::iterator>> ahs_;

@@ -38,6 +38,8 @@ std::string_view cm_event_name(CmEventType t) {
     case CmEventType::kTimedOut: return "timed out";
     case CmEventType::kDisconnected: return "disconnected";
     case CmEventType::kTimewaitExit: return "time wait exit";
+    case CmEventType::kSidrReqReceived: return "SIDR_REQ received";
+    case CmEventType::kSidrRepReceived: return "SIDR_REP received";
   }
   return "unknown";
 }
@@ -368,7 +370,7 @@ void CmEngine::receive(std::uint64_t from, std::span<const std::byte> bytes, CmT
         else if constexpr (std::is_same_v<T, Rtu>) on_rtu(from, msg);
         else if constexpr (std::is_same_v<T, Dreq>) on_dreq(from, h, msg, now);
         else if constexpr (std::is_same_v<T, Drep>) on_drep(from, msg, now);
-        else ++counters_.dropped_unexpected;  // SIDR: no UD service resolution here
+        else ++counters_.dropped_unexpected;  // SIDR: sidr.h's, which the agent hands them
       },
       m.message);
   deliver();

@@ -71,6 +71,9 @@ enum class CmEventType : std::uint8_t {
   kTimedOut,      // no answer after every retry
   kDisconnected,  // the DREP came, the DREQ timed out, or the peer's DREQ
   kTimewaitExit,  // after kDisconnected: time wait is over, nothing of the connection is answered any more
+  // SIDR (sidr.h), for UD:
+  kSidrReqReceived,  // passive: a SIDR_REQ on a listened service; reply() next
+  kSidrRepReceived,  // active: the SIDR_REP, whatever its status (kTimedOut when none came)
 };
 std::string_view cm_event_name(CmEventType t);
 
@@ -81,7 +84,8 @@ struct CmEvent {
   void* listen_context = nullptr;  // kReqReceived: the listener's
   // The message behind the event: Req for kReqReceived, Rep for
   // kRepReceived, Rej for kRejected, Rtu for kEstablished, Dreq or Drep
-  // for kDisconnected (none when it timed out).
+  // for kDisconnected (none when it timed out), SidrReq for
+  // kSidrReqReceived, SidrRep for kSidrRepReceived.
   std::optional<Message> message;
 };
 

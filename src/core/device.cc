@@ -100,6 +100,20 @@ Result<void> Device::impair(const ImpairSpec& spec) {
 
 ImpairStats Device::impair_stats() const { return state_->hca->engine().impair_stats(); }
 
+Result<void> Device::attach_mcast(std::uint32_t qpn, std::uint32_t group_ipv4) {
+  if (state_->removed) return make_error(ENODEV, "the device has been removed");
+  hca::UdpLink* link = state_->hca->udp();
+  if (!link) return make_error(EOPNOTSUPP, "multicast needs a RoCEv2 device (the in-process link has none)");
+  return link->attach_mcast(group_ipv4, qpn);
+}
+
+Result<void> Device::detach_mcast(std::uint32_t qpn, std::uint32_t group_ipv4) {
+  if (state_->removed) return make_error(ENODEV, "the device has been removed");
+  hca::UdpLink* link = state_->hca->udp();
+  if (!link) return make_error(EOPNOTSUPP, "multicast needs a RoCEv2 device (the in-process link has none)");
+  return link->detach_mcast(group_ipv4, qpn);
+}
+
 Result<ProtectionDomain> Device::alloc_pd() {
   if (state_->removed) return make_error(ENODEV, "the device has been removed");
   auto pdn = state_->hca->tables().alloc_pd();

@@ -47,6 +47,7 @@ class SoftHca {
   std::size_t table_bytes() const;
   // The RoCEv2 link, or null on the in-process link.
   const UdpLink* udp() const { return udp_.get(); }
+  UdpLink* udp() { return udp_.get(); }
 
  private:
   SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAllocator pd, alloc::IndexAllocator qp,

@@ -188,6 +188,9 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
     return make_error(e, fmt::format("cannot bind {}:{}: {}", config.ip, config.port, errno_str(e)));
   }
   tune_socket(fd, kSocketBuffer);
+  // Multicast leaves on the device's interface, not the default route's.
+  const in_addr mif{htonl(*ip)};
+  (void)::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
   const int on = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);  // the kernel's drop count
   // A UD receive's GRH area shows the datagram's TTL and TOS.
@@ -249,6 +252,7 @@ UdpLink::~UdpLink() {
     const int s = sockets_[i].load(std::memory_order_relaxed);
     if (s >= 0 && s != fd_) ::close(s);
   }
+  for (auto& [group, g] : groups_) ::close(g.fd);
   ::close(wake_fd_);
   ::close(fd_);
 }
@@ -293,6 +297,8 @@ int UdpLink::socket_for(std::uint16_t sport) {
   const sockaddr_in a = sockaddr_of(ip_, sport);
   if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
     tune_socket(s, 4096);  // it only sends: peers answer to the device's port
+    const in_addr mif{htonl(ip_)};
+    (void)::setsockopt(s, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
   } else {
     if (s >= 0) ::close(s);
     s = fd_;  // taken by someone else: send from the device's port
@@ -601,7 +607,7 @@ int UdpLink::receive_once() {
   }
   const int n = ::recvmmsg(fd_, r.msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
   // EAGAIN: nothing; ECONNREFUSED and friends (ICMP errors): nothing to read.
-  if (n <= 0) return 0;
+  if (n <= 0) return has_groups_.load(std::memory_order_acquire) ? receive_groups() : 0;
   wire_received();
   for (int i = 0; i < n; ++i) {
     // The answers to one datagram's frames go out together, and before the
@@ -655,7 +661,7 @@ int UdpLink::receive_once() {
     frames_received_.fetch_add(1, std::memory_order_relaxed);
     engine_->receive(std::move(p));
   }
-  return n;
+  return has_groups_.load(std::memory_order_acquire) ? n + receive_groups() : n;
 }
 
 void UdpLink::receive_loop() {
@@ -692,8 +698,10 @@ void UdpLink::receive_loop() {
       parked_.store(false, std::memory_order_relaxed);
       continue;
     }
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    (void)::poll(fds, 2, -1);
+    std::vector<pollfd> fds = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (has_groups_.load(std::memory_order_acquire))
+      for (int g : group_fds()) fds.push_back({g, POLLIN, 0});
+    (void)::poll(fds.data(), fds.size(), -1);
     parked_.store(false, std::memory_order_relaxed);
     drain_wakeups();
     last_traffic = now_ns();

@@ -26,6 +26,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -72,6 +73,16 @@ class UdpLink final : public Link {
   std::uint32_t active_mtu() const override { return active_mtu_; }
   void add_drops(TransportCounters& c) const override;
 
+  // Multicast (IBA 10.5, RoCEv2 over an IPv4 group; udp_multicast.cc):
+  // UD datagrams sent to `group` (DestQP 0xFFFFFF) reach UD QP `qpn` of
+  // this device. The group's first attach joins it on the device's
+  // interface (a socket bound to group:port, IP_ADD_MEMBERSHIP for the
+  // device's address); its last detach leaves it. EINVAL for a group that
+  // is not IPv4 multicast, EEXIST / ENOENT for an attach made already / a
+  // detach of none.
+  Result<void> attach_mcast(std::uint32_t group, std::uint32_t qpn);
+  Result<void> detach_mcast(std::uint32_t group, std::uint32_t qpn);
+
   std::uint32_t ipv4() const { return ip_; }
   std::uint64_t address() const;
   UdpLinkStats stats() const;
@@ -93,6 +104,11 @@ class UdpLink final : public Link {
   void take_deferred();
   // Reads away a defer() wakeup (not stop()'s).
   void drain_wakeups();
+  // What the groups' sockets hold, each frame to every QP attached to its
+  // group. REQUIRES: rx_busy_ held.
+  int receive_groups();
+  // The groups' sockets, for the receive thread's poll().
+  std::vector<int> group_fds() const;
   // The socket that sends from entropy port `sport`: bound on first use.
   int socket_for(std::uint16_t sport);
   // Hands the calling thread's pending datagrams to the kernel.
@@ -119,6 +135,18 @@ class UdpLink final : public Link {
   std::vector<Packet> deferred_;
   std::atomic<bool> has_deferred_{false};
   std::atomic<bool> parked_{false};  // the receive thread sleeps in poll() until traffic
+
+  // Multicast groups joined, by group address. A group's socket stays open
+  // until the link closes (the receive thread may be polling it); leaving
+  // drops the membership.
+  struct Group {
+    int fd = -1;
+    bool member = false;
+    std::vector<std::uint32_t> qpns;
+  };
+  mutable std::mutex groups_mu_;
+  std::map<std::uint32_t, Group> groups_;
+  std::atomic<bool> has_groups_{false};
 
   // Entropy-port sockets, indexed by the port's low 14 bits; -1 until used.
   std::mutex sockets_mu_;  // serialises binding

@@ -263,6 +263,8 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& l
       case CmEventType::kReqReceived:
       case CmEventType::kEstablished:
       case CmEventType::kTimewaitExit:  // (destroyed at kDisconnected: never here)
+      case CmEventType::kSidrReqReceived:  // SIDR is UD's: never on an NVMe-oF connection
+      case CmEventType::kSidrRepReceived:
         break;
     }
     pending->cv.notify_all();

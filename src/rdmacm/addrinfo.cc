@@ -47,14 +47,22 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
     return fail("rdma_getaddrinfo", EINVAL, "unknown ai_flags");
   if (hints && hints->ai_family != AF_UNSPEC && hints->ai_family != AF_INET)
     return fail("rdma_getaddrinfo", EAFNOSUPPORT, "IPv4 only");
-  if (hints && hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP)
-    return fail("rdma_getaddrinfo", EOPNOTSUPP, "RDMA_PS_TCP only");
-  if (hints && hints->ai_qp_type && hints->ai_qp_type != IBV_QPT_RC)
-    return fail("rdma_getaddrinfo", EOPNOTSUPP, "RC only");
+  // RDMA_PS_TCP with RC, RDMA_PS_UDP with UD; either hint gives the other
+  // (librdmacm's ucma_convert_to_rai), neither is TCP and RC.
+  int ps = hints ? hints->ai_port_space : 0;
+  int qp_type = hints ? hints->ai_qp_type : 0;
+  if (ps && ps != RDMA_PS_TCP && ps != RDMA_PS_UDP)
+    return fail("rdma_getaddrinfo", EOPNOTSUPP, "RDMA_PS_TCP and RDMA_PS_UDP only");
+  if (qp_type && qp_type != IBV_QPT_RC && qp_type != IBV_QPT_UD)
+    return fail("rdma_getaddrinfo", EOPNOTSUPP, "RC and UD only");
+  if (!ps) ps = qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
+  if (!qp_type) qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+  if ((ps == RDMA_PS_UDP) != (qp_type == IBV_QPT_UD))
+    return fail("rdma_getaddrinfo", EINVAL, "RDMA_PS_UDP goes with UD, RDMA_PS_TCP with RC");
 
   addrinfo ah{};
   ah.ai_family = AF_INET;
-  ah.ai_socktype = SOCK_STREAM;
+  ah.ai_socktype = ps == RDMA_PS_UDP ? SOCK_DGRAM : SOCK_STREAM;
   ah.ai_flags = ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0) | ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
   addrinfo* found = nullptr;
   if (int r = getaddrinfo(node, service, &ah, &found); r != 0) {
@@ -68,8 +76,8 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
   }
   out->ai_flags = flags;
   out->ai_family = AF_INET;
-  out->ai_qp_type = IBV_QPT_RC;
-  out->ai_port_space = RDMA_PS_TCP;
+  out->ai_qp_type = qp_type;
+  out->ai_port_space = ps;
   bool ok = true;
   if (flags & RAI_PASSIVE) {
     out->ai_src_addr = copy_addr(found->ai_addr, found->ai_addrlen);

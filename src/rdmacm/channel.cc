@@ -82,6 +82,30 @@ void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_pa
   set_readable(*c);
 }
 
+void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_param& ud, Id* listen) {
+  Channel* c = to_channel(id.id.channel);
+  if (!c) return;
+  auto* e = new (std::nothrow) Event;
+  if (!e) return;  // out of memory: the event is lost, as a kernel would drop it
+  std::memset(&e->ev, 0, sizeof e->ev);
+  e->channel = c;
+  e->ev.id = &id.id;
+  e->ev.listen_id = listen ? &listen->id : nullptr;
+  e->ev.event = type;
+  e->ev.status = status;
+  e->ev.param.ud = ud;
+  // Private data is copied; a pointer without a length (MULTICAST_JOIN's
+  // context, as librdmacm gives it) is passed as it is.
+  const std::size_t n = std::min<std::size_t>(ud.private_data_len, sizeof e->data);
+  if (ud.private_data && n) {
+    std::memcpy(e->data, ud.private_data, n);
+    e->ev.param.ud.private_data = e->data;
+  }
+  std::lock_guard lock(c->mu);
+  c->queue.push_back(e);
+  set_readable(*c);
+}
+
 void drop_events(Id& id) {
   Channel* c = to_channel(id.id.channel);
   if (!c) return;

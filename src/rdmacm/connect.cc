@@ -78,6 +78,26 @@ rdma_conn_param conn_of(const srdma_cm_event& e, std::size_t skip) {
   return p;
 }
 
+}  // namespace
+
+void format_cma_header(const Id& i, std::uint8_t* out) {
+  const rdma_addr& a = i.id.route.addr;
+  out[0] = 0;  // CMA_VERSION
+  out[1] = 4 << 4;
+  std::memcpy(out + 2, &a.src_sin.sin_port, 2);
+  put_ipv4(out + 4, ip_of(a.src_sin));
+  put_ipv4(out + 20, ip_of(a.dst_sin));
+}
+
+bool parse_cma_header(const std::uint8_t* pd, std::size_t len, std::uint16_t& src_port, std::uint32_t& src_ip) {
+  if (!pd || len < kCmaHdr || pd[0] != 0 || (pd[1] >> 4) != 4) return false;
+  src_port = static_cast<std::uint16_t>(pd[2] << 8 | pd[3]);
+  src_ip = get_ipv4(pd + 4);
+  return true;
+}
+
+namespace {
+
 // REQUIRES g_mu. The events every connection gets after its handshake.
 void common_event(Id& i, const srdma_cm_event& e) {
   switch (e.type) {
@@ -107,6 +127,8 @@ void common_event(Id& i, const srdma_cm_event& e) {
       break;
     case SRDMA_CM_REQ_RECEIVED:
     case SRDMA_CM_REP_RECEIVED:
+    case SRDMA_CM_SIDR_REQ_RECEIVED:  // UD's (ud.cc): never on an RC ID
+    case SRDMA_CM_SIDR_REP_RECEIVED:
       break;
   }
 }
@@ -153,10 +175,16 @@ void listen_handler(const srdma_cm_event* e, void* context) {
   DeviceRef* d = device();
   std::unique_lock lock(g_mu);
   auto* l = static_cast<Id*>(context);
-  if (!live(&l->id) || l->state != State::kListening || e->type != SRDMA_CM_REQ_RECEIVED) return;
-  // Only RDMA CM requests over IPv4 (a cma_hdr of version 0, IP version 4).
-  const std::uint8_t* h = e->private_data;
-  auto* n = (h && e->private_data_len >= kCmaHdr && h[0] == 0 && (h[1] >> 4) == 4) ? new (std::nothrow) Id : nullptr;
+  if (!live(&l->id) || l->state != State::kListening) return;
+  if (e->type == SRDMA_CM_SIDR_REQ_RECEIVED) return sidr_request_received(*l, *e, lock);
+  if (e->type != SRDMA_CM_REQ_RECEIVED) return;
+  // Only RDMA CM requests over IPv4 (a cma_hdr of version 0, IP version 4),
+  // and for an RC listener (a REQ to an RDMA_PS_UDP service is the peer's
+  // mistake: cma_check_req_qp_type refuses it).
+  std::uint16_t src_port = 0;
+  std::uint32_t src_ip = 0;
+  const bool ours = parse_cma_header(e->private_data, e->private_data_len, src_port, src_ip) && !is_ud(*l);
+  auto* n = ours ? new (std::nothrow) Id : nullptr;
   if (!n) {
     lock.unlock();
     (void)srdma_cm_reject(d->cm, e->id, nullptr, 0);
@@ -183,12 +211,55 @@ void listen_handler(const srdma_cm_event* e, void* context) {
   n->peer_initiator_depth = e->initiator_depth;
   n->peer_retry_count = std::min<std::uint8_t>(e->retry_count, 7);
   n->peer_rnr_retry_count = std::min<std::uint8_t>(e->rnr_retry_count, 7);
-  const std::uint16_t src_port = static_cast<std::uint16_t>(h[2] << 8 | h[3]);
-  fill_route_addrs(*n, d->ipv4, l->port, e->peer_ipv4 ? e->peer_ipv4 : get_ipv4(h + 4), src_port);
+  fill_route_addrs(*n, d->ipv4, l->port, e->peer_ipv4 ? e->peer_ipv4 : src_ip, src_port);
   fill_path(*n);
   g_ids.insert(n);
   rdma_conn_param p = conn_of(*e, kCmaHdr);
   queue_event(*n, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &p, l);
+}
+
+// REQUIRES g_mu. The REQ of an RC ID.
+int connect_rc(Id& i, const rdma_conn_param& p) {
+  if (p.private_data_len > kReqUser) return fail("rdma_connect", EINVAL, "at most 56 bytes of private data");
+  if (p.private_data_len && !p.private_data) return fail("rdma_connect", EINVAL, "private_data_len without data");
+  if (!i.id.qp && !p.qp_num) return fail("rdma_connect", EINVAL, "no QP on the ID and no qp_num");
+  DeviceRef* d = device();
+  if (depth("rdma_connect", p.responder_resources, d->max_rd_atomic, d->max_rd_atomic, i.responder_resources) ||
+      depth("rdma_connect", p.initiator_depth, d->max_rd_atomic, d->max_rd_atomic, i.initiator_depth))
+    return -1;
+  i.retry_count = std::min<std::uint8_t>(p.retry_count, 7);
+  i.rnr_retry_count = std::min<std::uint8_t>(p.rnr_retry_count, 7);
+  i.psn = srdma::random_psn();
+
+  std::uint8_t data[kReqPrivate] = {};
+  const rdma_addr& a = i.id.route.addr;
+  format_cma_header(i, data);
+  if (p.private_data_len) std::memcpy(data + kCmaHdr, p.private_data, p.private_data_len);
+
+  srdma_cm_connect_params c{};
+  c.peer_ipv4 = ip_of(a.dst_sin);
+  c.service_id = service_id(i, ntohs(a.dst_sin.sin_port));
+  c.local_qpn = i.id.qp ? i.id.qp->qp_num : p.qp_num;
+  c.starting_psn = i.psn;
+  c.path_mtu = i.mtu;
+  c.responder_resources = i.responder_resources;
+  c.initiator_depth = i.initiator_depth;
+  c.retry_count = i.retry_count;
+  c.rnr_retry_count = i.rnr_retry_count;
+  c.local_ack_timeout = i.ack_timeout;
+  c.response_timeout = kResponseTimeout;
+  c.max_cm_retries = kMaxCmRetries;
+  c.private_data = data;
+  c.private_data_len = sizeof data;
+  i.state = State::kConnecting;
+  std::uint32_t comm_id = 0;
+  if (srdma_cm_connect(d->cm, &c, active_handler, &i, &comm_id)) {
+    i.state = State::kRouteResolved;
+    return -1;
+  }
+  i.comm = true;
+  i.comm_id = comm_id;
+  return 0;
 }
 
 }  // namespace
@@ -270,49 +341,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
     if (i.state != State::kRouteResolved) return fail("rdma_connect", EINVAL, "resolve the address and route first");
     rdma_conn_param none{};
     const rdma_conn_param& p = conn_param ? *conn_param : none;
-    if (p.private_data_len > kReqUser) return fail("rdma_connect", EINVAL, "at most 56 bytes of private data");
-    if (p.private_data_len && !p.private_data) return fail("rdma_connect", EINVAL, "private_data_len without data");
-    if (!id->qp && !p.qp_num) return fail("rdma_connect", EINVAL, "no QP on the ID and no qp_num");
-    DeviceRef* d = device();
-    if (depth("rdma_connect", p.responder_resources, d->max_rd_atomic, d->max_rd_atomic, i.responder_resources) ||
-        depth("rdma_connect", p.initiator_depth, d->max_rd_atomic, d->max_rd_atomic, i.initiator_depth))
-      return -1;
-    i.retry_count = std::min<std::uint8_t>(p.retry_count, 7);
-    i.rnr_retry_count = std::min<std::uint8_t>(p.rnr_retry_count, 7);
-    i.psn = srdma::random_psn();
-
-    std::uint8_t data[kReqPrivate] = {};
-    const rdma_addr& a = id->route.addr;
-    data[0] = 0;  // CMA_VERSION
-    data[1] = 4 << 4;
-    std::memcpy(data + 2, &a.src_sin.sin_port, 2);
-    put_ipv4(data + 4, ip_of(a.src_sin));
-    put_ipv4(data + 20, ip_of(a.dst_sin));
-    if (p.private_data_len) std::memcpy(data + kCmaHdr, p.private_data, p.private_data_len);
-
-    srdma_cm_connect_params c{};
-    c.peer_ipv4 = ip_of(a.dst_sin);
-    c.service_id = service_id(i, ntohs(a.dst_sin.sin_port));
-    c.local_qpn = id->qp ? id->qp->qp_num : p.qp_num;
-    c.starting_psn = i.psn;
-    c.path_mtu = i.mtu;
-    c.responder_resources = i.responder_resources;
-    c.initiator_depth = i.initiator_depth;
-    c.retry_count = i.retry_count;
-    c.rnr_retry_count = i.rnr_retry_count;
-    c.local_ack_timeout = i.ack_timeout;
-    c.response_timeout = kResponseTimeout;
-    c.max_cm_retries = kMaxCmRetries;
-    c.private_data = data;
-    c.private_data_len = sizeof data;
-    i.state = State::kConnecting;
-    std::uint32_t comm_id = 0;
-    if (srdma_cm_connect(d->cm, &c, active_handler, &i, &comm_id)) {
-      i.state = State::kRouteResolved;
-      return -1;
-    }
-    i.comm = true;
-    i.comm_id = comm_id;
+    if (is_ud(i) ? connect_ud(i, p) : connect_rc(i, p)) return -1;
     sync = i.sync;
   }
   return sync ? sync_wait(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
@@ -335,6 +364,12 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
     if (!live(id)) return fail("rdma_accept", EINVAL, "not a live rdma_cm_id");
     Id& i = *to_id(id);
     if (i.state != State::kConnectRequest) return fail("rdma_accept", EINVAL, "not a connection request");
+    if (is_ud(i)) {
+      // No ESTABLISHED follows on the passive side of a UD ID (librdmacm
+      // returns at once): the SIDR_REP is all.
+      rdma_conn_param none{};
+      return accept_ud(i, conn_param ? *conn_param : none);
+    }
     rdma_conn_param none{};
     none.responder_resources = RDMA_MAX_RESP_RES;
     none.initiator_depth = RDMA_MAX_INIT_DEPTH;
@@ -379,6 +414,7 @@ int rdma_reject(rdma_cm_id* id, const void* private_data, std::uint8_t private_d
     return fail("rdma_reject", EINVAL, "no connection request or response to reject");
   if (private_data_len > kRejPrivate) return fail("rdma_reject", EINVAL, "at most 148 bytes of private data");
   if (private_data_len && !private_data) return fail("rdma_reject", EINVAL, "private_data_len without data");
+  if (is_ud(i)) return reject_ud(i, private_data, private_data_len);
   if (srdma_cm_reject(device()->cm, i.comm_id, private_data, private_data_len)) return -1;
   i.state = State::kFailed;
   return 0;
@@ -392,6 +428,16 @@ int rdma_disconnect(rdma_cm_id* id) {
   std::lock_guard lock(g_mu);
   if (!live(id)) return fail("rdma_disconnect", EINVAL, "not a live rdma_cm_id");
   Id& i = *to_id(id);
+  if (is_ud(i)) {
+    // A UD ID has no connection to end: its QP is flushed (the kernel's
+    // rdma_disconnect moves it to ERR and finds no CM connection to close).
+    if (id->qp) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      (void)ibv_modify_qp(id->qp, &a, IBV_QP_STATE);
+    }
+    return 0;
+  }
   const bool connection = i.state == State::kConnected || i.state == State::kAccepting ||
                           i.state == State::kConnecting || i.state == State::kConnectResponse ||
                           i.state == State::kDisconnected;

@@ -95,9 +95,9 @@ extern "C" {
 
 int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_port_space ps) {
   if (!id) return fail("rdma_create_id", EINVAL, "NULL id");
-  if (ps != RDMA_PS_TCP) {
-    if (ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB)
-      return fail("rdma_create_id", EOPNOTSUPP, "connected RDMA_PS_TCP IDs only");
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP) {
+    if (ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB)
+      return fail("rdma_create_id", EOPNOTSUPP, "RDMA_PS_TCP (RC) and RDMA_PS_UDP (UD) IDs only");
     return fail("rdma_create_id", EINVAL, "unknown port space");
   }
   bool sync = false;
@@ -117,7 +117,7 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, 
   i->id.channel = channel;
   i->id.context = context;
   i->id.ps = ps;
-  i->id.qp_type = IBV_QPT_RC;
+  i->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;  // librdmacm's ucma_get_qp_type
   i->sync = sync;
   std::lock_guard lock(g_mu);
   g_ids.insert(i);
@@ -140,6 +140,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     comm_id = i->comm_id;
     sync = i->sync;
     release_port(*i);
+    detach_groups(*i);
   }
   // Outside g_mu: these wait for a handler of the ID that may be running.
   DeviceRef* d = device();

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include "srdma_cm_private.h"
 
@@ -119,6 +120,15 @@ struct Id {
 
   // Events given and not yet acked that count against this ID (g_mu).
   int unacked = 0;
+
+  // Multicast groups joined (multicast.cc): the IPv4 group (host order)
+  // and the context rdma_join_multicast was given.
+  struct Membership {
+    std::uint32_t group = 0;
+    void* context = nullptr;
+    bool full = true;  // a full member receives (its QP attached); a send-only one does not
+  };
+  std::vector<Membership> groups;
 };
 
 extern std::mutex g_mu;
@@ -136,6 +146,29 @@ inline bool live(rdma_cm_id* id) { return id && g_ids.count(to_id(id)); }
 // listener of a CONNECT_REQUEST.
 void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_param* conn = nullptr,
                  Id* listen = nullptr);
+// The same with a UD ID's parameters (param.ud).
+void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_param& ud, Id* listen = nullptr);
+
+// Detaches the ID's QP from every group it joined (REQUIRES g_mu): its QP
+// or the ID is going away. attach_groups: a QP made after the joins.
+void detach_groups(Id& id);
+int attach_groups(Id& id);
+
+// The RDMA CM's IP header (struct cma_hdr, 36 bytes) of the ID's route into
+// `out`; and the source port and IPv4 address of a received one (false
+// unless it is version 0 over IPv4 and at least 36 bytes).
+constexpr std::size_t kCmaHeaderBytes = 36;
+void format_cma_header(const Id& i, std::uint8_t* out);
+bool parse_cma_header(const std::uint8_t* pd, std::size_t len, std::uint16_t& src_port, std::uint32_t& src_ip);
+
+// UD IDs (RDMA_PS_UDP) through service ID resolution (ud.cc). REQUIRES g_mu.
+inline bool is_ud(const Id& id) { return id.id.qp_type == IBV_QPT_UD; }
+int connect_ud(Id& id, const rdma_conn_param& p);
+int accept_ud(Id& id, const rdma_conn_param& p);
+int reject_ud(Id& id, const void* private_data, std::uint8_t len);
+// A SIDR_REQ on listener `l`: a new ID and its CONNECT_REQUEST, or (a
+// request that is not the RDMA CM's over IPv4) a refusal. Takes g_mu.
+void sidr_request_received(Id& l, const srdma_cm_event& e, std::unique_lock<std::mutex>& lock);
 // Drops the ID's queued events (REQUIRES g_mu): it is being destroyed.
 void drop_events(Id& id);
 // Moves the ID's queued events to `to` (REQUIRES g_mu).

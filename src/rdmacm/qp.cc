@@ -10,10 +10,38 @@
 
 namespace srdma::rdmacm {
 
+namespace {
+
+// A UD QP's transitions, as the kernel's cma_ib_init_qp_attr and
+// librdmacm's ucma_init_ud_qp make them: INIT with the port space's Q_Key,
+// RTR and RTS with nothing but the state (and SQ PSN 0).
+int init_ud_qp_attr(ibv_qp_attr& a, int& mask) {
+  switch (static_cast<int>(a.qp_state)) {
+    case IBV_QPS_INIT:
+      a.pkey_index = 0;
+      a.port_num = 1;
+      a.qkey = RDMA_UDP_QKEY;
+      mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+      return 0;
+    case IBV_QPS_RTR:
+    case IBV_QPS_ERR:
+      mask = IBV_QP_STATE;
+      return 0;
+    case IBV_QPS_RTS:
+      a.sq_psn = 0;
+      mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+      return 0;
+    default: return fail("rdma_init_qp_attr", EINVAL, "INIT, RTR, RTS or ERR only");
+  }
+}
+
+}  // namespace
+
 int init_qp_attr(const Id& id, ibv_qp_attr& a, int& mask) {
   const ibv_qp_state to = a.qp_state;
   std::memset(&a, 0, sizeof a);
   a.qp_state = to;
+  if (is_ud(id)) return init_ud_qp_attr(a, mask);
   switch (static_cast<int>(to)) {
     case IBV_QPS_INIT:
       a.pkey_index = 0;
@@ -89,7 +117,9 @@ int create_qp_locked(Id& i, ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (id->qp) return fail("rdma_create_qp", EINVAL, "the ID has a QP already");
   if (!pd) pd = device()->pd;
   if (pd->context != id->verbs) return fail("rdma_create_qp", EINVAL, "the PD is not on the ID's device");
-  if (attr->qp_type != IBV_QPT_RC) return fail("rdma_create_qp", EOPNOTSUPP, "RC QPs only (RDMA_PS_TCP)");
+  if (attr->qp_type != id->qp_type)
+    return fail("rdma_create_qp", EINVAL,
+                id->qp_type == IBV_QPT_UD ? "an RDMA_PS_UDP ID takes a UD QP" : "an RDMA_PS_TCP ID takes an RC QP");
   ibv_qp_init_attr init = *attr;
   bool own = false;
   if (!init.send_cq || !init.recv_cq) {
@@ -119,18 +149,32 @@ int create_qp_locked(Id& i, ibv_pd* pd, ibv_qp_init_attr* attr) {
   }
   ibv_qp* qp = ibv_create_qp(pd, &init);
   if (!qp) return -1;
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  int mask = 0;
-  if (init_qp_attr(i, a, mask) || ibv_modify_qp(qp, &a, mask)) {
-    int e = errno;
-    ibv_destroy_qp(qp);
-    return fail("rdma_create_qp", e, "cannot move the QP to INIT");
+  // INIT; a UD QP goes on to RTS at once (librdmacm's ucma_init_ud_qp):
+  // it needs no peer, SIDR only tells the peer its number.
+  for (ibv_qp_state to : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
+    ibv_qp_attr a{};
+    a.qp_state = to;
+    int mask = 0;
+    if (init_qp_attr(i, a, mask) || ibv_modify_qp(qp, &a, mask)) {
+      int e = errno;
+      ibv_destroy_qp(qp);
+      return fail("rdma_create_qp", e, "cannot move the QP to INIT (RTS for UD)");
+    }
+    if (!is_ud(i)) break;
   }
   attr->cap = init.cap;
   attr->send_cq = init.send_cq;
   attr->recv_cq = init.recv_cq;
   id->qp = qp;
+  // Groups the ID joined before it had a QP take it now (librdmacm
+  // attaches on the join; the kernel's join needs no QP).
+  if (attach_groups(i)) {
+    const int e = errno;
+    detach_groups(i);
+    id->qp = nullptr;
+    ibv_destroy_qp(qp);
+    return fail("rdma_create_qp", e, "cannot attach the QP to the groups the ID joined");
+  }
   id->pd = pd;
   i.own_cqs = own;
   return 0;
@@ -171,9 +215,10 @@ void rdma_destroy_qp(rdma_cm_id* id) {
     fail("rdma_destroy_qp", EINVAL, "not a live rdma_cm_id with a QP");
     return;
   }
+  Id& i = *to_id(id);
+  detach_groups(i);
   ibv_destroy_qp(id->qp);
   id->qp = nullptr;
-  Id& i = *to_id(id);
   if (i.own_cqs) {
     ibv_destroy_cq(id->send_cq);
     ibv_destroy_cq(id->recv_cq);

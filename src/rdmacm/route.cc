@@ -82,9 +82,12 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     if (dst_addr->sa_family != AF_INET) return fail("rdma_resolve_addr", EAFNOSUPPORT, "IPv4 destinations only");
     const auto* dst = reinterpret_cast<const sockaddr_in*>(dst_addr);
     const std::uint32_t dst_ip = ntohl(dst->sin_addr.s_addr);
-    if (dst_ip == INADDR_ANY || dst_ip == INADDR_BROADCAST || IN_MULTICAST(dst_ip))
-      return fail("rdma_resolve_addr", EINVAL, "not a unicast destination");
     Id& i = *to_id(id);
+    if (dst_ip == INADDR_ANY || dst_ip == INADDR_BROADCAST)
+      return fail("rdma_resolve_addr", EINVAL, "not a unicast or multicast destination");
+    // A multicast group is a UD ID's destination (rdma_join_multicast next).
+    if (IN_MULTICAST(dst_ip) && !is_ud(i))
+      return fail("rdma_resolve_addr", EINVAL, "a multicast destination needs an RDMA_PS_UDP ID");
     if (i.state == State::kIdle) {
       sockaddr_in any{};
       any.sin_family = AF_INET;

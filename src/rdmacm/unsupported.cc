@@ -1,4 +1,4 @@
-// What softrdma's librdmacm does not do: rsockets, multicast, SRQs on IDs,
+// What softrdma's librdmacm does not do: rsockets, SRQs on IDs,
 // rdma_notify and ECE. Each exists (programs link against it) and fails
 // with ENOSYS (or EOPNOTSUPP where librdmacm would), never touching its
 // arguments.
@@ -15,9 +15,6 @@ int nosys(const char* call) { return fail(call, ENOSYS, "not supported by softrd
 
 extern "C" {
 
-int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return nosys("rdma_join_multicast"); }
-int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) { return nosys("rdma_join_multicast_ex"); }
-int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return nosys("rdma_leave_multicast"); }
 int rdma_notify(rdma_cm_id*, ibv_event_type) { return nosys("rdma_notify"); }
 int rdma_create_srq(rdma_cm_id*, ibv_pd*, ibv_srq_init_attr*) { return nosys("rdma_create_srq"); }
 int rdma_create_srq_ex(rdma_cm_id*, ibv_srq_init_attr_ex*) { return nosys("rdma_create_srq_ex"); }

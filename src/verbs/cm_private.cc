@@ -94,6 +94,23 @@ srdma_cm_event to_c_event(const cm::CmEvent& e) {
     case cm::CmEventType::kTimedOut: ev.type = SRDMA_CM_TIMED_OUT; break;
     case cm::CmEventType::kDisconnected: ev.type = SRDMA_CM_DISCONNECTED; break;
     case cm::CmEventType::kTimewaitExit: ev.type = SRDMA_CM_TIMEWAIT_EXIT; break;
+    case cm::CmEventType::kSidrReqReceived: {
+      ev.type = SRDMA_CM_SIDR_REQ_RECEIVED;
+      const auto& r = std::get<cm::SidrReq>(*e.message);
+      ev.service_id = r.service_id;
+      fill_private(r.private_data, ev);
+      break;
+    }
+    case cm::CmEventType::kSidrRepReceived: {
+      ev.type = SRDMA_CM_SIDR_REP_RECEIVED;
+      const auto& r = std::get<cm::SidrRep>(*e.message);
+      ev.sidr_status = static_cast<std::uint8_t>(r.status);
+      ev.qpn = r.qpn;
+      ev.qkey = r.qkey;
+      ev.service_id = r.service_id;
+      fill_private(r.private_data, ev);
+      break;
+    }
   }
   return ev;
 }
@@ -233,6 +250,37 @@ int srdma_cm_disconnect(srdma_cm* cm, std::uint32_t id) {
 
 void srdma_cm_destroy(srdma_cm* cm, std::uint32_t id) {
   if (cm) cm->agent->destroy(id);
+}
+
+int srdma_cm_sidr_request(srdma_cm* cm, const srdma_cm_sidr_params* p, srdma_cm_handler handler, void* context,
+                          std::uint32_t* id) {
+  if (!cm || !p || !handler || !id) return fail("srdma_cm_sidr_request", EINVAL, "NULL argument");
+  if (p->private_data_len > cm::kSidrReqPrivateDataBytes || (p->private_data_len && !p->private_data))
+    return fail("srdma_cm_sidr_request", EINVAL, "a SIDR_REQ carries at most 216 bytes of private data");
+  cm::SidrParams sp;
+  sp.peer = roce_address(p->peer_ipv4);
+  sp.service_id = p->service_id;
+  if (p->response_timeout) sp.response_timeout = std::min<std::uint8_t>(p->response_timeout, 31);
+  if (p->max_cm_retries) sp.max_cm_retries = std::min<std::uint8_t>(p->max_cm_retries, 15);
+  if (p->private_data_len) std::memcpy(sp.private_data.data(), p->private_data, p->private_data_len);
+  auto got = cm->agent->sidr_request(sp, c_handler(handler, context));
+  if (!got) return fail("srdma_cm_sidr_request", got.error());
+  *id = *got;
+  return 0;
+}
+
+int srdma_cm_sidr_reply(srdma_cm* cm, std::uint32_t id, std::uint8_t status, std::uint32_t qpn, std::uint32_t qkey,
+                        const void* private_data, size_t len) {
+  if (!cm) return fail("srdma_cm_sidr_reply", EINVAL, "NULL agent");
+  if (len > cm::kSidrRepPrivateDataBytes || (len && !private_data))
+    return fail("srdma_cm_sidr_reply", EINVAL, "a SIDR_REP carries at most 136 bytes of private data");
+  if (qpn > 0xFFFFFF) return fail("srdma_cm_sidr_reply", EINVAL, "a QPN is 24 bits");
+  cm::SidrRep rep;
+  rep.status = static_cast<cm::SidrStatus>(status);
+  rep.qpn = qpn;
+  rep.qkey = qkey;
+  if (len) std::memcpy(rep.private_data.data(), private_data, len);
+  return result("srdma_cm_sidr_reply", cm->agent->sidr_reply(id, rep));
 }
 
 }  // extern "C"

@@ -1,8 +1,8 @@
 // The historical exports other rdma-core libraries still import (librdmacm
 // imports the sysfs and kernel-struct helpers): there is no sysfs device
 // and no kernel ABI, so the sysfs reads fail with ENOENT and the kernel
-// copies clear their destination. Multicast and L2 resolution are not
-// supported.
+// copies clear their destination. L2 resolution is not supported
+// (multicast is multicast.cc's).
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -29,13 +29,6 @@ void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, const void*) {
 }
 void ibv_copy_path_rec_from_kern(void*, const void*) {}
 void ibv_copy_path_rec_to_kern(void*, const void*) {}
-
-int ibv_attach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) {
-  return fail("ibv_attach_mcast", EOPNOTSUPP, "no multicast");
-}
-int ibv_detach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) {
-  return fail("ibv_detach_mcast", EOPNOTSUPP, "no multicast");
-}
 
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, std::uint8_t[6], std::uint16_t*) {
   return fail("ibv_resolve_eth_l2_from_gid", EOPNOTSUPP, "RoCE over UDP sockets has no L2 to resolve");

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <condition_variable>
 #include <unordered_set>
+#include <vector>
 
 #include "srdma/ah.h"
 #include "srdma/cq.h"
@@ -120,6 +121,9 @@ struct Qp {
   QpCaps caps;  // what create_qp granted (ibv_query_qp reports them)
   int sq_sig_all = 0;
   AsyncReported async;
+  // Multicast groups attached (multicast.cc), detached when the QP is
+  // destroyed, as the kernel's uverbs does.
+  std::vector<std::uint32_t> mcast_groups;
 };
 
 // ibv_create_qp's work (verb names the caller in refusals); the wrapper, or

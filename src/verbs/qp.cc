@@ -337,6 +337,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
   retire_async_events(*to_ctx(qp->context), qp);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
+  for (std::uint32_t group : to_qp(qp)->mcast_groups) (void)to_ctx(qp->context)->dev.detach_mcast(qp->qp_num, group);
   to_ctx(qp->context)->release(Kind::kQp, qp);
   delete to_qp(qp);
   return 0;

@@ -29,6 +29,8 @@ enum srdma_cm_event_type {
 	SRDMA_CM_TIMED_OUT,	/* no answer after every retry */
 	SRDMA_CM_DISCONNECTED,	/* DREQ or DREP came, or the DREQ timed out */
 	SRDMA_CM_TIMEWAIT_EXIT,	/* after DISCONNECTED: time wait is over */
+	SRDMA_CM_SIDR_REQ_RECEIVED, /* passive, UD: a new ID; srdma_cm_sidr_reply() to it */
+	SRDMA_CM_SIDR_REP_RECEIVED, /* active, UD: sidr_status, qpn, qkey (TIMED_OUT when none came) */
 };
 
 /* REQ and REP fields as the receiver sees them (responder_resources and
@@ -48,6 +50,8 @@ struct srdma_cm_event {
 	uint8_t flow_control;
 	uint8_t srq;
 	uint16_t rej_reason;	/* REJECTED: IBA's reason */
+	uint8_t sidr_status;	/* SIDR_REP_RECEIVED: IBA's status, 0 for success */
+	uint32_t qkey;		/* SIDR_REP_RECEIVED */
 	uint8_t private_data_len; /* the whole message's private data */
 	const uint8_t *private_data;
 };
@@ -82,6 +86,16 @@ struct srdma_cm_reply {
 	size_t private_data_len;
 };
 
+/* Service ID resolution for UD (IBA 12.11). */
+struct srdma_cm_sidr_params {
+	uint32_t peer_ipv4;
+	uint64_t service_id;
+	uint8_t response_timeout;	/* each try's wait, IBA's encoding (0: the CM's default) */
+	uint8_t max_cm_retries;		/* (0: the CM's default) */
+	const void *private_data;	/* at most 216 bytes */
+	size_t private_data_len;
+};
+
 /* A reference on the agent of the context's device (created on first use). */
 struct srdma_cm *srdma_cm_open(struct ibv_context *context);
 void srdma_cm_close(struct srdma_cm *cm);
@@ -96,6 +110,13 @@ int srdma_cm_reject(struct srdma_cm *cm, uint32_t id, const void *private_data, 
 int srdma_cm_ready(struct srdma_cm *cm, uint32_t id);
 int srdma_cm_disconnect(struct srdma_cm *cm, uint32_t id);
 void srdma_cm_destroy(struct srdma_cm *cm, uint32_t id);
+int srdma_cm_sidr_request(struct srdma_cm *cm, const struct srdma_cm_sidr_params *params,
+			  srdma_cm_handler handler, void *context, uint32_t *id);
+/* The SIDR_REP to a SIDR_REQ_RECEIVED: status 0 with the QP's number and
+   Q_Key, or a refusal (IBA's SIDR status, e.g. 2 "rejected"); private
+   data at most 136 bytes. */
+int srdma_cm_sidr_reply(struct srdma_cm *cm, uint32_t id, uint8_t status, uint32_t qpn, uint32_t qkey,
+			const void *private_data, size_t len);
 
 #ifdef __cplusplus
 }
