@@ -206,7 +206,8 @@ class Responder {
   // (Outside clang's analysis: it runs states that REQUIRE rq_mu_ in
   // general, on the one path where they touch nothing it guards, which
   // execute_write's comment states and TSan checks.)
-  bool write_unlocked(Packet& pkt) NO_THREAD_SAFETY_ANALYSIS;
+  // (flatten: the states inlined into it, as the copy of them it replaced was.)
+  [[gnu::flatten]] bool write_unlocked(Packet& pkt) NO_THREAD_SAFETY_ANALYSIS;
   // UD (ud_responder.cc) and UC (uc_responder.cc): what arrives for a QP of
   // those transports; they take rq_mu_.
   void receive_datagram(const Packet& pkt);
