@@ -56,8 +56,7 @@ class NvmfWireCm : public ::testing::Test {
     o.subnqn = kNqn;
     o.nr_io_queues = 2;
     o.queue_size = 16;
-    o.wire_cm = true;
-    return o;
+      return o;
   }
   bool io(HostController& c, BlockIo::Op op, std::uint64_t lba, void* buf) {
     Waiter w;
