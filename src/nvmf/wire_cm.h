@@ -1,8 +1,9 @@
 // NVMe/RDMA connection setup, as the Linux host and target do it through
 // the RDMA CM, on the in-process link and on RoCEv2 alike: a REQ to the
-// service ID of the target's TCP port (RDMA_PS_TCP), whose private data is the RDMA CM's IP header and then
-// the NVMe-oF RDMA request (queue ID, queue sizes); a REP with the NVMe-oF
-// RDMA reply; the RTU; DREQ/DREP when either side leaves.
+// service ID of the target's TCP port (RDMA_PS_TCP), whose private data is
+// the RDMA CM's IP header and then the NVMe-oF RDMA request (queue ID,
+// queue sizes); a REP with the NVMe-oF RDMA reply; the RTU; DREQ/DREP when
+// either side leaves.
 //
 // It speaks rdma_cm.h's CmListener and CmConnection: a DREQ from the peer
 // runs the local side's disconnect handler, and the local side's
