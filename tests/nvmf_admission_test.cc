@@ -29,6 +29,7 @@
 #include "nvmf/rdma_host.h"
 #include "nvmf/rdma_target.h"
 #include "nvmf/subsystem.h"
+#include "nvmf/wire_cm.h"
 #include "test_profile.h"
 #include "wait.h"
 
@@ -81,16 +82,16 @@ class NvmfAdmission : public ::testing::Test {
 
   // Devices in this process that play strangers, each an address.
   std::vector<Device> strangers_;
-  std::uint64_t stranger(std::size_t i) {
+  Device& stranger(std::size_t i) {
     while (strangers_.size() <= i) strangers_.push_back(*Device::open(test::small_profile(), "stranger"));
-    return strangers_[i].address();
+    return strangers_[i];
   }
 
-  // A CM request as a stranger sends it: valid NVMe/RDMA private data, and
-  // then nothing (no Connect). `from` is the address it claims.
-  Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> stranger_request(std::uint64_t from) {
+  // A CM request as a stranger sends it, through its device's CM agent:
+  // valid NVMe/RDMA private data, and then nothing (no Connect).
+  Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> stranger_request(Device& from) {
     CmRequest req;
-    req.peer_addr = from;
+    req.peer_addr = from.address();
     req.peer_qpn = 0x1234;
     req.psn = 0x42;
     NvmeRdmaCmRequest pd;
@@ -98,7 +99,7 @@ class NvmfAdmission : public ::testing::Test {
     pd.hrqsize = 128;
     pd.hsqsize = 127;
     req.private_data = cm_private_data(pd);
-    return ConnectionManager::instance().connect(target_dev_.address(), kPort, req);
+    return wire_connect(from, target_dev_.address(), kPort, req);
   }
   std::unique_ptr<HostController> connect_host() {
     HostOptions o;
@@ -188,7 +189,7 @@ TEST_F(NvmfAdmission, AQueueWithoutAConnectIsReapedAtTheDeadline) {
   clock_->advance(std::chrono::milliseconds(2));
   EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 2; }));
   EXPECT_EQ(target_->stats().reaped_unconnected, 1u);
-  EXPECT_TRUE(r->second->disconnected());
+  EXPECT_TRUE(test::eventually([&] { return r->second->disconnected(); })) << "the target's DREQ came";
   EXPECT_TRUE(logged("no Connect within"));
   EXPECT_FALSE(c->failed());
 }
@@ -364,7 +365,6 @@ TEST(NvmfAdmissionWire, AReqFloodFromSpoofedSourcesLeavesAnAllowedHostConnecting
   o.hostnqn = "nqn.2026-12.io.softrdma:friend";
   o.nr_io_queues = 1;
   o.queue_size = 16;
-  o.wire_cm = true;
   for (int round = 0; round < 3; ++round) {  // throughout the flood
     const auto t0 = std::chrono::steady_clock::now();
     auto c = HostController::connect(host_dev, target_dev.address(), kPort, o);

@@ -1,7 +1,7 @@
 // The NVMe-oF host and target connected through the CM on the wire (REQ
 // with the RDMA CM header and the NVMe-oF RDMA request, REP, RTU; DREQ/DREP
-// when either leaves), over RoCEv2 between two devices: what a host in
-// another process does.
+// when either leaves), over RoCEv2 between two devices (what a host in
+// another process does) and over the in-process link: one CM for both.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,10 +36,10 @@ struct Waiter {
   bool wait() { return f.wait_for(test::kDeadline) == std::future_status::ready; }
 };
 
-class NvmfWireCm : public ::testing::Test {
+class NvmfWireCm : public ::testing::TestWithParam<test::LinkKind> {
  protected:
-  Device host_dev_ = test::open_device(test::LinkKind::kUdp, 1);
-  Device target_dev_ = test::open_device(test::LinkKind::kUdp, 2);
+  Device host_dev_ = test::open_device(GetParam(), 1);
+  Device target_dev_ = test::open_device(GetParam(), 2);
   std::unique_ptr<RdmaTarget> target_;
 
   void SetUp() override {
@@ -56,8 +56,7 @@ class NvmfWireCm : public ::testing::Test {
     o.subnqn = kNqn;
     o.nr_io_queues = 2;
     o.queue_size = 16;
-    o.wire_cm = true;
-    return o;
+      return o;
   }
   bool io(HostController& c, BlockIo::Op op, std::uint64_t lba, void* buf) {
     Waiter w;
@@ -70,10 +69,13 @@ class NvmfWireCm : public ::testing::Test {
   }
 };
 
-TEST_F(NvmfWireCm, AHostConnectsThroughTheCmAndMovesData) {
+TEST_P(NvmfWireCm, AHostConnectsThroughTheCmAndMovesData) {
   auto c = HostController::connect(host_dev_, target_dev_.address(), kPort, options());
   ASSERT_TRUE(c) << c.error().to_string();
   EXPECT_EQ(target_->stats().queues, 3u) << "the admin queue and two I/O queues";
+  const auto cm = target_->cm_counters();
+  ASSERT_TRUE(cm);
+  EXPECT_GE(cm->received, 2u * 3u) << "a REQ and an RTU per queue reached the target's CM agent";
   std::vector<std::byte> out(kBlock), in(kBlock);
   for (std::size_t i = 0; i < kBlock; ++i) out[i] = static_cast<std::byte>(i * 13);
   ASSERT_TRUE(io(**c, BlockIo::Op::kWrite, 7, out.data()));
@@ -84,7 +86,7 @@ TEST_F(NvmfWireCm, AHostConnectsThroughTheCmAndMovesData) {
   EXPECT_TRUE(test::eventually([&] { return target_->stats().queues == 0; }));
 }
 
-TEST_F(NvmfWireCm, TheTargetLeavingReachesTheHost) {
+TEST_P(NvmfWireCm, TheTargetLeavingReachesTheHost) {
   auto c = HostController::connect(host_dev_, target_dev_.address(), kPort, options());
   ASSERT_TRUE(c) << c.error().to_string();
   target_->disconnect_all();  // DREQs to the host
@@ -100,7 +102,7 @@ TEST_F(NvmfWireCm, TheTargetLeavingReachesTheHost) {
   })) << "the host's queues learn that the target left";
 }
 
-TEST_F(NvmfWireCm, NoTargetOnThatPortIsARefusal) {
+TEST_P(NvmfWireCm, NoTargetOnThatPortIsARefusal) {
   auto c = HostController::connect(host_dev_, target_dev_.address(), kPort + 1, options());
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().code, ECONNREFUSED) << c.error().to_string();
@@ -110,7 +112,7 @@ TEST_F(NvmfWireCm, NoTargetOnThatPortIsARefusal) {
   EXPECT_FALSE(d) << "an unknown subsystem is refused by Fabrics Connect";
 }
 
-TEST_F(NvmfWireCm, OnlyAllowedHostsConnect) {
+TEST_P(NvmfWireCm, OnlyAllowedHostsConnect) {
   auto sub = *Subsystem::create("nqn.2026-12.io.softrdma:guarded", "SRDMAG", "guarded");
   ASSERT_TRUE(sub->add_namespace(*make_ram_namespace(kBlocks, kBlock)));
   ASSERT_TRUE(sub->allow_host("nqn.2026-12.io.softrdma:friend"));
@@ -138,7 +140,7 @@ class LeavingListener : public CmListener {
   }
 };
 
-TEST_F(NvmfWireCm, AnAgentGoneInItsOwnHandlerGivesWayToTheNext) {
+TEST_P(NvmfWireCm, AnAgentGoneInItsOwnHandlerGivesWayToTheNext) {
   constexpr std::uint16_t kOtherPort = kPort + 7;
   for (int round = 0; round < 20; ++round) {
     LeavingListener l;
@@ -160,7 +162,7 @@ TEST_F(NvmfWireCm, AnAgentGoneInItsOwnHandlerGivesWayToTheNext) {
   EXPECT_TRUE(wire_listen(host_dev_, kOtherPort, &last));
 }
 
-TEST_F(NvmfWireCm, DiscoveryListsWhatThisHostMayReach) {
+TEST_P(NvmfWireCm, DiscoveryListsWhatThisHostMayReach) {
   auto hidden = *Subsystem::create("nqn.2026-12.io.softrdma:hidden", "SRDMAH", "hidden");
   ASSERT_TRUE(hidden->add_namespace(*make_ram_namespace(kBlocks, kBlock)));
   ASSERT_TRUE(hidden->allow_host("nqn.2026-12.io.softrdma:someone-else"));
@@ -182,8 +184,14 @@ TEST_F(NvmfWireCm, DiscoveryListsWhatThisHostMayReach) {
   EXPECT_EQ(e.subtype, kSubtypeNvme);
   EXPECT_EQ(std::string(e.subnqn), kNqn);
   EXPECT_EQ(std::string(e.trsvcid, 4), "4420");
-  EXPECT_EQ(std::string(e.traddr, test::loopback_ip(2).size()), test::loopback_ip(2));
-  EXPECT_EQ(e.rdma.prtype, kRdmaPrtypeRoceV2);
+  if (GetParam() == test::LinkKind::kUdp) {
+    EXPECT_EQ(std::string(e.traddr, test::loopback_ip(2).size()), test::loopback_ip(2));
+    EXPECT_EQ(e.rdma.prtype, kRdmaPrtypeRoceV2);
+  } else {
+    const std::string addr = std::to_string(target_dev_.address());
+    EXPECT_EQ(std::string(e.traddr, addr.size()), addr);
+    EXPECT_EQ(e.rdma.prtype, kRdmaPrtypeNotSpecified);
+  }
   EXPECT_EQ(e.rdma.cms, kRdmaCmsRdmaCm);
   // Past the end of the log reads zeros; another LID is not there.
   auto tail = (*d)->get_log_page(kLogPageDiscovery, 4096, 1024);
@@ -191,6 +199,9 @@ TEST_F(NvmfWireCm, DiscoveryListsWhatThisHostMayReach) {
   EXPECT_EQ(std::count(tail->begin(), tail->end(), std::byte{0}), 1024);
   EXPECT_FALSE((*d)->get_log_page(0x02, 0, 512)) << "SMART: not on a discovery controller";
 }
+
+INSTANTIATE_TEST_SUITE_P(Links, NvmfWireCm, ::testing::Values(test::LinkKind::kInproc, test::LinkKind::kUdp),
+                         test::link_name);
 
 }  // namespace
 }  // namespace srdma::nvmf

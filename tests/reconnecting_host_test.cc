@@ -13,6 +13,7 @@
 #include "nvmf/namespace.h"
 #include "nvmf/rdma_target.h"
 #include "nvmf/subsystem.h"
+#include "nvmf/wire_cm.h"
 #include "test_profile.h"
 #include "wait.h"
 
@@ -42,6 +43,10 @@ class ReconnectingHostTest : public ::testing::Test {
   Device target_dev_ = *Device::open(test::small_profile(), "target");
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
   std::shared_ptr<Namespace> ns_ = *make_ram_namespace(64, kBlock);  // outlives the targets: the "disk"
+  // The target's host outlives its NVMe target, and so does its CM (as the
+  // kernel's ib_cm outlives nvmet): an attempt while nothing listens is
+  // refused at once (REJ), not left to the CM's timeout.
+  std::shared_ptr<cm::CmAgent> target_cm_ = *device_cm_agent(target_dev_);
   std::unique_ptr<RdmaTarget> target_;
   ReconnectOptions ropts_{std::chrono::milliseconds(1000), std::chrono::milliseconds(5000)};
 

@@ -81,6 +81,8 @@ class CmAgent final : private CmEngine::Port {
   std::size_t cached_ahs() const;
   static constexpr std::size_t kMaxAhs = 256;
   std::uint64_t local_ca_guid() const { return guid_; }
+  // The CQ of its GSI QP, which a tool tells apart from its consumers' CQs.
+  std::uint32_t cqn() const { return cq_->cqn(); }
   // True on the agent's own thread (in a handler): an owner must not
   // destroy the agent there, since the destructor joins that thread.
   bool on_agent_thread() const { return std::this_thread::get_id() == thread_.get_id(); }

@@ -10,7 +10,6 @@
 #include "nvmf/wire_cm.h"
 #include "srdma/access.h"
 #include "srdma/mr_pool.h"
-#include "srdma/net.h"
 
 namespace srdma::nvmf {
 namespace {
@@ -110,12 +109,8 @@ Result<void> HostQueue::connect(std::uint64_t target_addr, std::uint16_t port) {
   pdata.hrqsize = static_cast<std::uint16_t>(cfg_.size);
   pdata.hsqsize = static_cast<std::uint16_t>(cfg_.size - 1);
   req.private_data = cm_private_data(pdata);
-  // A target in this process is reached directly; any other through the CM
-  // on the wire (its device and ours on the RoCEv2 link).
-  const bool wire = cfg_.wire_cm || (!ConnectionManager::instance().listening(target_addr, port) &&
-                                     is_roce_address(dev_.address()) && is_roce_address(target_addr));
-  auto reply = wire ? wire_connect(dev_, target_addr, port, req)
-                    : ConnectionManager::instance().connect(target_addr, port, req);
+  // Through the device's CM agent, whichever link the target is on.
+  auto reply = wire_connect(dev_, target_addr, port, req);
   if (!reply) return std::unexpected(reply.error());
   conn_ = std::move(reply->second);
   RcConnection c;

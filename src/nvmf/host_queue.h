@@ -50,7 +50,6 @@ struct HostQueueConfig {
   std::uint32_t path_mtu = 4096;
   std::chrono::milliseconds timeout{10000};
   std::shared_ptr<const Clock> clock = Clock::steady();  // times `timeout`
-  bool wire_cm = false;  // see HostOptions::wire_cm
 };
 
 // A command and where its data is (the queue registers it per command).

@@ -1,19 +1,15 @@
-// An in-process connection manager for RC queue pairs: what rdma_cm's
-// connect / accept / reject / disconnect give a ULP, for devices on the
-// in-process link.
+// What NVMe-oF sees of the RDMA CM: a connection request (the active
+// side's QPN, first PSN, path MTU and private data), the reply (the passive
+// side's QPN and PSN), the listener that turns one into the other, and the
+// connection both ends then share until either disconnects
+// (RDMA_CM_EVENT_DISCONNECTED).
 //
-// A passive side listens on (device address, port). The active side creates
-// its QP in RESET and calls connect() with its QPN and private data; the
-// listener creates its own QP, connects it to the requester and replies with
-// its QPN and private data (or refuses: the error is the reject). The active
-// side then connects its QP to the reply's QPN. Both sides share the
-// returned CmConnection: either may disconnect(), which runs the other
-// side's handler once (RDMA_CM_EVENT_DISCONNECTED).
-//
-// A later shared-memory or RoCEv2 link carries the same request and reply
-// as CM MADs; only this class changes.
+// The one CM that carries them is the IB CM on each device's GSI QP
+// (wire_cm.h), on the in-process link and on RoCEv2 alike: a target and
+// its queues never know which link a connection came over.
 // Thread safety: all calls may be made from any thread. Handlers run on the
-// disconnecting thread with no CM lock held.
+// disconnecting thread (the CM agent's, for the peer's DREQ) with no CM
+// lock held.
 #pragma once
 
 #include <atomic>
@@ -21,7 +17,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -31,7 +26,10 @@
 
 namespace srdma::nvmf {
 
-// One connection, shared by its two ends.
+// One connection as one side holds it. Its two ends are the local queue's
+// and the CM's: the queue's disconnect runs the CM's handler (a DREQ to
+// the peer), the peer's DREQ runs the queue's. The host's queue is the
+// kActive end, the target's the kPassive one.
 class CmConnection {
  public:
   enum Side : int { kActive = 0, kPassive = 1 };
@@ -47,7 +45,7 @@ class CmConnection {
   // address it claimed, unlike a spoofed one. Set once, read anywhere.
   void mark_established() { established_.store(true, std::memory_order_release); }
   bool established() const { return established_.load(std::memory_order_acquire); }
-  // What carries the connection (the wire CM's agent, wire_cm.h): kept
+  // What carries the connection (the device's CM agent, wire_cm.h): kept
   // alive as long as the connection is.
   void hold(std::shared_ptr<void> transport) { transport_ = std::move(transport); }
 
@@ -87,31 +85,6 @@ class CmListener {
   // error is the reject the active side receives. `conn` is the connection
   // the reply belongs to.
   virtual Result<CmReply> on_connect_request(const CmRequest& req, const std::shared_ptr<CmConnection>& conn) = 0;
-};
-
-class ConnectionManager {
- public:
-  static ConnectionManager& instance();
-
-  // EADDRINUSE when (addr, port) already has a listener.
-  Result<void> listen(std::uint64_t addr, std::uint16_t port, CmListener* listener);
-  // Afterwards no on_connect_request of this listener runs or will run.
-  void stop_listening(std::uint64_t addr, std::uint16_t port);
-
-  // Whether a listener in this process is on (addr, port).
-  bool listening(std::uint64_t addr, std::uint16_t port);
-  // ECONNREFUSED when nothing listens there; the listener's error otherwise.
-  Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> connect(std::uint64_t addr, std::uint16_t port,
-                                                                    const CmRequest& req);
-
- private:
-  struct Entry {
-    CmListener* listener = nullptr;
-    int running = 0;  // on_connect_request calls in progress
-  };
-  std::mutex mu_;
-  std::condition_variable idle_;
-  std::map<std::pair<std::uint64_t, std::uint16_t>, Entry> listeners_;
 };
 
 }  // namespace srdma::nvmf

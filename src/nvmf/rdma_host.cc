@@ -208,7 +208,6 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
   ac.path_mtu = opts_.path_mtu;
   ac.timeout = opts_.io_timeout;
   ac.clock = opts_.clock;
-  ac.wire_cm = opts_.wire_cm;
   admin_ = std::make_unique<HostQueue>(dev_, pd_, ac);
   if (auto r = admin_->connect(target_addr, port); !r) return r;
   if (auto r = fabrics_connect(*admin_, kDynamicCntlid); !r) return r;
@@ -268,7 +267,6 @@ Result<void> HostController::bring_up(std::uint64_t target_addr, std::uint16_t p
   qc.path_mtu = opts_.path_mtu;
     qc.timeout = opts_.io_timeout;
     qc.clock = opts_.clock;
-    qc.wire_cm = opts_.wire_cm;
     auto q = std::make_unique<HostQueue>(dev_, pd_, qc);
     if (auto r = q->connect(target_addr, port); !r) return r;
     if (auto r = fabrics_connect(*q, cntlid_); !r) return r;

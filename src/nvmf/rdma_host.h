@@ -55,9 +55,6 @@ struct HostOptions {
   // Times Keep Alive and io_timeout (tests: a ManualClock; the keeper then
   // also notices a lost admin queue only when the clock moves).
   std::shared_ptr<Clock> clock = Clock::steady();
-  // Connect through the CM on the wire (wire_cm.h) even when the target is
-  // in this process; a target elsewhere is reached that way anyway.
-  bool wire_cm = false;
 };
 
 struct NamespaceInfo {

@@ -56,8 +56,7 @@ RdmaTarget::RdmaTarget(Device& dev, ProtectionDomain pd, const TargetOptions& op
 }
 
 RdmaTarget::~RdmaTarget() {
-  for (std::uint16_t port : ports_) ConnectionManager::instance().stop_listening(dev_.address(), port);
-  wire_listeners_.clear();  // no new request reaches the target; its connections keep the CM agent
+  listeners_.clear();  // no new request reaches the target; its connections keep the CM agent
   disconnect_all();
   {
     std::unique_lock lock(mu_);
@@ -109,21 +108,13 @@ std::size_t RdmaTarget::access_changed() {
 }
 
 Result<void> RdmaTarget::listen(std::uint16_t port) {
-  if (auto r = ConnectionManager::instance().listen(dev_.address(), port, this); !r) return r;
-  // A device on the RoCEv2 link also listens on the wire: hosts in other
-  // processes and on other hosts connect through its CM agent.
-  std::unique_ptr<WireListener> wire;
-  if (is_roce_address(dev_.address())) {
-    auto w = wire_listen(dev_, port, this);
-    if (!w) {
-      ConnectionManager::instance().stop_listening(dev_.address(), port);
-      return std::unexpected(w.error());
-    }
-    wire = std::move(*w);
-  }
+  // Through the device's CM agent: hosts in this process, in others and on
+  // other hosts all connect with a REQ to its GSI QP.
+  auto l = wire_listen(dev_, port, this);
+  if (!l) return std::unexpected(l.error());
   std::lock_guard lock(mu_);
   ports_.push_back(port);
-  if (wire) wire_listeners_.push_back(std::move(wire));
+  listeners_.push_back(std::move(*l));
   return {};
 }
 
@@ -190,8 +181,8 @@ std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const
 
 std::optional<cm::CmCounters> RdmaTarget::cm_counters() const {
   std::lock_guard lock(mu_);
-  if (wire_listeners_.empty()) return std::nullopt;
-  return wire_listeners_.front()->counters();  // one agent per device: every listener's is the same
+  if (listeners_.empty()) return std::nullopt;
+  return listeners_.front()->counters();  // one agent per device: every listener's is the same
 }
 
 TargetStats RdmaTarget::stats() const {

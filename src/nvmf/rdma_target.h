@@ -9,8 +9,8 @@
 // 2 x send + 1 on vector qid mod vectors, WORKQUEUE context, or are private
 // per queue (TargetOptions::pool_cqs = false) for the comparison.
 //
-// Connections arrive through the in-process connection manager
-// (rdma_cm.h) with the NVMe/RDMA private data (nvme_rdma_cm.h); the Fabrics
+// Connections arrive through the device's CM agent (wire_cm.h, on either
+// link) with the NVMe/RDMA private data (nvme_rdma_cm.h); the Fabrics
 // Connect command then binds a queue to a controller (controller.h).
 // Thread safety: every member may be called from any thread.
 #pragma once
@@ -112,8 +112,8 @@ class RdmaTarget final : public CmListener {
   void disconnect_all();
 
   TargetStats stats() const;
-  // The CM agent's counters (half-open refusals, drops, ...) once the
-  // target listens on the wire; nullopt otherwise.
+  // The device's CM agent's counters (half-open refusals, drops, ...) once
+  // the target listens; nullopt before.
   std::optional<cm::CmCounters> cm_counters() const;
   // The discovery log page (NVMe-oF 1.1 5.3) `hostnqn` sees: an entry per
   // subsystem that allows it and port listened on.
@@ -157,7 +157,7 @@ class RdmaTarget final : public CmListener {
   const std::uint32_t unconnected_cap_;  // admission.max_unconnected within the device's QPs
   std::vector<std::uint16_t> ports_;
   std::uint64_t genctr_ = 1;  // the discovery log's GENCTR: moves on with each change (guarded by mu_)
-  std::vector<std::unique_ptr<WireListener>> wire_listeners_;
+  std::vector<std::unique_ptr<WireListener>> listeners_;  // one per port, on the device's CM agent
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -66,9 +66,9 @@ void agent_destroyed(std::uint64_t address) {
   agents_cv.notify_all();
 }
 
-Result<std::shared_ptr<CmAgent>> agent_for(Device& dev) {
-  if (!is_roce_address(dev.address()))
-    return make_error(EINVAL, "the wire CM needs a device on the RoCEv2 link (--ip)");
+}  // namespace
+
+Result<std::shared_ptr<CmAgent>> device_cm_agent(Device& dev) {
   const std::uint64_t address = dev.address();
   std::unique_lock lock(agents_mu);
   for (;;) {
@@ -97,6 +97,8 @@ Result<std::shared_ptr<CmAgent>> agent_for(Device& dev) {
   return shared;
 }
 
+namespace {
+
 std::uint64_t service_id(std::uint16_t port) { return cm::rdma_service_id(cm::kRdmaPsTcp, port); }
 
 std::optional<cm::PathMtu> encode_mtu(std::uint32_t bytes) {
@@ -111,10 +113,25 @@ std::optional<cm::PathMtu> encode_mtu(std::uint32_t bytes) {
 }
 std::uint32_t mtu_bytes(cm::PathMtu m) { return 128u << static_cast<unsigned>(m); }
 
+// The IPv4 address the RDMA CM header names: a RoCEv2 device's own; an
+// in-process device's address stands for one (its low 32 bits, as the UD
+// GRH the link synthesizes says).
+std::uint32_t ipv4_of(std::uint64_t addr) {
+  return is_roce_address(addr) ? roce_ipv4(addr) : static_cast<std::uint32_t>(addr);
+}
+
+// A RoCEv2 GID (IPv4-mapped); on the in-process link the link-local GID
+// the port reports (fe80::address).
 cm::Gid gid_of(std::uint64_t addr) {
-  const Gid g = gid_of_ipv4(roce_ipv4(addr));
-  cm::Gid out;
-  std::memcpy(out.data(), g.data(), out.size());
+  cm::Gid out{};
+  if (is_roce_address(addr)) {
+    const Gid g = gid_of_ipv4(roce_ipv4(addr));
+    std::memcpy(out.data(), g.data(), out.size());
+    return out;
+  }
+  out[0] = std::byte{0xfe};
+  out[1] = std::byte{0x80};
+  for (int i = 0; i < 8; ++i) out[15 - i] = static_cast<std::byte>(addr >> (8 * i));
   return out;
 }
 
@@ -135,7 +152,7 @@ cm::CmCounters WireListener::counters() const { return agent_->counters(); }
 
 Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t port, CmListener* l) {
   if (!l) return make_error(EINVAL, "no listener");
-  auto agent = agent_for(dev);
+  auto agent = device_cm_agent(dev);
   if (!agent) return std::unexpected(agent.error());
   std::weak_ptr<CmAgent> weak = *agent;
   auto handle_req = [weak, l](const CmEvent& e) {
@@ -198,13 +215,12 @@ Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t por
 
 Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& local, std::uint64_t addr,
                                                                        std::uint16_t port, const CmRequest& req) {
-  if (!is_roce_address(addr)) return make_error(EINVAL, "the wire CM connects to RoCEv2 addresses only");
   auto mtu = encode_mtu(req.path_mtu);
   if (!mtu) return make_error(EINVAL, fmt::format("path MTU {} is not an IB MTU", req.path_mtu));
   if (req.private_data.size() > cm::kRdmaCmReqUserData)
     return make_error(EINVAL, fmt::format("{} bytes of private data: a REQ has room for {}", req.private_data.size(),
                                           cm::kRdmaCmReqUserData));
-  auto agent = agent_for(local);
+  auto agent = device_cm_agent(local);
   if (!agent) return std::unexpected(agent.error());
 
   cm::ConnectParams p;
@@ -222,7 +238,7 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& l
   r.primary_path.remote_gid = gid_of(addr);
   r.primary_path.hop_limit = 64;
   r.primary_path.local_ack_timeout = 14;
-  (void)cm::encode_cma_header(cm::cma_header_v4(roce_ipv4(local.address()), roce_ipv4(addr), 0), r.private_data);
+  (void)cm::encode_cma_header(cm::cma_header_v4(ipv4_of(local.address()), ipv4_of(addr), 0), r.private_data);
   std::copy(req.private_data.begin(), req.private_data.end(), r.private_data.begin() + cm::kCmaHeaderBytes);
 
   struct Pending {

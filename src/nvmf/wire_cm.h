@@ -1,13 +1,13 @@
-// NVMe/RDMA connection setup on the wire, as the Linux host and target do
-// it through the RDMA CM: a REQ to the service ID of the target's TCP port
-// (RDMA_PS_TCP), whose private data is the RDMA CM's IP header and then
-// the NVMe-oF RDMA request (queue ID, queue sizes); a REP with the NVMe-oF
-// RDMA reply; the RTU; DREQ/DREP when either side leaves.
+// NVMe/RDMA connection setup, as the Linux host and target do it through
+// the RDMA CM, on the in-process link and on RoCEv2 alike: a REQ to the
+// service ID of the target's TCP port (RDMA_PS_TCP), whose private data is
+// the RDMA CM's IP header and then the NVMe-oF RDMA request (queue ID,
+// queue sizes); a REP with the NVMe-oF RDMA reply; the RTU; DREQ/DREP when
+// either side leaves.
 //
-// The same CmListener and CmConnection as the in-process connection
-// manager (rdma_cm.h), so that a target and its queues do not know which
-// one carried a connection: a DREQ from the peer runs the local side's
-// disconnect handler, and the local side's disconnect() sends the DREQ.
+// It speaks rdma_cm.h's CmListener and CmConnection: a DREQ from the peer
+// runs the local side's disconnect handler, and the local side's
+// disconnect() sends the DREQ.
 //
 // The CM agents (one per device, on its GSI QP) are shared by everything
 // that uses the device and live as long as something does: a listener, a
@@ -46,7 +46,6 @@ class WireListener {
 
 // Connection requests to (dev, port) from other devices reach `l` (which
 // outlives the returned listener). EADDRINUSE when the port has one.
-// EINVAL for a device that is not on the RoCEv2 link.
 Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t port, CmListener* l);
 
 // Connects `local`'s QP (req.peer_qpn, starting PSN req.psn) to whatever listens
@@ -56,5 +55,11 @@ Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t por
 // NVMe-oF target speaks only when spoken to).
 Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& local, std::uint64_t addr,
                                                                        std::uint16_t port, const CmRequest& req);
+
+// The device's CM agent, made if it has none: what answers on its GSI QP
+// while something holds it. A test that takes a target away but not its
+// host holds it, as the kernel's ib_cm stays up without nvmet: a host's
+// REQ then gets REJ (no listener), not silence until the CM's timeout.
+Result<std::shared_ptr<cm::CmAgent>> device_cm_agent(Device& dev);
 
 }  // namespace srdma::nvmf

@@ -14,11 +14,13 @@
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
 
+#include "cm/cm_agent.h"
 #include "nvmf/namespace.h"
 #include "nvmf/rdma_host.h"
 #include "nvmf/rdma_target.h"
 #include "nvmf/reconnecting_host.h"
 #include "nvmf/subsystem.h"
+#include "nvmf/wire_cm.h"
 #include "srdma/net.h"
 #include "tools/blk_plot.h"
 #include "tools/sim.h"
@@ -28,6 +30,15 @@
 
 namespace srdma::tools {
 namespace {
+
+// The CQs of a device's NVMe-oF queues and pool: not its CM agent's, which
+// carries no I/O and is the same in both modes.
+CqFootprint queue_cq_footprint(Device& d) {
+  std::vector<CqUsage> rows = d.cq_usage();
+  if (auto cm = nvmf::device_cm_agent(d))
+    std::erase_if(rows, [cqn = (*cm)->cqn()](const CqUsage& u) { return u.cqn == cqn; });
+  return cq_footprint(std::span<const CqUsage>(rows));
+}
 
 using Clock = std::chrono::steady_clock;
 using nvmf::BlockIo;
@@ -418,7 +429,7 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
   const VectorTotals v1 = devices_vector_totals(devs);
   res.transport = {transport_since(device_transport("host", *host_dev), host_before)};
   if (!remote) res.transport.push_back(device_transport("target", *target_dev));
-  for (Device* d : devs) res.cq_footprint += cq_footprint(*d);
+  for (Device* d : devs) res.cq_footprint += queue_cq_footprint(*d);
   if (o.progress) std::cerr << "\r" << std::string(50, ' ') << "\r";
 
   LatencyHistogram hist;
