@@ -55,17 +55,36 @@ Channel* new_channel() {
   return c;
 }
 
-void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_param* conn, Id* listen) {
+namespace {
+
+// An event for `id` on its channel, its header filled (nullptr: no channel,
+// or out of memory: the event is lost, as a kernel would drop it).
+Event* new_event(Id& id, rdma_cm_event_type type, int status, Id* listen) {
   Channel* c = to_channel(id.id.channel);
-  if (!c) return;
+  if (!c) return nullptr;
   auto* e = new (std::nothrow) Event;
-  if (!e) return;  // out of memory: the event is lost, as a kernel would drop it
+  if (!e) return nullptr;
   std::memset(&e->ev, 0, sizeof e->ev);
   e->channel = c;
   e->ev.id = &id.id;
   e->ev.listen_id = listen ? &listen->id : nullptr;
   e->ev.event = type;
   e->ev.status = status;
+  return e;
+}
+
+void push_event(Event* e) {
+  Channel& c = *e->channel;
+  std::lock_guard lock(c.mu);
+  c.queue.push_back(e);
+  set_readable(c);
+}
+
+}  // namespace
+
+void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_param* conn, Id* listen) {
+  Event* e = new_event(id, type, status, listen);
+  if (!e) return;
   if (conn) {
     e->ev.param.conn = *conn;
     const std::size_t n = std::min<std::size_t>(conn->private_data_len, sizeof e->data);
@@ -77,22 +96,12 @@ void queue_event(Id& id, rdma_cm_event_type type, int status, const rdma_conn_pa
       e->ev.param.conn.private_data_len = 0;
     }
   }
-  std::lock_guard lock(c->mu);
-  c->queue.push_back(e);
-  set_readable(*c);
+  push_event(e);
 }
 
 void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_param& ud, Id* listen) {
-  Channel* c = to_channel(id.id.channel);
-  if (!c) return;
-  auto* e = new (std::nothrow) Event;
-  if (!e) return;  // out of memory: the event is lost, as a kernel would drop it
-  std::memset(&e->ev, 0, sizeof e->ev);
-  e->channel = c;
-  e->ev.id = &id.id;
-  e->ev.listen_id = listen ? &listen->id : nullptr;
-  e->ev.event = type;
-  e->ev.status = status;
+  Event* e = new_event(id, type, status, listen);
+  if (!e) return;
   e->ev.param.ud = ud;
   // Private data is copied; a pointer without a length (MULTICAST_JOIN's
   // context, as librdmacm gives it) is passed as it is.
@@ -101,9 +110,7 @@ void queue_ud_event(Id& id, rdma_cm_event_type type, int status, const rdma_ud_p
     std::memcpy(e->data, ud.private_data, n);
     e->ev.param.ud.private_data = e->data;
   }
-  std::lock_guard lock(c->mu);
-  c->queue.push_back(e);
-  set_readable(*c);
+  push_event(e);
 }
 
 void drop_events(Id& id) {
