@@ -181,19 +181,10 @@ void CmEngine::emit(CmEventType t, const Conn& c, std::optional<Message> m, void
   e.peer = c.peer;
   e.listen_context = listen_context;
   e.message = std::move(m);
-  events_.push_back(std::move(e));
+  events_.push(std::move(e));
 }
 
-void CmEngine::deliver() {
-  if (delivering_) return;  // a handler's call: the outer loop delivers
-  delivering_ = true;
-  while (!events_.empty()) {
-    CmEvent e = std::move(events_.front());
-    events_.pop_front();
-    port_.on_event(e);
-  }
-  delivering_ = false;
-}
+void CmEngine::deliver() { events_.deliver(port_); }
 
 Rej CmEngine::make_rej(const Conn& c, MsgRejected what, RejectReason why, std::span<const std::byte> pd) const {
   Rej r;

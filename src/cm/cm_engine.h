@@ -89,6 +89,30 @@ struct CmEvent {
   std::optional<Message> message;
 };
 
+// The events an engine (CmEngine, SidrEngine) made and has not handed to
+// its port yet: handed over in order, after the work on a MAD or a tick,
+// and never re-entered (a handler's call back into the engine queues more,
+// which the outer loop hands over).
+class CmEventOutbox {
+ public:
+  void push(CmEvent e) { events_.push_back(std::move(e)); }
+  template <class Port>
+  void deliver(Port& port) {
+    if (delivering_) return;  // a handler's call: the outer loop delivers
+    delivering_ = true;
+    while (!events_.empty()) {
+      CmEvent e = std::move(events_.front());
+      events_.pop_front();
+      port.on_event(e);
+    }
+    delivering_ = false;
+  }
+
+ private:
+  std::deque<CmEvent> events_;
+  bool delivering_ = false;
+};
+
 // What a consumer sets in a REQ; the engine fills comm IDs, the CA GUID and
 // the timeouts it keeps.
 struct ConnectParams {
@@ -284,8 +308,7 @@ class CmEngine {
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::uint32_t> by_remote_;
   std::map<std::uint64_t, void*> listeners_;
   CmCounters counters_;
-  std::deque<CmEvent> events_;
-  bool delivering_ = false;
+  CmEventOutbox events_;
 };
 
 }  // namespace srdma::cm

@@ -43,19 +43,10 @@ void SidrEngine::emit(CmEventType t, std::uint32_t id, std::uint64_t peer, std::
   e.peer = peer;
   e.listen_context = context;
   e.message = std::move(m);
-  events_.push_back(std::move(e));
+  events_.push(std::move(e));
 }
 
-void SidrEngine::deliver() {
-  if (delivering_) return;  // a handler's call: the outer loop delivers
-  delivering_ = true;
-  while (!events_.empty()) {
-    CmEvent e = std::move(events_.front());
-    events_.pop_front();
-    port_.on_event(e);
-  }
-  delivering_ = false;
-}
+void SidrEngine::deliver() { events_.deliver(port_); }
 
 Result<std::uint32_t> SidrEngine::request(const SidrParams& p, CmTime now) {
   if (p.peer == 0) return make_error(EINVAL, "no peer address");

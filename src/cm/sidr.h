@@ -161,8 +161,7 @@ class SidrEngine {
   std::deque<RemoteKey> answer_order_;  // oldest first (may name answers gone already)
   std::deque<Parked> parked_;
   SidrCounters counters_;
-  std::deque<CmEvent> events_;
-  bool delivering_ = false;
+  CmEventOutbox events_;
 };
 
 }  // namespace srdma::cm
