@@ -164,6 +164,32 @@ pp_tcp_listening() {
   [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
 }
 
+# pp_programs_addresses PORT_BASE: a run's own addresses and ports, so that
+# parallel runs do not meet: ip_a=127.X.Y.1 and ip_b=127.X.Y.2 (all of
+# 127/8 is on lo; X >= 20 keeps clear of the other tests' 127.0.0.x; Y >= 1:
+# LIDs (Y << 8 | 1, 2) are not 0), and 64 TCP ports from PORT_BASE plus the
+# PID's share, handed out by pp_next_port.
+pp_programs_addresses() {
+  net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
+  ip_a=$net.1
+  ip_b=$net.2
+  port_base=$(($1 + ($$ % 500) * 64))
+  port_next=0
+}
+
+# pp_next_port: sets PORT to the next of the run's ports that nothing
+# listens on.
+pp_next_port() {
+  local i
+  for ((i = 0; i < 64; i++)); do
+    PORT=$((port_base + port_next % 64))
+    port_next=$((port_next + 1))
+    pp_tcp_listening "$PORT" || return 0
+  done
+  pp_fail "no free TCP port in $port_base..$((port_base + 63))"
+  return 1
+}
+
 # pp_wait_listen PORT SECONDS PID: waits until TCP PORT is listened on.
 # Returns 0 when it is, 1 on timeout, 2 when PID exited first.
 pp_wait_listen() {

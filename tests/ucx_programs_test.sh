@@ -53,21 +53,7 @@ if [[ ! -c $node ]]; then
   pp_on_exit "$srdma" devnode --remove
 fi
 
-net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
-ip_a=$net.1
-ip_b=$net.2
-port_base=$((24000 + ($$ % 500) * 64))
-port_next=0
-next_port() {
-  local i
-  for ((i = 0; i < 64; i++)); do
-    PORT=$((port_base + port_next % 64))
-    port_next=$((port_next + 1))
-    pp_tcp_listening "$PORT" || return 0
-  done
-  pp_fail "no free TCP port in $port_base..$((port_base + 63))"
-  return 1
-}
+pp_programs_addresses 24000
 echo "server $ip_a, client $ip_b, TCP ports from $port_base, library $libdir"
 
 side() { # ADDR TLS
@@ -116,7 +102,7 @@ run() {
   shift 4
   local name="$test-${tls%%,*}-$size"
   in_budget "$name" || return 0
-  next_port || return 0
+  pp_next_port || return 0
   local -a a b
   mapfile -t a < <(side "$ip_a" "$tls")
   mapfile -t b < <(side "$ip_b" "$tls")

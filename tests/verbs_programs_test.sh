@@ -55,25 +55,8 @@ start_us=$(pp_now_us)
 budget_s=480 # no run starts after this, so that ctest's TIMEOUT (540) never cuts the logs
 limit=60     # any one client run, seconds (an -a latency run: 12 s idle, 45 s on a loaded 2-core box)
 
-# Addresses and ports of this run's own, so that parallel runs do not meet:
-# 127.X.Y.1 and 127.X.Y.2 (all of 127/8 is on lo; X >= 20 keeps clear of the
-# other tests' 127.0.0.x; Y >= 1: LIDs (Y << 8 | 1, 2) are not 0), TCP ports
-# from the PID, one per run, skipping any that is listened on.
-net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
-ip_a=$net.1
-ip_b=$net.2
-port_base=$((20000 + ($$ % 500) * 64))
-port_next=0
-next_port() {
-  local i
-  for ((i = 0; i < 64; i++)); do
-    PORT=$((port_base + port_next % 64))
-    port_next=$((port_next + 1))
-    pp_tcp_listening "$PORT" || return 0
-  done
-  pp_fail "no free TCP port in $port_base..$((port_base + 63))"
-  return 1
-}
+# This run's own addresses and TCP ports (perf_processes.sh).
+pp_programs_addresses 20000
 echo "server $ip_a, client $ip_b, TCP ports from $port_base, library $libdir"
 
 # Both sides: softrdma's libibverbs first, the side's own address, the
@@ -98,7 +81,7 @@ two_sides() {
   local name=$1
   shift
   in_budget "$name" || return 1
-  next_port || return 1
+  pp_next_port || return 1
   CLIENT_OUT=$PP_TMP/$name.client.out SERVER_OUT=$PP_TMP/$name.server.out
   pp_pair "$name" "$limit" --listen "$PORT" "${side_a[@]}" "$@" -p "$PORT" :: \
     "${side_b[@]}" "$@" -p "$PORT" "$ip_a"
