@@ -127,6 +127,8 @@ class Completer {
   void retransmit_early(Clock::time_point now) REQUIRES(sq_mutex(qp_));
   // The round trip of the request at rtt_psn_ is over once psn_ passed it.
   void end_rtt_sample() REQUIRES(sq_mutex(qp_));
+  // The countdown reached zero: time this request if none is being timed.
+  void start_rtt_sample() REQUIRES(sq_mutex(qp_));
 
   Qp& qp_;
   std::uint64_t consumer_ GUARDED_BY(sq_mutex(qp_)) = 0;  // next WQE index to retire
@@ -143,13 +145,13 @@ class Completer {
   bool timeout_unstamped_ GUARDED_BY(sq_mutex(qp_)) = false;
   Clock::time_point timeout_at_ GUARDED_BY(sq_mutex(qp_)){};
   // Adaptive retransmission (rtt_estimator.h): the estimate; the request
-  // being timed (its last PSN, when it went out) and how many went since
-  // the last sample; the next early retransmission ({}: none before the
+  // being timed (its last PSN, when it went out) and the requests left
+  // before the next sample; the next early retransmission ({}: none before the
   // IBA timeout) and the wait before it, doubled at each.
   RttEstimator rtt_ GUARDED_BY(sq_mutex(qp_));
   bool rtt_sampling_ GUARDED_BY(sq_mutex(qp_)) = false;
   std::uint32_t rtt_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
-  std::uint32_t rtt_skipped_ GUARDED_BY(sq_mutex(qp_)) = kRttSampleEvery - 1;
+  std::uint32_t rtt_countdown_ GUARDED_BY(sq_mutex(qp_)) = 1;  // the first request is timed
   Clock::time_point rtt_sent_at_ GUARDED_BY(sq_mutex(qp_)){};
   Clock::time_point early_at_ GUARDED_BY(sq_mutex(qp_)){};
   Clock::duration early_wait_ GUARDED_BY(sq_mutex(qp_)){};

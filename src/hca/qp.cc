@@ -18,7 +18,8 @@
 namespace srdma::hca {
 
 Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit init)
-    : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)), trains_(engine.link().carries_trains()),
+    : engine_(engine), tables_(tables), qpn_(qpn), init_(std::move(init)),
+      rc_entries_(init_.type == QpType::kRc && init_.fast_entries), trains_(engine.link().carries_trains()),
       answers_inline_(engine.link().answers_inline()),
       udp_sport_(entropy_port(qpn)),
       sq_(init_.caps.max_send_wr, init_.caps.max_send_sge, init_.caps.max_inline_data),
@@ -177,9 +178,7 @@ bool Qp::plain_data_wr(const SendWr& wr, std::uint64_t& length) const {
   // invalidate) that passes the checks every WR takes first. Nothing in
   // post_one_checked's checks by QP type, by local operation, by READ and
   // atomic or by UD applies to it, so it passes every one of them.
-  if (init_.type != QpType::kRc || !init_.fast_entries || wr_fault(wr) != WrFault::kNone ||
-      wr_row(wr.opcode).cls != WrClass::kMessage)
-    return false;
+  if (!rc_entries_ || wr_fault(wr) != WrFault::kNone || !is_message_op(wr.opcode)) return false;
   length = sge_length(wr);
   return message_length_fits(wr.send_flags, length);
 }

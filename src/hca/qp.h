@@ -164,8 +164,12 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // Runs the send side if no thread does (timer expiry, new responses).
   void kick();
   // After letting go of sq_mu_: runs the send side for a response that
-  // arrived while we held it.
-  void take_stranded_responses();
+  // arrived while we held it (send_side.cc says why the fence). Inline: it
+  // follows every post.
+  void take_stranded_responses() {
+    poster_fence();
+    if (inbox_ready_.load(std::memory_order_relaxed)) [[unlikely]] kick();
+  }
   // Its fence: the poster's half of the Dekker pair with kick() (qp.cc).
   void poster_fence() const;
   // The engine timer's callback: runs the send side (waits for the lock).
@@ -267,6 +271,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   TranslationTables& tables_;
   const std::uint32_t qpn_;
   const QpInit init_;
+  // An RC QP with its early entries on (QpInit::fast_entries): the first
+  // question each entry asks, answered once.
+  const bool rc_entries_;
   const bool trains_;  // the device's link carries trains (packet.h)
   const bool answers_inline_;  // the device's link answers on the sending thread (link.h)
   const std::uint16_t udp_sport_;  // RoCEv2 UDP source port of its packets

@@ -255,8 +255,7 @@ void Requester::begin_wqe(SendWqe& w, std::uint32_t npsn) {
   w.state = WqeState::kInFlight;
 }
 
-void Requester::finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last) {
-  const QpType type = qp_.init_.type;
+void Requester::finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last, QpType type) {
   // Nothing answers UC; the rest ask as wants_ack() says.
   p.ack_req = type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
   note_sent(p, psns);
@@ -288,17 +287,15 @@ void Requester::send_whole(SendWqe& w, std::uint32_t n) {
     p.last_op = send_opcode(w.opcode, false, true);
     p.count = n;
   }
-  finish_request(w, std::move(p), n, true);
+  finish_request(w, std::move(p), n, true, QpType::kRc);
 }
 
 void Requester::send_one() {
   SendWqe& w = qp_.sq_[next_];
-  const SendPath& path = qp_.path_;
-  const QpType type = qp_.init_.type;
-  const WrOpcodeRow& row = wr_row(w.opcode);
   // The early entry: an RC SEND or WRITE from its start that fits one
   // packet, or that goes whole as one train.
-  if (type == QpType::kRc && row.cls == WrClass::kMessage && offset_ == 0 && qp_.init_.fast_entries) [[likely]] {
+  if (qp_.rc_entries_ && is_message_op(w.opcode) && offset_ == 0) [[likely]] {
+    const SendPath& path = qp_.path_;
     if (w.length <= path.mtu) [[likely]]
       return send_whole(w, 1);
     if (qp_.trains_) {
@@ -306,6 +303,13 @@ void Requester::send_one() {
       if (!outstanding() || window_room() >= static_cast<std::int32_t>(n)) return send_whole(w, n);
     }
   }
+  send_packet(w);
+}
+
+void Requester::send_packet(SendWqe& w) {
+  const SendPath& path = qp_.path_;
+  const QpType type = qp_.init_.type;
+  const WrOpcodeRow& row = wr_row(w.opcode);
   if (row.cls == WrClass::kLocal) [[unlikely]]
     return execute_local(w);
   if (type == QpType::kUd) return send_datagram(w);
@@ -344,7 +348,7 @@ void Requester::send_one() {
     case WrClass::kLocal:
       return;  // executed above
   }
-  finish_request(w, std::move(p), psns, last);
+  finish_request(w, std::move(p), psns, last, type);
 }
 
 void Requester::send_datagram(SendWqe& w) {
@@ -385,17 +389,25 @@ void Requester::send_datagram(SendWqe& w) {
 void Completer::request_sent() {
   // Time this request's round trip: the first one, then every
   // kRttSampleEvery-th, and never one sent before (Karn).
-  if (!rtt_sampling_ && ++rtt_skipped_ >= kRttSampleEvery && !qp_.requester_.resending()) [[unlikely]] {
-    rtt_skipped_ = 0;
-    rtt_sampling_ = true;
-    rtt_psn_ = psn_add(qp_.requester_.next_psn(), kPsnMask);  // the last PSN it took
-    rtt_sent_at_ = qp_.engine_.clock().now();
-  }
+  if (--rtt_countdown_ == 0) [[unlikely]] start_rtt_sample();
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
   if (timeout_at_ == Clock::time_point{} && !timeout_unstamped_ && !qp_.answers_waiting() &&
       consumer_ != qp_.requester_.next())
     start_transport_timer();
+}
+
+void Completer::start_rtt_sample() {
+  // One at a time: while one is out, or the requester resends, the next
+  // request is asked again.
+  if (rtt_sampling_ || qp_.requester_.resending()) {
+    rtt_countdown_ = 1;
+    return;
+  }
+  rtt_countdown_ = kRttSampleEvery;
+  rtt_sampling_ = true;
+  rtt_psn_ = psn_add(qp_.requester_.next_psn(), kPsnMask);  // the last PSN it took
+  rtt_sent_at_ = qp_.engine_.clock().now();
 }
 
 void Requester::handed_over(SendWqe& w) {

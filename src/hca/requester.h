@@ -76,6 +76,9 @@ class Requester {
   // calls is inlined into it: flatten), or as one train of all its n
   // packets where the link carries trains and the window has room for them.
   [[gnu::flatten]] void send_whole(SendWqe& w, std::uint32_t n) REQUIRES(sq_mutex(qp_));
+  // Every other request's packet: the machine's general steps (out of line,
+  // so that the early entry's caller keeps a small frame).
+  [[gnu::noinline]] void send_packet(SendWqe& w) REQUIRES(sq_mutex(qp_));
   // Whether the packet ending at `last_psn` (the WQE's last if `last`)
   // asks for an ACK.
   bool wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) const REQUIRES(sq_mutex(qp_));
@@ -84,7 +87,10 @@ class Requester {
   // AckReq, the counters, where the requester is, the link, and the
   // timer (or, on UC, the WQE handed over).
   [[gnu::always_inline]] inline void begin_wqe(SendWqe& w, std::uint32_t npsn) REQUIRES(sq_mutex(qp_));
-  [[gnu::always_inline]] inline void finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last) REQUIRES(sq_mutex(qp_));
+  // (`type` is the QP's: the RC entry passes it as a constant, so what it
+  // decides folds away there.)
+  [[gnu::always_inline]] inline void finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last,
+                                                    QpType type) REQUIRES(sq_mutex(qp_));
   // `p` went out taking `psns` PSNs: the counters and the next PSN move.
   void note_sent(const Packet& p, std::uint32_t psns) REQUIRES(sq_mutex(qp_));
   // A request's BTH fields from the QP (its next PSN).

@@ -114,12 +114,12 @@ bool Responder::whole_message_in_sequence(const Packet& pkt) const {
 }
 
 void Responder::receive(Packet&& pkt) {
-  if (qp_.init_.type != QpType::kRc) [[unlikely]]
-    return qp_.init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
   // A whole RDMA WRITE (one packet, or a train of all of them) enters the
   // machine without the lock; whatever that entry does not finish, the
   // locked machine runs from the start.
-  if (qp_.init_.fast_entries && takes_unlocked_entry(pkt) && write_unlocked(pkt)) return;
+  if (qp_.rc_entries_ && takes_unlocked_entry(pkt) && write_unlocked(pkt)) return;
+  if (qp_.init_.type != QpType::kRc) [[unlikely]]
+    return qp_.init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
   FastLock lock(qp_.rq_mu_);
   if (count_refusal(admit(pkt))) return;
   qp_.recv_counters_.requests_received.bump(pkt.count);

@@ -24,7 +24,7 @@ namespace srdma::hca {
 constexpr Clock::duration kRtoFloor = std::chrono::milliseconds(1);
 // A sample of the round trip is taken on the first request and then on
 // every kRttSampleEvery-th request sent once (two clock reads per sample).
-constexpr std::uint32_t kRttSampleEvery = 16;
+constexpr std::uint32_t kRttSampleEvery = 64;
 
 class RttEstimator {
  public:

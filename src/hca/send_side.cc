@@ -109,21 +109,16 @@ void Qp::receive_ack(const Ack& ack) {
 
 void Qp::receive_response_packet(const Ack& ack) { receive_response(ack.packet()); }
 
-void Qp::take_stranded_responses() {
-  // A response that arrived while we held sq_mu_, after run_send_side()
-  // last looked, found kick() locked out: take it now, or it would wait for
-  // the next post or timer (the send side arms no timer for an answer it
-  // saw arrive). Our unlock (a plain store) must be ordered before the
-  // load: a Dekker pair with kick(). Where answers come back on the
-  // sending thread (answers_inline_), kick()'s side is the rare one
-  // (another thread's response found us holding sq_mu_): the poster pays
-  // the light half of an asymmetric fence and kick() the heavy one. Where
-  // they come from a wire's receive thread, that happens all the time: a
-  // full fence here, against kick()'s locked try_lock.
-  poster_fence();
-  if (inbox_ready_.load(std::memory_order_relaxed)) kick();
-}
-
+// take_stranded_responses (qp.h): a response that arrived while we held
+// sq_mu_, after run_send_side() last looked, found kick() locked out: take
+// it now, or it would wait for the next post or timer (the send side arms
+// no timer for an answer it saw arrive). Our unlock (a plain store) must be
+// ordered before the load: a Dekker pair with kick(). Where answers come
+// back on the sending thread (answers_inline_), kick()'s side is the rare
+// one (another thread's response found us holding sq_mu_): the poster pays
+// the light half of an asymmetric fence and kick() the heavy one. Where
+// they come from a wire's receive thread, that happens all the time: a
+// full fence here, against kick()'s locked try_lock.
 void Qp::poster_fence() const {
   if (answers_inline_)
     asymmetric_light_fence();

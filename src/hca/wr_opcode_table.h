@@ -85,10 +85,29 @@ constexpr bool is_wr_opcode(WrOpcode op) { return static_cast<std::size_t>(op) <
 // The row of a known opcode.
 constexpr const WrOpcodeRow& wr_row(WrOpcode op) { return kWrOpcodeTable[static_cast<std::size_t>(op)]; }
 
-constexpr bool is_local_op(WrOpcode op) { return wr_row(op).cls == WrClass::kLocal; }
-constexpr bool is_rd_atomic(WrOpcode op) { return wr_row(op).rd_atomic(); }
+// The predicates asked of every WQE, several times per message, as bit sets
+// made from the rows: a shift and a test instead of a row's load.
+template <class Pred>
+constexpr std::uint32_t wr_opcode_set(Pred pred) {
+  static_assert(kWrOpcodeTable.size() <= 32);
+  std::uint32_t set = 0;
+  for (std::size_t i = 0; i < kWrOpcodeTable.size(); ++i)
+    if (pred(kWrOpcodeTable[i])) set |= 1u << i;
+  return set;
+}
+inline constexpr std::uint32_t kLocalOps = wr_opcode_set([](const WrOpcodeRow& r) { return r.cls == WrClass::kLocal; });
+inline constexpr std::uint32_t kMessageOps = wr_opcode_set([](const WrOpcodeRow& r) { return r.cls == WrClass::kMessage; });
+inline constexpr std::uint32_t kRdAtomicOps = wr_opcode_set([](const WrOpcodeRow& r) { return r.rd_atomic(); });
+
+// (A known opcode: a caller's WR is checked with is_wr_opcode first.)
+constexpr bool is_local_op(WrOpcode op) { return (kLocalOps >> static_cast<unsigned>(op)) & 1u; }
+constexpr bool is_message_op(WrOpcode op) { return (kMessageOps >> static_cast<unsigned>(op)) & 1u; }
+constexpr bool is_rd_atomic(WrOpcode op) { return (kRdAtomicOps >> static_cast<unsigned>(op)) & 1u; }
 
 static_assert(wr_row(WrOpcode::kLocalInv).wc == WcOpcode::kLocalInv);
+static_assert(is_rd_atomic(WrOpcode::kRdmaRead) && is_rd_atomic(WrOpcode::kAtomicFetchAndAdd) &&
+              !is_rd_atomic(WrOpcode::kRdmaWrite) && is_local_op(WrOpcode::kRegMr) && !is_local_op(WrOpcode::kSend) &&
+              is_message_op(WrOpcode::kRdmaWriteWithImm) && !is_message_op(WrOpcode::kRdmaRead));
 static_assert(wr_row(WrOpcode::kRdmaWriteWithImm).packet(false, true) == Opcode::kWriteLastImm);
 
 }  // namespace srdma::hca
