@@ -40,12 +40,14 @@ class Link {
   // Receives what has arrived, in the calling thread (a consumer polling the
   // device); the packets handled. A link that delivers by itself: 0.
   virtual int poll() { return 0; }
-  // The consumer that polled is about to block (on a completion channel):
-  // whoever else can receive should do it now, not at its next look.
-  virtual void consumer_leaves() {}
   // Whether poll() does anything: a consumer that finds its CQ empty polls
   // the link only then.
   virtual bool polled() const { return false; }
+  // A descriptor that is readable when poll() has something to receive
+  // (-1: none): a consumer blocked on a completion channel waits on it too
+  // and receives itself, instead of waiting for another thread to receive
+  // and then wake it.
+  virtual int rx_fd() const { return -1; }
   // Whether a QP may name `addr` as its peer (QP_AV).
   virtual bool knows(std::uint64_t addr) const = 0;
   // The largest path MTU the link carries (the port's active MTU).

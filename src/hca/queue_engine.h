@@ -107,8 +107,11 @@ class QueueEngine {
   std::uint32_t active_mtu() const { return link_.active_mtu(); }
   // Receives what the wire holds, in the calling thread (Link::poll).
   int poll_link() { return link_.poll(); }
-  // A consumer that polled the link is about to block (Link::consumer_leaves).
-  void consumer_leaves() { link_.consumer_leaves(); }
+  // What a blocked consumer may wait on besides its channel (Link::rx_fd).
+  int link_rx_fd() const { return link_.rx_fd(); }
+  // Hands what the calling thread left pending or deferred to the wire
+  // (Link::end_batch), before it blocks.
+  void flush_link() { link_.end_batch(); }
   // Whether polling is how the wire gets received when consumers spin
   // (the RoCEv2 link); the in-process link delivers by itself.
   bool link_is_polled() const { return polled_link_; }

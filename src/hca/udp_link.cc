@@ -568,7 +568,8 @@ std::int64_t now_ns() {
 // socket to it, looking again this often whether it still polls: one
 // thread per process spins, not two. A consumer that goes on to spin on
 // memory (an RDMA WRITE's last byte) without polling waits this long at
-// most for a packet; one that blocks on a channel says so (consumer_leaves).
+// most for a packet; one that blocks on a channel receives while it waits
+// (rx_fd, core/cq.cc).
 constexpr long kConsumerCheckNs = 100'000;
 }  // namespace
 
@@ -576,7 +577,6 @@ int UdpLink::poll() {
   // A count, not a clock read: the clock costs more than the poll on some
   // virtual machines, and the receive thread only asks whether it moved.
   consumer_polls_.fetch_add(1, std::memory_order_relaxed);
-  if (consumer_left_.load(std::memory_order_relaxed)) consumer_left_.store(false, std::memory_order_relaxed);
   if (rx_busy_.exchange(true, std::memory_order_acquire)) return 0;  // someone else is receiving
   flush_deferred();  // before anything newer of theirs can be answered
   tls_deferring = this;
@@ -670,7 +670,7 @@ void UdpLink::receive_loop() {
   std::uint64_t polls_seen = consumer_polls_.load(std::memory_order_relaxed);
   while (!stopping_.load(std::memory_order_acquire)) {
     if (const std::uint64_t polls = consumer_polls_.load(std::memory_order_relaxed);
-        polls != polls_seen && !consumer_left_.load(std::memory_order_acquire)) {
+        polls != polls_seen) {
       // A consumer polls: look again in a while whether it still does.
       polls_seen = polls;
       pollfd w{wake_fd_, POLLIN, 0};
@@ -706,12 +706,6 @@ void UdpLink::receive_loop() {
     drain_wakeups();
     last_traffic = now_ns();
   }
-}
-
-void UdpLink::consumer_leaves() {
-  consumer_left_.store(true, std::memory_order_release);
-  const std::uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);  // the receive thread stands aside no longer
 }
 
 void UdpLink::drain_wakeups() {

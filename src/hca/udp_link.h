@@ -68,7 +68,7 @@ class UdpLink final : public Link {
   void end_batch() override;
   int poll() override;
   bool polled() const override { return true; }
-  void consumer_leaves() override;
+  int rx_fd() const override { return fd_; }
   bool knows(std::uint64_t addr) const override;
   std::uint32_t active_mtu() const override { return active_mtu_; }
   void add_drops(TransportCounters& c) const override;
@@ -130,7 +130,6 @@ class UdpLink final : public Link {
   std::atomic<bool> rx_busy_{false};
   std::unique_ptr<RxState> rx_;
   std::atomic<std::uint64_t> consumer_polls_{0};  // poll() calls, ever
-  std::atomic<bool> consumer_left_{false};         // consumer_leaves() since the last poll()
   std::mutex deferred_mu_;
   std::vector<Packet> deferred_;
   std::atomic<bool> has_deferred_{false};
