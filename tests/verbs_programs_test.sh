@@ -174,6 +174,14 @@ pingpong srq_pingpong ibv_srq_pingpong -g 0
 pingpong rc_pingpong-e ibv_rc_pingpong -g 0 -e
 pingpong srq_pingpong-e ibv_srq_pingpong -g 0 -e
 pingpong ud_pingpong-e ibv_ud_pingpong -g 0 -s 1024 -e
+# And long: 100000 round trips, 400000 wakeups a pair (a rare lost or
+# early one shows here; each takes seconds now that a blocked consumer
+# receives its own completions).
+pp_iters=100000
+pingpong rc_pingpong-e-100k ibv_rc_pingpong -g 0 -e
+pingpong srq_pingpong-e-100k ibv_srq_pingpong -g 0 -e
+pingpong ud_pingpong-e-100k ibv_ud_pingpong -g 0 -s 1024 -e
+pp_iters=200
 
 # ---------------------------------------------------------------------------
 echo "--- perftest"
@@ -296,6 +304,10 @@ perftest atomic_bw-e 8 bw ib_atomic_bw -e
 perftest read_lat-e 2 lat ib_read_lat -e
 perftest atomic_lat-e 8 lat ib_atomic_lat -e
 pt_n=2000 perftest send_lat-e 2 lat ib_send_lat -e
+pt_n=10000 perftest send_lat-e-10k 2 lat ib_send_lat -e
+pt_n=10000 perftest read_lat-e-10k 2 lat ib_read_lat -e
+pt_n=10000 perftest atomic_lat-e-10k 8 lat ib_atomic_lat -e
+pt_n=10000 perftest send_bw-e-10k 65536 bw ib_send_bw -e
 perftest send_lat-e-a "$all" lat ib_send_lat -e -a
 perftest send_bw-e-a "$all" bw ib_send_bw -e -a
 
