@@ -180,11 +180,13 @@ void Completer::handle(Packet& pkt) {
 }
 
 void Completer::handle_ack(const Ack& ack) {
-  if (!qp_.init_.fast_entries) [[unlikely]] {
-    Packet p = ack.packet();
-    return handle(p);
-  }
+  if (!qp_.init_.fast_entries) [[unlikely]] return handle_as_packet(ack);
   if (admit(ack.src_addr, ack.src_qpn)) run(ack);
+}
+
+void Completer::handle_as_packet(const Ack& ack) {
+  Packet p = ack.packet();
+  handle(p);
 }
 
 // The machine, for a response packet or for a plain ACK's compact header

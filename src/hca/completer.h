@@ -43,8 +43,12 @@ class Completer {
   // A response from the connected peer.
   void handle(Packet& pkt) REQUIRES(sq_mutex(qp_));
   // A plain ACK by its compact header (no Packet built): the same machine
-  // as handle() runs (run<Ack>).
-  void handle_ack(const Ack& ack) REQUIRES(sq_mutex(qp_));
+  // as handle() runs (run<Ack>), its states inlined into it (flatten: one
+  // ACK retires a run of WQEs at 20 M messages a second).
+  [[gnu::flatten]] void handle_ack(const Ack& ack) REQUIRES(sq_mutex(qp_));
+  // Without the early entries (QpInit::fast_entries): as a packet, through
+  // handle() (out of line: not flattened into handle_ack).
+  [[gnu::noinline]] void handle_as_packet(const Ack& ack) REQUIRES(sq_mutex(qp_));
   // The engine timer ran: a lost request or response is sent again.
   void check_timeout() REQUIRES(sq_mutex(qp_));
 
