@@ -42,6 +42,7 @@ struct DeviceAttr {
   std::uint32_t max_cq = 0;
   std::uint32_t max_cqe = 0;
   std::uint32_t max_mr = 0;
+  std::uint32_t max_mw = 0;  // windows share the MPT with regions (as on mthca)
   std::uint32_t max_pd = 0;
   std::uint32_t max_inline_data = 0;
   std::uint32_t max_map_per_fmr = 0;  // (1 << (32 - log2(num_mpt))) - 1

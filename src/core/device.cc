@@ -70,6 +70,7 @@ DeviceAttr Device::query() const {
   a.max_cq = u32(p.num_cq - p.reserved_cqs);
   a.max_cqe = u32(p.max_cqe);
   a.max_mr = u32(p.num_mpt - p.reserved_mrws);
+  a.max_mw = a.max_mr;
   a.max_pd = u32(p.num_pd - p.reserved_pds);
   a.max_inline_data = u32(p.max_inline_data);
   int log_mpt = std::countr_zero(static_cast<std::uint64_t>(p.num_mpt));
