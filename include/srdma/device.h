@@ -211,10 +211,11 @@ class Device {
   // Per completion vector: its "interrupt" thread's counters.
   std::vector<CompVectorStats> comp_vector_stats() const;
 
-  // Introspection: what the device's data path would make of an access.
+  // Introspection: what the device's data path would make of an access
+  // (arriving on QP `qp_num`, which a type 2 memory window checks).
   std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,
                                                 std::uint64_t length, std::uint32_t access,
-                                                std::uint32_t pd_num) const;
+                                                std::uint32_t pd_num, std::uint32_t qp_num = 0) const;
   // Drops the device's cached translations.
   void sync_tpt();
 

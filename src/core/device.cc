@@ -127,8 +127,8 @@ Result<ProtectionDomain> Device::alloc_pd() {
 
 std::expected<Translation, Refusal> Device::translate(std::uint32_t key, std::uint64_t iova,
                                                       std::uint64_t length, std::uint32_t access,
-                                                      std::uint32_t pd_num) const {
-  return state_->hca->tables().translate(key, iova, length, access, pd_num);
+                                                      std::uint32_t pd_num, std::uint32_t qp_num) const {
+  return state_->hca->tables().translate(key, iova, length, access, pd_num, qp_num);
 }
 
 void Device::sync_tpt() { state_->hca->tables().sync_tpt(); }
