@@ -631,5 +631,33 @@ TEST_F(Mw, LocalInvalidateWaitsForAStoreTranslatedBeforeIt) {
   EXPECT_EQ(rdma(WrOpcode::kRdmaRead, 8, 8, at(256), key).status, WcStatus::kRemAccessErr);
 }
 
+// The same race with an RDMA READ held after reading the window's entry:
+// the READ translated before the invalidation is answered (its bytes are
+// in the peer's buffer) before LOCAL_INV completes, and one after it fails.
+TEST_F(Mw, LocalInvalidateWaitsForAReadTranslatedBeforeIt) {
+  MemoryWindow mw = target.pd.alloc_mw(MwType::kType2).value();
+  ASSERT_EQ(bind2(*target.qp, *target.cq, mw, 0, kPage, ACCESS_REMOTE_READ).status, WcStatus::kSuccess);
+  const std::uint32_t key = mw.rkey();
+  std::memcpy(target.buf.data() + 512, "read-before-invalidate", 22);
+  MptReadGate gate(mpt_index(target.dev, key));
+  auto reader = std::async(std::launch::async, [&] {
+    return rdma(WrOpcode::kRdmaRead, 1024, 22, at(512), key).status;
+  });
+  gate.wait_reached();
+  bool answered_at_completion = false;
+  auto invalidator = std::async(std::launch::async, [&] {
+    if (!target.qp->post_send(test::inv_wr(key, 13))) return WcStatus::kGeneralErr;
+    Wc wc = test::poll_one(*target.cq);
+    answered_at_completion = std::memcmp(peer.buf.data() + 1024, "read-before-invalidate", 22) == 0;
+    return wc.status;
+  });
+  while (tr(key, at(512), 8, ACCESS_REMOTE_READ, target.qp->qp_num())) std::this_thread::yield();
+  MptReadGate::released = true;
+  EXPECT_EQ(reader.get(), WcStatus::kSuccess) << "translated before the invalidation";
+  ASSERT_EQ(invalidator.get(), WcStatus::kSuccess);
+  EXPECT_TRUE(answered_at_completion) << "LOCAL_INV completed before the READ through its key was answered";
+  EXPECT_EQ(rdma(WrOpcode::kRdmaRead, 2048, 8, at(512), key).status, WcStatus::kRemAccessErr);
+}
+
 }  // namespace
 }  // namespace srdma
