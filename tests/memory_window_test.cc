@@ -318,7 +318,9 @@ TEST(MwBindRefusals, EachRuleCompletesWithMwBindErr) {
   };
   const std::vector<Case> cases = {
       {"C10-73: the region has no MW_BIND",
-       [&](test::FrwrNode& n, MemoryWindow& mw, MemoryRegion&, Keep&) { return verb(n, mw, &n.mr, n.addr(), 64, kRemoteRw); },
+       [&](test::FrwrNode& n, MemoryWindow& mw, MemoryRegion&, Keep&) {
+         return verb(n, mw, &n.mr, n.addr(), 64, kRemoteRw);
+       },
        MwType::kType1},
       {"C10-75: the window reaches past the region",
        [&](test::FrwrNode& n, MemoryWindow& mw, MemoryRegion& m, Keep&) {
@@ -368,7 +370,8 @@ TEST(MwBindRefusals, EachRuleCompletesWithMwBindErr) {
        MwType::kType2},
       {"C10-74: remote write on a region without local write",
        [&](test::FrwrNode& n, MemoryWindow& mw, MemoryRegion&, Keep& keep) -> Result<void> {
-         MemoryRegion& ro = keep.mrs.emplace_back(n.pd.reg_mr(n.buf.data(), kPage, ACCESS_REMOTE_READ | ACCESS_MW_BIND).value());
+         MemoryRegion& ro =
+             keep.mrs.emplace_back(n.pd.reg_mr(n.buf.data(), kPage, ACCESS_REMOTE_READ | ACCESS_MW_BIND).value());
          return verb(n, mw, &ro, n.addr(), 64, ACCESS_REMOTE_WRITE);
        },
        MwType::kType1},

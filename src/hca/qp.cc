@@ -245,7 +245,8 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
   if (wr.opcode == WrOpcode::kBindMw) {
     // (The rules that need the tables' state run when the WR executes.)
     if (wr.bind_mw.info.access & ~kMwAccessAll)
-      return make_error(EINVAL, fmt::format("unknown window access bits {:#x}", wr.bind_mw.info.access & ~kMwAccessAll));
+      return make_error(EINVAL,
+                        fmt::format("unknown window access bits {:#x}", wr.bind_mw.info.access & ~kMwAccessAll));
     if (wr.bind_mw.info.length > 0 && !wr.bind_mw.info.mr)
       return make_error(EINVAL, "a bind of a non-zero length needs an MR");
     if (!wr.bind_mw.mw || !resolve_mw || !resolve_mw(wr, bind))

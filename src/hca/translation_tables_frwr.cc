@@ -78,7 +78,8 @@ Result<void> TranslationTables::fast_reg(std::uint32_t key, std::uint32_t pdn, s
                                std::uint64_t length, std::uint8_t page_shift, std::span<const std::uint64_t> pages) {
   // The page list comes from a consumer's WR: check it as reg_mr does, so
   // translate() never walks MTTs the list does not cover.
-  if (access & ~kMrAccessAll) return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kMrAccessAll));
+  if (access & ~kMrAccessAll)
+    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kMrAccessAll));
   if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
     return make_error(EINVAL, "remote write or atomic access requires LOCAL_WRITE (IBA 10.6.3.1)");
   if (page_shift < 12 || page_shift > 30)

@@ -129,7 +129,8 @@ Result<void> TranslationTables::bind_mw(const MwBind& b, std::uint32_t pdn, std:
     return make_error(EINVAL,
                       fmt::format("rkey {:#x} does not name window {:#x} (only the key byte may change)", b.new_rkey,
                                   w.key));
-  if (w.pd != pdn) return make_error(EINVAL, fmt::format("the window is in PD {}, the QP in PD {} (C10-72)", w.pd, pdn));
+  if (w.pd != pdn)
+    return make_error(EINVAL, fmt::format("the window is in PD {}, the QP in PD {} (C10-72)", w.pd, pdn));
   if (type2) {
     if (w.status != kMptStatusSw)
       return make_error(EINVAL, "a type 2 window is bound only when free: invalidate it first (o10-37.2.30)");
@@ -194,7 +195,8 @@ Result<void> TranslationTables::invalidate_window_locked(std::uint32_t index, Mp
   if (f.pd != pdn) return make_error(EINVAL, fmt::format("the window is in PD {}, the QP in PD {}", f.pd, pdn));
   if (f.status == kMptStatusSw) return {};  // free already: nothing to do, as for an MR
   if (remote_qpn != 0 && f.window_qpn() != remote_qpn)
-    return make_error(EINVAL, fmt::format("the window is bound through QP {:#x}, not {:#x}", f.window_qpn(), remote_qpn));
+    return make_error(EINVAL,
+                      fmt::format("the window is bound through QP {:#x}, not {:#x}", f.window_qpn(), remote_qpn));
   unbind_window_locked(index, f);
   return {};
 }
