@@ -200,7 +200,8 @@ class TranslationTables {
   // EINVAL (the WR completes with kMwBindErr) for every rule of IBA
   // 10.6.7.2 and rxe_check_bind_mw: not a window; a type 1 window through
   // a WR or a type 2 through the verb; the QP, window and region not all in
-  // one PD (C10-72); a type 2 window that is not free (o10-37.2.30) or a
+  // one PD (C10-72 asks it of type 2; rxe checks only the region's PD for
+  // type 1, we ask all three of both types); a type 2 window that is not free (o10-37.2.30) or a
   // bind of it with length 0 (o10-37.2.40); a zero-based type 1 window
   // (o10-36.2.2); the region not valid under mr_key, an FMR, or without
   // MW_BIND (C10-73); remote write or atomic on a region without local
