@@ -120,5 +120,21 @@ TEST_F(MwTables, RegionCountsItsWindowsAndADestroyedQpFreesItsType2Ones) {
   for (std::uint32_t k : {w1, a, b}) EXPECT_TRUE(t().dealloc_mw(k));
 }
 
+// An atomic checks its address (an offset, for a zero-based window) for
+// 8-byte alignment before it translates: the byte the offset names must be
+// aligned too, or the 8 bytes could straddle a page.
+TEST_F(MwTables, ZeroBasedAtomicWindowMustStartAligned) {
+  const std::uint32_t w = t().alloc_mw(pdn_, MwType::kType2).value();
+  const std::uint32_t zb_atomic = ACCESS_REMOTE_ATOMIC | ACCESS_ZERO_BASED;
+  EXPECT_FALSE(t().bind_mw(bind(w, 4096 - 4, 64, false, zb_atomic), pdn_, kQpA));
+  MwBind ok = bind(w, 4096 - 8, 64, false, zb_atomic);
+  ASSERT_TRUE(t().bind_mw(ok, pdn_, kQpA));
+  auto tr = dev_->tables().translate(ok.new_rkey, 0, 8, ACCESS_REMOTE_ATOMIC, pdn_, kQpA);
+  ASSERT_TRUE(tr);
+  EXPECT_EQ(tr->pieces().front().addr, reinterpret_cast<std::byte*>(base_ + 4096 - 8));
+  EXPECT_FALSE(dev_->tables().translate(ok.new_rkey, 4, 8, ACCESS_REMOTE_ATOMIC, pdn_, kQpA));
+  EXPECT_TRUE(t().dealloc_mw(w));
+}
+
 }  // namespace
 }  // namespace srdma::hca

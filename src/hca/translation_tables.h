@@ -206,7 +206,7 @@ class TranslationTables {
   // (o10-36.2.2); the region not valid under mr_key, an FMR, or without
   // MW_BIND (C10-73); remote write or atomic on a region without local
   // write (C10-74); the range outside the region (C10-75); unknown access
-  // bits. A type 1 rebind invalidates the previous key.
+  // bits; a zero-based window with atomic access that starts unaligned. A type 1 rebind invalidates the previous key.
   Result<void> bind_mw(const MwBind& b, std::uint32_t pdn, std::uint32_t qpn);
   // Invalidates every type 2 window bound through QP `qpn` (the QP is being
   // destroyed: its QPN must not carry them to its next owner).

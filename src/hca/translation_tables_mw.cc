@@ -43,6 +43,9 @@ std::expected<Translation, Refusal> TranslationTables::translate_window(const Mp
   if (iova < base || iova - base > w.length || length > w.length - (iova - base))
     return std::unexpected(Refusal::kOutOfBounds);
   const std::uint64_t va = w.start + (iova - base);
+  // The responder checked the atomic's address (an offset, when zero-based)
+  // for 8-byte alignment; the byte it names must be aligned too.
+  if ((access & ACCESS_REMOTE_ATOMIC) && (va & 7)) return std::unexpected(Refusal::kAccessDenied);
   // Then the region it is bound to: it cannot go away while bound, but the
   // snapshot of the window may be older than an unbind and a dereg.
   const std::uint32_t mr_key = w.window_mr_key();
@@ -138,6 +141,10 @@ Result<void> TranslationTables::bind_mw(const MwBind& b, std::uint32_t pdn, std:
   } else if (b.access & ACCESS_ZERO_BASED) {
     return make_error(EINVAL, "a type 1 window cannot be zero-based (o10-36.2.2)");
   }
+  // A zero-based window's offsets are checked for an atomic's alignment:
+  // they must mean aligned addresses.
+  if ((b.access & ACCESS_ZERO_BASED) && (b.access & ACCESS_REMOTE_ATOMIC) && (b.addr & 7))
+    return make_error(EINVAL, "a zero-based window with atomic access must start 8-byte aligned");
   std::uint32_t mr_index = 0;
   if (b.length > 0) {
     mr_index = mpt_.index_of(b.mr_key);
