@@ -42,6 +42,7 @@ struct DeviceAttr {
   std::uint32_t max_cq = 0;
   std::uint32_t max_cqe = 0;
   std::uint32_t max_mr = 0;
+  std::uint32_t max_mw = 0;  // windows share the MPT with regions (as on mthca)
   std::uint32_t max_pd = 0;
   std::uint32_t max_inline_data = 0;
   std::uint32_t max_map_per_fmr = 0;  // (1 << (32 - log2(num_mpt))) - 1
@@ -210,10 +211,11 @@ class Device {
   // Per completion vector: its "interrupt" thread's counters.
   std::vector<CompVectorStats> comp_vector_stats() const;
 
-  // Introspection: what the device's data path would make of an access.
+  // Introspection: what the device's data path would make of an access
+  // (arriving on QP `qp_num`, which a type 2 memory window checks).
   std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,
                                                 std::uint64_t length, std::uint32_t access,
-                                                std::uint32_t pd_num) const;
+                                                std::uint32_t pd_num, std::uint32_t qp_num = 0) const;
   // Drops the device's cached translations.
   void sync_tpt();
 

@@ -13,6 +13,7 @@
 #include "srdma/ah.h"
 #include "srdma/fmr.h"
 #include "srdma/mr.h"
+#include "srdma/mw.h"
 #include "srdma/qp.h"
 #include "srdma/srq.h"
 #include "srdma/status.h"
@@ -58,6 +59,11 @@ class ProtectionDomain {
   // or (FMR) MTT table. The FMR counts in usecnt() until deallocated.
   Result<Fmr> alloc_fmr(std::uint32_t access, const FmrAttr& attr);
 
+  // A memory window of `type` (mw.h), unbound; it counts in usecnt() until
+  // deallocated. EINVAL: a type other than 1 or 2; ENOMEM: the MPT table
+  // (shared with memory regions) is exhausted.
+  Result<MemoryWindow> alloc_mw(MwType type);
+
   // A queue pair (RC, UC or UD: init.qp_type) in RESET. EINVAL names a cap
   // beyond the device's limits, or a missing CQ.
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& init);
@@ -71,12 +77,12 @@ class ProtectionDomain {
   // a DGID that is not its IPv4-mapped GID) and for fields out of range.
   Result<std::unique_ptr<AddressHandle>> create_ah(const AhAttr& attr);
 
-  // EBUSY while memory regions, QPs, SRQs or AHs use it.
+  // EBUSY while memory regions or windows, QPs, SRQs or AHs use it.
   Result<void> dealloc();
 
   bool valid() const { return state_ != nullptr; }
   std::uint32_t pd_num() const;
-  // Memory regions, QPs, SRQs and AHs using this PD.
+  // Memory regions and windows, QPs, SRQs and AHs using this PD.
   int usecnt() const;
 
  private:

@@ -100,6 +100,16 @@ class QueuePair {
   // once handed to the link (nothing answers it).
   Result<void> post_send(const SendWr& wr, const SendWr** bad_wr = nullptr);
   Result<void> post_recv(const RecvWr& wr, const RecvWr** bad_wr = nullptr);
+  // The type 1 Bind Memory Window verb (IBA 10.6.7.2.4, ibv_bind_mw): posts
+  // a bind of `mw` over `info` on the send queue, with the window's next
+  // key byte, and returns that key (also mw.rkey() from now on). It
+  // executes in QP order and completes as kBindMw when signaled; a rule it
+  // breaks completes it with kMwBindErr (and the QP goes to error). A bind
+  // of length 0 (no MR) unbinds. EINVAL: not a live type 1 window, unknown
+  // access bits, an address or length without an MR, and what post_send
+  // refuses; EPERM: the MR is of another PD than the window (verbs.h).
+  Result<std::uint32_t> bind_mw(MemoryWindow& mw, const MwBindInfo& info, std::uint64_t wr_id = 0,
+                                std::uint32_t send_flags = SEND_SIGNALED);
 
   std::uint32_t qp_num() const;
   // What the transport did on this QP: packets, retransmissions, NAKs,

@@ -13,10 +13,11 @@ namespace srdma {
 
 // Why translate() refused an access, in the order the checks run.
 enum class Refusal : std::uint8_t {
-  kUnknownIndex,  // no memory region at the key's MPT index (or a reserved one)
+  kUnknownIndex,  // no memory region or window at the key's MPT index (or a reserved one)
   kKeyMismatch,   // the key byte (or high index bits) differ: a stale or forged key
   kNotHwOwned,    // the MPT is software-owned (being built, or an unmapped FMR)
   kPdMismatch,    // the region belongs to another protection domain
+  kQpMismatch,    // a type 2 memory window bound through another QP (IBA 10.6.7.2.2)
   kAccessDenied,  // the region does not grant the access asked for
   kOutOfBounds,   // [iova, iova + length) is not inside the region
 };

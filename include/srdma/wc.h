@@ -29,6 +29,7 @@ enum class WcStatus : std::uint8_t {
   kRetryExcErr,      // transport retries exhausted
   kRnrRetryExcErr,   // receiver-not-ready retries exhausted
   kMemMgmtOpErr,     // REG_MR / LOCAL_INV / an invalidation refused (IBA 10.6.3.3: wrong state, PD, key)
+  kMwBindErr,        // a memory window bind refused (IBA 10.6.7.2: state, PD, region, access, bounds)
   kGeneralErr,
 };
 std::string_view wc_status_str(WcStatus s);
@@ -41,6 +42,7 @@ enum class WcOpcode : std::uint8_t {
   kFetchAdd,
   kLocalInv,
   kRegMr,
+  kBindMw,
   kRecv,             // a SEND arrived
   kRecvRdmaWithImm,  // an RDMA WRITE with immediate consumed a receive
 };

@@ -8,6 +8,7 @@
 namespace srdma {
 
 class MemoryRegion;
+class MemoryWindow;
 class AddressHandle;
 
 struct Sge {
@@ -28,7 +29,11 @@ enum class WrOpcode : std::uint8_t {
   // Local operations (fast registration): executed in QP order at their
   // turn, no message on the wire; completions kRegMr / kLocalInv.
   kRegMr,     // mr, key, access: make a free kMemReg MR valid under `key`
-  kLocalInv,  // invalidate_rkey: make that kMemReg MR free again
+  kLocalInv,  // invalidate_rkey: make that kMemReg MR, or type 2 window, free again
+  // Memory windows (IBA 10.6.7.2.4): bind_mw binds a type 2 window under
+  // bind_mw.rkey; completion kBindMw, or kMwBindErr when a rule refuses.
+  // (A type 1 window is bound by QueuePair::bind_mw, which posts this too.)
+  kBindMw,
 };
 
 enum SendFlags : std::uint32_t {
@@ -40,6 +45,17 @@ enum SendFlags : std::uint32_t {
   SEND_FENCE = 1u << 3,
 };
 inline constexpr std::uint32_t kSendFlagsAll = SEND_SIGNALED | SEND_SOLICITED | SEND_INLINE | SEND_FENCE;
+
+// Where a memory window is bound (like ibv_mw_bind_info): [addr, addr +
+// length) of `mr`, which must have ACCESS_MW_BIND, with `access` (remote
+// rights, ACCESS_ZERO_BASED for a type 2 window). Length 0 and no MR
+// unbinds a type 1 window.
+struct MwBindInfo {
+  MemoryRegion* mr = nullptr;
+  std::uint64_t addr = 0;
+  std::uint64_t length = 0;
+  std::uint32_t access = 0;
+};
 
 struct SendWr {
   union {
@@ -62,6 +78,14 @@ struct SendWr {
   MemoryRegion* mr = nullptr;
   std::uint32_t key = 0;     // the key to install (only its key byte may differ from the MR's)
   std::uint32_t access = 0;  // AccessFlags of the registration
+  // kBindMw (like ibv_send_wr.bind_mw): the type 2 window, the rkey it is
+  // to carry (its key with a new key byte: MemoryWindow::next_rkey), and
+  // where. The window and the MR are resolved to keys at post time.
+  struct BindMw {
+    MemoryWindow* mw = nullptr;
+    std::uint32_t rkey = 0;
+    MwBindInfo info;
+  } bind_mw;
   // UD (like ib_ud_wr): where the datagram goes. A remote_qkey with the
   // high bit set sends the QP's own qkey instead (IBA 10.2.4).
   struct Ud {

@@ -9,7 +9,9 @@ std::string access_to_string(std::uint32_t access) {
   } kNames[] = {{ACCESS_LOCAL_WRITE, "LOCAL_WRITE"},
                 {ACCESS_REMOTE_WRITE, "REMOTE_WRITE"},
                 {ACCESS_REMOTE_READ, "REMOTE_READ"},
-                {ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"}};
+                {ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
+                {ACCESS_MW_BIND, "MW_BIND"},
+                {ACCESS_ZERO_BASED, "ZERO_BASED"}};
   if (access == 0) return "LOCAL_READ";
   std::string out;
   for (const auto& n : kNames) {
@@ -17,7 +19,7 @@ std::string access_to_string(std::uint32_t access) {
     if (!out.empty()) out += '|';
     out += n.name;
   }
-  if (access & ~kAccessAll) out += (out.empty() ? "" : "|") + std::string("UNKNOWN");
+  if (access & ~(kMrAccessAll | ACCESS_ZERO_BASED)) out += (out.empty() ? "" : "|") + std::string("UNKNOWN");
   return out;
 }
 

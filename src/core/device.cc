@@ -70,6 +70,7 @@ DeviceAttr Device::query() const {
   a.max_cq = u32(p.num_cq - p.reserved_cqs);
   a.max_cqe = u32(p.max_cqe);
   a.max_mr = u32(p.num_mpt - p.reserved_mrws);
+  a.max_mw = a.max_mr;
   a.max_pd = u32(p.num_pd - p.reserved_pds);
   a.max_inline_data = u32(p.max_inline_data);
   int log_mpt = std::countr_zero(static_cast<std::uint64_t>(p.num_mpt));
@@ -126,8 +127,8 @@ Result<ProtectionDomain> Device::alloc_pd() {
 
 std::expected<Translation, Refusal> Device::translate(std::uint32_t key, std::uint64_t iova,
                                                       std::uint64_t length, std::uint32_t access,
-                                                      std::uint32_t pd_num) const {
-  return state_->hca->tables().translate(key, iova, length, access, pd_num);
+                                                      std::uint32_t pd_num, std::uint32_t qp_num) const {
+  return state_->hca->tables().translate(key, iova, length, access, pd_num, qp_num);
 }
 
 void Device::sync_tpt() { state_->hca->tables().sync_tpt(); }

@@ -27,8 +27,8 @@ Result<void> ProtectionDomain::dealloc() {
 Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, std::uint32_t access,
                                               unsigned page_shift) {
   if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
-  if (access & ~kAccessAll)
-    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kAccessAll));
+  if (access & ~kMrAccessAll)
+    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kMrAccessAll));
   // IBA 10.6.3.1 (ib_check_mr_access): remote write or atomic needs local write.
   if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
     return make_error(EINVAL, "remote write or atomic access requires LOCAL_WRITE");

@@ -72,10 +72,47 @@ bool resolve_ah(const AddressHandle* ah, hca::UdAddress& out) {
   out.traffic_class = s.attr.traffic_class;
   return true;
 }
+// BIND_MW: the window's and the MR's keys now. A type 2 window is bound by
+// a WR, a type 1 only through bind_mw (`verb`).
+bool resolve_mw(const SendWr& wr, hca::MwBindView& out, bool verb) {
+  const MemoryWindow* mw = wr.bind_mw.mw;
+  if (!mw->valid() || (mw->type() == MwType::kType1) != verb) return false;
+  out.mw_alloc_key = detail::MwAccess::alloc_key(*mw);
+  out.type1_verb = verb;
+  out.mr_key = 0;
+  if (wr.bind_mw.info.length > 0) {
+    const MemoryRegion* mr = wr.bind_mw.info.mr;
+    if (!mr || !mr->valid()) return false;
+    out.mr_key = mr->lkey();
+  }
+  return true;
+}
+bool resolve_mw_wr(const SendWr& wr, hca::MwBindView& out) { return resolve_mw(wr, out, false); }
+bool resolve_mw_verb(const SendWr& wr, hca::MwBindView& out) { return resolve_mw(wr, out, true); }
 }  // namespace
 
 Result<void> QueuePair::post_send(const SendWr& wr, const SendWr** bad_wr) {
-  return state_->qp->post_send(&wr, bad_wr, &resolve_fast_reg, &resolve_ah);
+  return state_->qp->post_send(&wr, bad_wr, &resolve_fast_reg, &resolve_ah, &resolve_mw_wr);
+}
+
+Result<std::uint32_t> QueuePair::bind_mw(MemoryWindow& mw, const MwBindInfo& info, std::uint64_t wr_id,
+                                         std::uint32_t send_flags) {
+  if (!mw.valid()) return make_error(EINVAL, "the memory window is not allocated");
+  if (mw.type() != MwType::kType1)
+    return make_error(EINVAL, "bind_mw binds type 1 windows; a type 2 window is bound by a kBindMw work request");
+  if (!info.mr && (info.addr || info.length)) return make_error(EINVAL, "an address or length without an MR");
+  if (info.mr && info.mr->pd_num() != mw.pd_num()) return make_error(EPERM, "the MR and the window are in other PDs");
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::kBindMw;
+  w.send_flags = send_flags;
+  w.bind_mw.mw = &mw;
+  w.bind_mw.rkey = mw.next_rkey();
+  w.bind_mw.info = info;
+  if (auto r = state_->qp->post_send(&w, nullptr, &resolve_fast_reg, &resolve_ah, &resolve_mw_verb); !r)
+    return std::unexpected(r.error());
+  detail::MwAccess::set_bound_rkey(mw, w.bind_mw.rkey);
+  return w.bind_mw.rkey;
 }
 
 Result<void> QueuePair::post_recv(const RecvWr& wr, const RecvWr** bad_wr) {

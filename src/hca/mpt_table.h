@@ -35,6 +35,12 @@ enum MptFlags : std::uint8_t {
   // page size): every translation is one piece, found without walking
   // them. Set with the MTTs, by whoever writes them.
   MPT_FLAG_CONTIGUOUS = 1u << 4,
+  // A memory window (IBA 10.6.7; mthca/mlx4 keep windows in the MPT too):
+  // no MTTs of its own; it names the region it is bound to, and translates
+  // through that region's entry.
+  MPT_FLAG_WINDOW = 1u << 5,
+  MPT_FLAG_WINDOW_TYPE2 = 1u << 6,  // type 2 (2B): bound by WR, usable through its QP only
+  MPT_FLAG_ZERO_BASED = 1u << 7,    // a window's addresses are offsets from its start
 };
 
 // MPT_FLAG_CONTIGUOUS for `pages`, each 2^page_shift aligned.
@@ -52,14 +58,19 @@ struct MptFields {
   std::uint8_t page_shift = 0;  // log2 of the page size the MTTs describe
   std::uint32_t key = 0;        // lkey == rkey
   std::uint32_t pd = 0;
-  std::uint32_t mtt_count = 0;  // MTT entries used
-  std::uint64_t start = 0;      // iova of the first byte
+  std::uint32_t mtt_count = 0;  // MTT entries used (a window: the key of its region)
+  std::uint64_t start = 0;      // iova of the first byte (a window: in its region's iova space)
   std::uint64_t length = 0;     // bytes
   std::uint64_t mtt_seg = 0;    // first MTT segment
-  std::uint32_t map_count = 0;  // FMR: maps since the last unmap
-  std::uint32_t reserved = 0;
+  std::uint32_t map_count = 0;  // FMR: maps since the last unmap (a type 2 window: its QPN)
+  std::uint32_t reserved = 0;   // FRWR MR, window: the key alloc_key() handed out
 
   bool is_region() const { return flags & MPT_FLAG_REGION; }
+  bool is_window() const { return flags & MPT_FLAG_WINDOW; }
+  // A window's fields under their own names (mthca's MPT has an lkey and a
+  // QPN field for a window where a region has MTT fields).
+  std::uint32_t window_mr_key() const { return mtt_count; }
+  std::uint32_t window_qpn() const { return map_count; }
 };
 
 // One entry as stored: the fields behind a seqlock, 64 bytes like mthca's.

@@ -139,7 +139,8 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   return r;
 }
 
-Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve, AhResolver resolve_ah) {
+Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve, AhResolver resolve_ah,
+                           MwResolver resolve_mw) {
   FastUniqueLock lock(sq_mu_);
   const QpState s = state();
   Result<void> result;
@@ -153,7 +154,7 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
       sq_.produce();
       continue;
     } else {
-      result = post_one_checked(*wr, resolve, resolve_ah);
+      result = post_one_checked(*wr, resolve, resolve_ah, resolve_mw);
       if (result) continue;
     }
     if (bad_wr) *bad_wr = wr;
@@ -209,7 +210,8 @@ void Qp::fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length) {
 
 // Every check a WR must pass, for the WRs plain_data_wr does not vouch
 // for; then the WR is queued.
-Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah) {
+Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah,
+                                  MwResolver resolve_mw) {
   switch (wr_fault(wr)) {
     case WrFault::kNone: break;
     case WrFault::kNumSge:
@@ -231,14 +233,25 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
     if (ud.pdn != init_.pdn) return make_error(EINVAL, "the address handle is of another PD than the QP");
     if (wr.ud.remote_qpn > kPsnMask) return make_error(EINVAL, "remote_qpn is 24 bits");
   }
-  if (wr.opcode == WrOpcode::kRegMr && (wr.access & ~kAccessAll))
-    return make_error(EINVAL, fmt::format("unknown access bits {:#x} in REG_MR", wr.access & ~kAccessAll));
+  if (wr.opcode == WrOpcode::kRegMr && (wr.access & ~kMrAccessAll))
+    return make_error(EINVAL, fmt::format("unknown access bits {:#x} in REG_MR", wr.access & ~kMrAccessAll));
   const bool local_op = row.cls == WrClass::kLocal;
   if (local_op && (wr.send_flags & SEND_INLINE))
-    return make_error(EINVAL, "REG_MR and LOCAL_INV carry no data: SEND_INLINE makes no sense");
+    return make_error(EINVAL, "REG_MR, LOCAL_INV and BIND_MW carry no data: SEND_INLINE makes no sense");
   FastRegView mapping;
   if (wr.opcode == WrOpcode::kRegMr && (!wr.mr || !resolve || !resolve(wr.mr, mapping)))
     return make_error(EINVAL, "REG_MR needs a live MR from alloc_mr(kMemReg)");
+  MwBindView bind;
+  if (wr.opcode == WrOpcode::kBindMw) {
+    // (The rules that need the tables' state run when the WR executes.)
+    if (wr.bind_mw.info.access & ~kMwAccessAll)
+      return make_error(EINVAL,
+                        fmt::format("unknown window access bits {:#x}", wr.bind_mw.info.access & ~kMwAccessAll));
+    if (wr.bind_mw.info.length > 0 && !wr.bind_mw.info.mr)
+      return make_error(EINVAL, "a bind of a non-zero length needs an MR");
+    if (!wr.bind_mw.mw || !resolve_mw || !resolve_mw(wr, bind))
+      return make_error(EINVAL, "BIND_MW needs a live type 2 window (and a live MR)");
+  }
   // (Local operations have no scatter/gather list.)
   const std::uint64_t length = local_op ? 0 : sge_length(wr);
   const bool inl = wr.send_flags & SEND_INLINE;
@@ -259,7 +272,9 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
     w.wr_id = wr.wr_id;
     w.opcode = wr.opcode;
     w.flags = wr.send_flags;
-    w.rkey = wr.opcode == WrOpcode::kRegMr ? wr.key : wr.invalidate_rkey;
+    w.rkey = wr.opcode == WrOpcode::kRegMr ? wr.key
+             : wr.opcode == WrOpcode::kBindMw ? wr.bind_mw.rkey
+                                              : wr.invalidate_rkey;
     w.length = 0;
     w.is_inline = false;
     w.sges.clear();
@@ -273,6 +288,13 @@ Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhR
       w.iova = mapping.iova;
       w.mr_length = mapping.length;
       w.pages.assign(mapping.pages.begin(), mapping.pages.end());
+    } else if (wr.opcode == WrOpcode::kBindMw) {
+      w.access = wr.bind_mw.info.access;
+      w.iova = wr.bind_mw.info.addr;
+      w.mr_length = wr.bind_mw.info.length;
+      w.mw_key = bind.mw_alloc_key;
+      w.mr_key = bind.mr_key;
+      w.mw_type1_verb = bind.type1_verb;
     }
   }
   if (init_.type == QpType::kUd) {

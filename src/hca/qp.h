@@ -106,6 +106,17 @@ struct FastRegView {
 // for anything else.
 using FastRegResolver = bool (*)(const MemoryRegion* mr, FastRegView& out);
 
+// A BIND_MW work request's window and region as the device sees them,
+// resolved by the core at post time (it knows the handles).
+struct MwBindView {
+  std::uint32_t mw_alloc_key = 0;  // the window's alloc_mw key
+  std::uint32_t mr_key = 0;        // the region's lkey (0 without one)
+  bool type1_verb = false;         // posted by the type 1 bind verb
+};
+// Fills `out` for a WR whose window (and MR, if any) are live; false
+// otherwise (the WR is refused with EINVAL).
+using MwResolver = bool (*)(const SendWr& wr, MwBindView& out);
+
 // A UD WR's address handle as the device sees it, resolved by the core at
 // post time like a REG_MR's mapping.
 struct UdAddress {
@@ -149,9 +160,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // Posts a list; on error *bad_wr names the first WR not posted (everything
   // before it is posted, nothing after it).
   // `resolve` turns a REG_MR WR's MR into its mapping; without one, REG_MR
-  // is refused (EINVAL). `resolve_ah` does the same for a UD WR's AH.
+  // is refused (EINVAL). `resolve_ah` does the same for a UD WR's AH, and
+  // `resolve_mw` for a BIND_MW's window and MR.
   Result<void> post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve = nullptr,
-                         AhResolver resolve_ah = nullptr) EXCLUDES(sq_mu_);
+                         AhResolver resolve_ah = nullptr, MwResolver resolve_mw = nullptr) EXCLUDES(sq_mu_);
   Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr) EXCLUDES(rq_mu_);
 
   // From the link: a request for the responder, a response for the completer.
@@ -207,8 +219,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   [[gnu::always_inline]] inline bool plain_data_wr(const SendWr& wr, std::uint64_t& length) const REQUIRES(sq_mu_);
   [[gnu::always_inline]] inline void fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length)
       REQUIRES(sq_mu_);
-  [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah)
-      REQUIRES(sq_mu_);
+  [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah,
+                                                  MwResolver resolve_mw) REQUIRES(sq_mu_);
   // The send side (send_side.cc), REQUIRES sq_mu_: drains the responses
   // that arrived into the completer, then runs the requester until it
   // idles. check_timeout: the engine timer's run.

@@ -194,6 +194,7 @@ std::string_view wc_status_str(WcStatus s) {
     case WcStatus::kRetryExcErr: return "transport retry counter exceeded";
     case WcStatus::kRnrRetryExcErr: return "RNR retry counter exceeded";
     case WcStatus::kMemMgmtOpErr: return "memory management operation error";
+    case WcStatus::kMwBindErr: return "memory window bind error";
     case WcStatus::kGeneralErr: return "general error";
   }
   return "unknown status";

@@ -218,6 +218,8 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
   // A delivery that found the QP through a route cache may still run in it.
   quiesce_deliveries();
   qp->drop_queued_answers();  // a destroyed QP sends no more of a READ's responses
+  // Its type 2 windows die with it (their QPN may come back on a new QP).
+  tables_.invalidate_windows_of_qp(qp->qpn());
   {
     std::lock_guard lock(retired_mu_);
     retired_counters_ += qp->counters();  // the device's totals keep what it did

@@ -8,6 +8,7 @@ std::string_view refusal_name(Refusal r) {
     case Refusal::kKeyMismatch: return "key_mismatch";
     case Refusal::kNotHwOwned: return "not_hw_owned";
     case Refusal::kPdMismatch: return "pd_mismatch";
+    case Refusal::kQpMismatch: return "qp_mismatch";
     case Refusal::kAccessDenied: return "access_denied";
     case Refusal::kOutOfBounds: return "out_of_bounds";
   }
@@ -20,6 +21,7 @@ std::string_view refusal_reason(Refusal r) {
     case Refusal::kKeyMismatch: return "the key does not match the region's current key (stale or forged)";
     case Refusal::kNotHwOwned: return "the MPT entry is software-owned, not valid for access";
     case Refusal::kPdMismatch: return "the region belongs to another protection domain";
+    case Refusal::kQpMismatch: return "the type 2 memory window is bound through another QP";
     case Refusal::kAccessDenied: return "the region does not grant this access";
     case Refusal::kOutOfBounds: return "the range is not inside the region";
   }

@@ -127,13 +127,20 @@ void Requester::execute_local(SendWqe& w) {
   // timeout) walks past it.
   if (!w.acknowledged()) {
     const std::uint32_t pdn = qp_.init_.pdn;
-    Result<void> r = w.opcode == WrOpcode::kRegMr
-                         ? qp_.tables_.fast_reg(w.rkey, pdn, w.access, w.iova, w.mr_length, w.page_shift, w.pages)
-                         : qp_.tables_.local_invalidate(w.rkey, pdn);
-    // IBA 10.6.3.3 / 10.6.6: a refused fast register or invalidate is a
-    // memory management operation error; like every local error it ends
-    // the QP and flushes the rest.
-    if (!r) return qp_.fail_wqe(next_, WcStatus::kMemMgmtOpErr);
+    if (w.opcode == WrOpcode::kBindMw) {
+      // IBA 10.6.7.2.4 / rxe: a refused bind completes with MW_BIND_ERR and,
+      // like every local error, ends the QP.
+      const TranslationTables::MwBind b{w.mw_key, w.rkey, w.mr_key, w.iova, w.mr_length, w.access, w.mw_type1_verb};
+      if (!qp_.tables_.bind_mw(b, pdn, qp_.qpn())) return qp_.fail_wqe(next_, WcStatus::kMwBindErr);
+    } else {
+      Result<void> r = w.opcode == WrOpcode::kRegMr
+                           ? qp_.tables_.fast_reg(w.rkey, pdn, w.access, w.iova, w.mr_length, w.page_shift, w.pages)
+                           : qp_.tables_.local_invalidate(w.rkey, pdn);
+      // IBA 10.6.3.3 / 10.6.6: a refused fast register or invalidate is a
+      // memory management operation error; like every local error it ends
+      // the QP and flushes the rest.
+      if (!r) return qp_.fail_wqe(next_, WcStatus::kMemMgmtOpErr);
+    }
     w.state = WqeState::kAcknowledged;
   }
   ++next_;

@@ -397,11 +397,12 @@ Responder::State Responder::execute_send(Packet& pkt) {
     // IETH (IBA 9.4.1.3): after the message is placed, the responder
     // invalidates the R_Key it names, in this QP's PD, before the receive
     // completes; from the completion on the key fails. The key must name a
-    // valid-or-free fast-registration MR of our PD, with its current key.
+    // valid-or-free fast-registration MR of our PD, with its current key,
+    // or a type 2 window of our PD bound through this QP.
     // If not, we choose (and IBA's class C handling allows) NAK Invalid
     // Request: the sender sees kRemInvReqErr, the receive completes with
     // kMemMgmtOpErr carrying the key, and both QPs go to error.
-    if (!qp_.tables_.local_invalidate(pkt.imm, qp_.init_.pdn)) {
+    if (!qp_.tables_.local_invalidate(pkt.imm, qp_.init_.pdn, qp_.qpn())) {
       complete_recv(done, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE,
                     pkt.src_qpn);
       return State::kNakInvalidInvalidate;
@@ -438,7 +439,8 @@ Responder::State Responder::execute_write(Packet& pkt) {
   const std::uint64_t va = whole ? pkt.va : resp_.write_va + resp_.offset;
   const bool placed = [&] {
     TranslationWindow window(rkey);
-    auto t = qp_.tables_.translate(rkey, va, pkt.payload_length, ACCESS_REMOTE_WRITE, qp_.init_.pdn);
+    auto t =
+        qp_.tables_.translate(rkey, va, pkt.payload_length, ACCESS_REMOTE_WRITE, qp_.init_.pdn, qp_.qpn());
     if (!t) return false;
     PieceList dst;
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
@@ -510,7 +512,7 @@ bool Responder::send_read_responses(const Packet& req, std::uint32_t first_psn, 
   // requester's completer copies.
   TranslationWindow window(rkey);
   SendBatch batch(qp_.engine_.link(), SendBatch::kOrdered);
-  auto t = qp_.tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, qp_.init_.pdn);
+  auto t = qp_.tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, qp_.init_.pdn, qp_.qpn());
   if (!t) return false;
   Packet r;
   t->for_each_piece([&](MemPiece p) { r.payload.push_back(p); });
@@ -530,7 +532,7 @@ Responder::State Responder::execute_atomic(Packet& pkt) {
   std::uint64_t orig = 0;
   const bool executed = [&] {
     TranslationWindow window(pkt.rkey);
-    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, qp_.init_.pdn);
+    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, qp_.init_.pdn, qp_.qpn());
     if (!t) return false;
     std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
     auto word = atomic_at(target);

@@ -23,7 +23,8 @@ void Responder::acknowledge_queued(const Packet& req, std::uint32_t psn) {
 }
 
 bool Responder::start_read_train(const ReadTrain& train) {
-  if (!qp_.tables_.translate(train.rkey, train.va, train.length, ACCESS_REMOTE_READ, qp_.init_.pdn)) return false;
+  if (!qp_.tables_.translate(train.rkey, train.va, train.length, ACCESS_REMOTE_READ, qp_.init_.pdn, qp_.qpn()))
+    return false;
   if (resp_.answers_queued.load(std::memory_order_relaxed)) {  // behind what waits
     queue_train(train);
     return true;
@@ -44,7 +45,7 @@ bool Responder::send_read_packets(const ReadTrain& t, std::uint32_t from, std::u
       static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{to} * t.mtu, t.length) - offset);
   TranslationWindow window(t.rkey);
   SendBatch batch(qp_.engine_.link(), SendBatch::kOrdered);
-  auto tr = qp_.tables_.translate(t.rkey, t.va + offset, bytes, ACCESS_REMOTE_READ, qp_.init_.pdn);
+  auto tr = qp_.tables_.translate(t.rkey, t.va + offset, bytes, ACCESS_REMOTE_READ, qp_.init_.pdn, qp_.qpn());
   if (!tr) return false;
   PieceList all;
   tr->for_each_piece([&](MemPiece p) { all.push_back(p); });

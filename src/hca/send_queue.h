@@ -48,6 +48,11 @@ struct SendWqe {
   std::uint64_t iova = 0;
   std::uint64_t mr_length = 0;
   std::vector<std::uint64_t> pages;
+  // BIND_MW (rkey: the window's new key; iova, mr_length, access: where
+  // and how): the window and region keys the core resolved at post time.
+  std::uint32_t mw_key = 0;
+  std::uint32_t mr_key = 0;
+  bool mw_type1_verb = false;
   // UD: the datagram's destination, from the WR and its AH at post time.
   std::uint64_t ud_dest_addr = 0;
   std::uint32_t ud_qpn = 0;

@@ -80,6 +80,9 @@ Result<void> TranslationTables::dereg_mr(std::uint32_t key) {
   MptFields f = mpt_.read(index);
   if (!f.is_region() || f.key != key || (f.flags & (MPT_FLAG_FMR | MPT_FLAG_FAST_REG)))
     return make_error(EINVAL, fmt::format("key {:#x} is not a registered memory region", key));
+  // IBA 10.6.7.2.6 (rxe_dereg_mr: EINVAL): not while windows are bound to it.
+  if (mr_windows_.contains(index))
+    return make_error(EINVAL, fmt::format("memory region {:#x} has memory windows bound to it", key));
   // HW2SW_MPT: take the entry back, then drop it from the translation cache
   // (in this order: see tpt_cache.h).
   mpt_.write(index, MptFields{});

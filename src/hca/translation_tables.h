@@ -1,6 +1,7 @@
 // The device's translation and protection tables: protection domains, the
-// MPT and MTT tables with their allocators, memory regions, FMRs and
-// fast-registration MRs, and the translation cache in front of them. Every
+// MPT and MTT tables with their allocators, memory regions, FMRs,
+// fast-registration MRs and memory windows, and the translation cache in
+// front of them. Every
 // byte the engine moves goes through translate().
 //
 // This is half of the software HCA (soft_hca.h); the other half, the queue
@@ -113,9 +114,12 @@ class TranslationTables {
   // `access` (AccessFlags; 0 = local read) from protection domain `pdn`, or
   // why not. Zero length touches nothing and is never refused (IBA 9.4.x:
   // a zero-length transfer carries no memory access to check).
+  // A memory window's key (an R_Key only) translates for a remote access
+  // alone, through the QP `qpn` if it is a type 2 window (0: no QP), and
+  // then through its region: both entries' checks apply.
   std::expected<Translation, Refusal> translate(std::uint32_t key, std::uint64_t iova,
                                                 std::uint64_t length, std::uint32_t access,
-                                                std::uint32_t pdn) const;
+                                                std::uint32_t pdn, std::uint32_t qpn = 0) const;
   // Drops every cached translation (SYNC_TPT).
   void sync_tpt() { tpt_.clear(); }
   const TptCache& tpt_cache() const { return tpt_; }
@@ -154,8 +158,61 @@ class TranslationTables {
   // current key is `key`, a fast-registration MR of PD `pdn`, goes back to
   // free; the key fails every translation once this returns (the cached
   // translation is dropped too). Invalidating a free MR with its current
-  // key succeeds (nothing to do), as in IBA. EINVAL otherwise.
-  Result<void> local_invalidate(std::uint32_t key, std::uint32_t pdn);
+  // key succeeds (nothing to do), as in IBA. EINVAL otherwise, and while
+  // memory windows are bound to the MR (rxe_invalidate_mr).
+  // A type 2 window's key frees the window likewise (IBA 10.6.7.2.5; a
+  // type 1 window is never invalidated by a WR, o10-37.2.26); `remote_qpn`
+  // non-zero (SEND_WITH_INV) also requires it to be bound through that QP.
+  Result<void> local_invalidate(std::uint32_t key, std::uint32_t pdn, std::uint32_t remote_qpn = 0);
+
+  // --- Memory windows (translation_tables_mw.cc) ---
+  // IBA 10.6.7: a window is an MPT entry of its own (MPT_FLAG_WINDOW), keyed
+  // by the same allocator as regions, so its rkey rotates like theirs and a
+  // stale one never translates. Unbound it is SW-owned; a bind makes it
+  // HW-owned under the bind's rkey over [addr, addr + length) of a region
+  // of its PD, and translate() then goes window -> region. A region with
+  // windows bound to it cannot be deregistered or invalidated (IBA
+  // 10.6.7.2.6; rxe's num_mw).
+  //
+  // Locking: as the FRWR calls; bind_mw and the invalidations run on the
+  // engine with a QP lock held (mu_ is a leaf). Every call that takes a
+  // window key away returns after the stores translated through it landed.
+  enum class MwType : std::uint8_t { kType1 = 1, kType2 = 2 };
+  // An unbound window in PD `pdn`; its key (the one the type 1 verb
+  // advances and a type 2 bind replaces the key byte of). EINVAL: PD not
+  // allocated; ENOMEM: the MPT table is exhausted.
+  Result<std::uint32_t> alloc_mw(std::uint32_t pdn, MwType type);
+  // Frees the window `alloc_key` names (alloc_mw's key), bound or not: a
+  // bound one is invalidated first (its key fails before this returns) and
+  // its region may then be deregistered. EINVAL if it is not a window.
+  Result<void> dealloc_mw(std::uint32_t alloc_key);
+  // What one bind asks for (a Bind MW work request, IBA 10.6.7.2.4).
+  struct MwBind {
+    std::uint32_t mw_alloc_key = 0;  // the window (alloc_mw's key)
+    std::uint32_t new_rkey = 0;      // its key once bound: only the key byte may differ
+    std::uint32_t mr_key = 0;        // the region's lkey (length > 0)
+    std::uint64_t addr = 0;          // in the region's iova space
+    std::uint64_t length = 0;        // 0: unbind (type 1 only)
+    std::uint32_t access = 0;        // kMwAccessAll bits
+    bool type1_verb = false;         // posted by the type 1 bind verb, not a WR
+  };
+  // Executed by the requester at the WR's turn on QP `qpn` of PD `pdn`.
+  // EINVAL (the WR completes with kMwBindErr) for every rule of IBA
+  // 10.6.7.2 and rxe_check_bind_mw: not a window; a type 1 window through
+  // a WR or a type 2 through the verb; the QP, window and region not all in
+  // one PD (C10-72 asks it of type 2; rxe checks only the region's PD for
+  // type 1, we ask all three of both types); a type 2 window that is not free (o10-37.2.30) or a
+  // bind of it with length 0 (o10-37.2.40); a zero-based type 1 window
+  // (o10-36.2.2); the region not valid under mr_key, an FMR, or without
+  // MW_BIND (C10-73); remote write or atomic on a region without local
+  // write (C10-74); the range outside the region (C10-75); unknown access
+  // bits; a zero-based window with atomic access that starts unaligned. A type 1 rebind invalidates the previous key.
+  Result<void> bind_mw(const MwBind& b, std::uint32_t pdn, std::uint32_t qpn);
+  // Invalidates every type 2 window bound through QP `qpn` (the QP is being
+  // destroyed: its QPN must not carry them to its next owner).
+  void invalidate_windows_of_qp(std::uint32_t qpn);
+  // How many windows are bound to the region at `mr_key`'s index.
+  std::uint32_t windows_bound_to(std::uint32_t mr_key) const;
 
   bool pd_allocated(std::uint32_t pdn) const;
 
@@ -172,6 +229,30 @@ class TranslationTables {
     return lookup_mpt_miss(index);
   }
   MptFields lookup_mpt_miss(std::uint32_t index) const;
+  // The translation of [iova, iova + length) inside region entry `f`, once
+  // every check passed.
+  Translation region_translation(const MptFields& f, std::uint64_t iova, std::uint64_t length) const {
+    std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
+    std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
+    const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
+    return Translation(mtt, offset, length, f.page_shift, (f.flags & MPT_FLAG_CONTIGUOUS) != 0);
+  }
+  // translate() of a window's key (entry `w`): its checks, then its region's.
+  [[gnu::noinline]] std::expected<Translation, Refusal> translate_window(const MptFields& w, std::uint32_t key,
+                                                                         std::uint64_t iova, std::uint64_t length,
+                                                                         std::uint32_t access, std::uint32_t pdn,
+                                                                         std::uint32_t qpn) const;
+  // A window's entry goes back to unbound (SW, no access, length 0) and
+  // its region's count drops; the stores through its key have landed when
+  // this returns (the wait holds mu_, as dealloc_fast_reg_mr's: a
+  // translation window takes no lock). REQUIRES: mu_ held.
+  void unbind_window_locked(std::uint32_t index, MptFields f);
+  // LOCAL_INV / SEND_WITH_INV of the window entry `f` at `index` (`key`
+  // names it). REQUIRES: mu_ held.
+  Result<void> invalidate_window_locked(std::uint32_t index, MptFields f, std::uint32_t key, std::uint32_t pdn,
+                                        std::uint32_t remote_qpn);
+  // One window fewer bound to the region `mr_key`. REQUIRES: mu_ held.
+  void drop_mr_window(std::uint32_t mr_key);
 
   const Profile& profile_;
   mutable std::mutex mu_;  // guards the allocators and MPT/MTT writes
@@ -188,6 +269,11 @@ class TranslationTables {
     FmrLimits limits;
   };
   std::unordered_map<std::uint32_t, FmrSlot> fmrs_;  // guarded by mu_
+  // Windows bound per region, by the region's MPT index (rxe's num_mw):
+  // dereg and invalidation of a region refuse while it is not zero.
+  std::unordered_map<std::uint32_t, std::uint32_t> mr_windows_;  // guarded by mu_
+  // Type 2 windows bound, window MPT index -> QPN (for destroy_qp).
+  std::unordered_map<std::uint32_t, std::uint32_t> qp_windows_;  // guarded by mu_
   // The FMR at `key`'s index if `key` is its current key, else null.
   // REQUIRES: mu_ held.
   FmrSlot* find_fmr(std::uint32_t key, MptFields& f);
@@ -196,12 +282,15 @@ class TranslationTables {
 // Inline: every data-path byte goes through here.
 inline std::expected<Translation, Refusal> TranslationTables::translate(std::uint32_t key, std::uint64_t iova,
                                                               std::uint64_t length, std::uint32_t access,
-                                                              std::uint32_t pdn) const {
+                                                              std::uint32_t pdn, std::uint32_t qpn) const {
   if (length == 0) return Translation{};
   std::uint32_t index = mpt_.index_of(key);
   if (index < mpt_.reserved()) [[unlikely]] return std::unexpected(Refusal::kUnknownIndex);
   MptFields f = lookup_mpt(index);
-  if (!f.is_region()) [[unlikely]] return std::unexpected(Refusal::kUnknownIndex);
+  if (!f.is_region()) [[unlikely]] {
+    if (f.is_window()) return translate_window(f, key, iova, length, access, pdn, qpn);
+    return std::unexpected(Refusal::kUnknownIndex);
+  }
   if (f.key != key) [[unlikely]] return std::unexpected(Refusal::kKeyMismatch);
   if (f.status != kMptStatusHw) [[unlikely]] return std::unexpected(Refusal::kNotHwOwned);
   if (f.pd != pdn) [[unlikely]] return std::unexpected(Refusal::kPdMismatch);
@@ -209,10 +298,7 @@ inline std::expected<Translation, Refusal> TranslationTables::translate(std::uin
   // Overflow-safe: iova >= start and iova + length <= start + mr length.
   if (iova < f.start || iova - f.start > f.length || length > f.length - (iova - f.start)) [[unlikely]]
     return std::unexpected(Refusal::kOutOfBounds);
-  std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
-  std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
-  const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
-  return Translation(mtt, offset, length, f.page_shift, (f.flags & MPT_FLAG_CONTIGUOUS) != 0);
+  return region_translation(f, iova, length);
 }
 
 }  // namespace srdma::hca

@@ -62,6 +62,8 @@ Result<void> TranslationTables::dealloc_fast_reg_mr(std::uint32_t alloc_key) {
   MptFields f = mpt_.read(index);
   if (!is_fast_reg(f) || f.reserved != alloc_key)
     return make_error(EINVAL, fmt::format("key {:#x} is not a fast-registration MR", alloc_key));
+  if (mr_windows_.contains(index))
+    return make_error(EINVAL, fmt::format("MR {:#x} has memory windows bound to it (IBA 10.6.7.2.6)", f.key));
   // As dereg_mr: the entry first, then the cached translation.
   mpt_.write(index, MptFields{});
   tpt_.invalidate(index);
@@ -76,7 +78,8 @@ Result<void> TranslationTables::fast_reg(std::uint32_t key, std::uint32_t pdn, s
                                std::uint64_t length, std::uint8_t page_shift, std::span<const std::uint64_t> pages) {
   // The page list comes from a consumer's WR: check it as reg_mr does, so
   // translate() never walks MTTs the list does not cover.
-  if (access & ~kAccessAll) return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kAccessAll));
+  if (access & ~kMrAccessAll)
+    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kMrAccessAll));
   if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
     return make_error(EINVAL, "remote write or atomic access requires LOCAL_WRITE (IBA 10.6.3.1)");
   if (page_shift < 12 || page_shift > 30)
@@ -123,14 +126,17 @@ Result<void> TranslationTables::fast_reg(std::uint32_t key, std::uint32_t pdn, s
   return {};
 }
 
-Result<void> TranslationTables::local_invalidate(std::uint32_t key, std::uint32_t pdn) {
+Result<void> TranslationTables::local_invalidate(std::uint32_t key, std::uint32_t pdn, std::uint32_t remote_qpn) {
   std::unique_lock lock(mu_);
   const std::uint32_t index = mpt_.index_of(key);
   if (index < mpt_.reserved()) return make_error(EINVAL, fmt::format("key {:#x}: reserved MPT index", key));
   MptFields f = mpt_.read(index);
+  if (f.is_window()) return invalidate_window_locked(index, f, key, pdn, remote_qpn);
   if (!is_fast_reg(f)) return make_error(EINVAL, fmt::format("key {:#x} is not a fast-registration MR", key));
   if (f.key != key) return make_error(EINVAL, fmt::format("key {:#x} is stale: the MR's key is {:#x}", key, f.key));
   if (f.pd != pdn) return make_error(EINVAL, fmt::format("the MR is in PD {}, the QP in PD {}", f.pd, pdn));
+  if (mr_windows_.contains(index))
+    return make_error(EINVAL, fmt::format("MR {:#x} has memory windows bound to it (rxe_invalidate_mr)", key));
   if (f.status == kMptStatusSw) return {};
   // Back to SW first, then drop the cached translation (the order dereg_mr
   // uses, see tpt_cache.h): from here on the key fails everywhere.

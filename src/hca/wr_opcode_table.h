@@ -21,7 +21,7 @@ enum class WrClass : std::uint8_t {
   kMessage,  // SEND or RDMA WRITE: packets of the path MTU, FIRST..LAST or ONLY
   kRead,     // one READ request, a PSN per response packet
   kAtomic,   // one request, one PSN, 8 bytes back
-  kLocal,    // REG_MR, LOCAL_INV: executed in order, nothing on the wire
+  kLocal,    // REG_MR, LOCAL_INV, BIND_MW: executed in order, nothing on the wire
 };
 
 constexpr std::uint8_t qp_type_bit(QpType t) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(t)); }
@@ -52,9 +52,9 @@ using O = Opcode;
 }  // namespace wr_table_detail
 
 // Indexed by WrOpcode.
-inline constexpr std::array<WrOpcodeRow, 10> kWrOpcodeTable = [] {
+inline constexpr std::array<WrOpcodeRow, 11> kWrOpcodeTable = [] {
   using namespace wr_table_detail;
-  std::array<WrOpcodeRow, 10> t{};
+  std::array<WrOpcodeRow, 11> t{};
   auto at = [&](WrOpcode op) -> WrOpcodeRow& { return t[static_cast<std::size_t>(op)]; };
   at(WrOpcode::kSend) = {"SEND", WrClass::kMessage, kRc | kUc | kUd, O::kSendFirst, O::kSendMiddle, O::kSendLast,
                          O::kSendOnly, WcOpcode::kSend};
@@ -77,6 +77,9 @@ inline constexpr std::array<WrOpcodeRow, 10> kWrOpcodeTable = [] {
   at(WrOpcode::kRegMr).wc = WcOpcode::kRegMr;
   at(WrOpcode::kLocalInv) = {"LOCAL_INV", WrClass::kLocal, kRc | kUc};
   at(WrOpcode::kLocalInv).wc = WcOpcode::kLocalInv;
+  // IBA 10.6.7.2.4: Bind MW is posted on RC and UC send queues (as rxe).
+  at(WrOpcode::kBindMw) = {"BIND_MW", WrClass::kLocal, kRc | kUc};
+  at(WrOpcode::kBindMw).wc = WcOpcode::kBindMw;
   return t;
 }();
 
@@ -108,6 +111,7 @@ static_assert(wr_row(WrOpcode::kLocalInv).wc == WcOpcode::kLocalInv);
 static_assert(is_rd_atomic(WrOpcode::kRdmaRead) && is_rd_atomic(WrOpcode::kAtomicFetchAndAdd) &&
               !is_rd_atomic(WrOpcode::kRdmaWrite) && is_local_op(WrOpcode::kRegMr) && !is_local_op(WrOpcode::kSend) &&
               is_message_op(WrOpcode::kRdmaWriteWithImm) && !is_message_op(WrOpcode::kRdmaRead));
+static_assert(wr_row(WrOpcode::kBindMw).wc == WcOpcode::kBindMw && is_local_op(WrOpcode::kBindMw));
 static_assert(wr_row(WrOpcode::kRdmaWriteWithImm).packet(false, true) == Opcode::kWriteLastImm);
 
 }  // namespace srdma::hca

@@ -22,16 +22,29 @@ ibv_mtu mtu_enum(std::uint32_t bytes) {
 Result<std::uint32_t> access_flags(unsigned int a) {
   a &= ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
   a &= ~static_cast<unsigned int>(IBV_ACCESS_HUGETLB);
-  constexpr unsigned int unsupported = IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND;
-  if (a & unsupported) return make_error(EOPNOTSUPP, "memory windows, zero-based and on-demand MRs are not supported");
+  constexpr unsigned int unsupported = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND;
+  if (a & unsupported) return make_error(EOPNOTSUPP, "zero-based and on-demand MRs are not supported");
   constexpr unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                 IBV_ACCESS_REMOTE_ATOMIC;
+                                 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
   if (a & ~known) return make_error(EINVAL, "unknown access flags");
   std::uint32_t out = 0;
+  if (a & IBV_ACCESS_MW_BIND) out |= ACCESS_MW_BIND;
   if (a & IBV_ACCESS_LOCAL_WRITE) out |= ACCESS_LOCAL_WRITE;
   if (a & IBV_ACCESS_REMOTE_WRITE) out |= ACCESS_REMOTE_WRITE;
   if (a & IBV_ACCESS_REMOTE_READ) out |= ACCESS_REMOTE_READ;
   if (a & IBV_ACCESS_REMOTE_ATOMIC) out |= ACCESS_REMOTE_ATOMIC;
+  return out;
+}
+
+Result<std::uint32_t> mw_access_flags(unsigned int a) {
+  constexpr unsigned int known =
+      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
+  if (a & ~known) return make_error(EINVAL, "a window grants remote access (and ZERO_BASED) only");
+  std::uint32_t out = 0;
+  if (a & IBV_ACCESS_REMOTE_WRITE) out |= ACCESS_REMOTE_WRITE;
+  if (a & IBV_ACCESS_REMOTE_READ) out |= ACCESS_REMOTE_READ;
+  if (a & IBV_ACCESS_REMOTE_ATOMIC) out |= ACCESS_REMOTE_ATOMIC;
+  if (a & IBV_ACCESS_ZERO_BASED) out |= ACCESS_ZERO_BASED;
   return out;
 }
 
@@ -69,6 +82,7 @@ ibv_wc_status wc_status(WcStatus s) {
     case WcStatus::kRetryExcErr: return IBV_WC_RETRY_EXC_ERR;
     case WcStatus::kRnrRetryExcErr: return IBV_WC_RNR_RETRY_EXC_ERR;
     case WcStatus::kMemMgmtOpErr: return IBV_WC_MW_BIND_ERR;  // verbs' memory-management error
+    case WcStatus::kMwBindErr: return IBV_WC_MW_BIND_ERR;
     case WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
   }
   return IBV_WC_GENERAL_ERR;
@@ -83,6 +97,7 @@ ibv_wc_opcode wc_opcode(WcOpcode o) {
     case WcOpcode::kFetchAdd: return IBV_WC_FETCH_ADD;
     case WcOpcode::kLocalInv: return IBV_WC_LOCAL_INV;
     case WcOpcode::kRegMr: return IBV_WC_BIND_MW;  // verbs has no REG_MR completion of its own
+    case WcOpcode::kBindMw: return IBV_WC_BIND_MW;
     case WcOpcode::kRecv: return IBV_WC_RECV;
     case WcOpcode::kRecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
   }

@@ -19,9 +19,12 @@ std::uint32_t mtu_bytes(int mtu);
 ibv_mtu mtu_enum(std::uint32_t bytes);
 
 // An MR's or a QP's access flags. The optional range (relaxed ordering ...)
-// is ignored, as rdma-core does; HUGETLB is a hint; MW_BIND, ZERO_BASED and
+// is ignored, as rdma-core does; HUGETLB is a hint; ZERO_BASED and
 // ON_DEMAND are EOPNOTSUPP; unknown bits EINVAL.
 Result<std::uint32_t> access_flags(unsigned int ibv_access);
+// A memory window bind's mw_access_flags: remote rights and ZERO_BASED;
+// anything else EINVAL.
+Result<std::uint32_t> mw_access_flags(unsigned int ibv_access);
 
 // IBV_QPS_* and softrdma's QpState have IBA's order; EINVAL past ERR.
 Result<QpState> qp_state(int ibv_state);

@@ -160,12 +160,14 @@ void fill_device_attr(Context& ctx, ibv_device_attr& a) {
   a.max_qp = static_cast<int>(d.max_qp);
   a.max_qp_wr = static_cast<int>(d.max_qp_wr);
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SHUTDOWN_PORT |
-                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_SRQ_RESIZE;
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_SRQ_RESIZE |
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a.max_sge = static_cast<int>(d.max_sge);
   a.max_sge_rd = static_cast<int>(d.max_sge);
   a.max_cq = static_cast<int>(d.max_cq);
   a.max_cqe = static_cast<int>(d.max_cqe);
   a.max_mr = static_cast<int>(d.max_mr);
+  a.max_mw = static_cast<int>(d.max_mw);
   a.max_pd = static_cast<int>(d.max_pd);
   a.max_qp_rd_atom = static_cast<int>(d.max_qp_rd_atom);
   a.max_qp_init_rd_atom = static_cast<int>(d.max_qp_init_rd_atom);
@@ -240,6 +242,7 @@ void destroy_leftovers(Context& ctx) {
         case Kind::kAh: delete static_cast<Ah*>(obj); break;
         case Kind::kQp: delete static_cast<Qp*>(obj); break;
         case Kind::kSrq: delete static_cast<Srq*>(obj); break;
+        case Kind::kMw: delete static_cast<Mw*>(obj); break;
         case Kind::kMr: delete static_cast<Mr*>(obj); break;
         case Kind::kCq: delete static_cast<Cq*>(obj); break;
         case Kind::kChannel: delete static_cast<CompChannelObj*>(obj); break;

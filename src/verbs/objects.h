@@ -25,6 +25,7 @@
 #include "srdma/cq.h"
 #include "srdma/device.h"
 #include "srdma/mr.h"
+#include "srdma/mw.h"
 #include "srdma/pd.h"
 #include "srdma/qp.h"
 #include "srdma/srq.h"
@@ -38,9 +39,10 @@ struct Context;
 
 // What a context has handed out, in the order close_device destroys what
 // the application left behind (a QP before its SRQ and CQs, an MR before
-// its PD), as the kernel's uverbs cleanup does.
-enum class Kind { kAh, kQp, kSrq, kMr, kCq, kChannel, kPd };
-inline constexpr std::size_t kKinds = 7;
+// its PD, a window before the MR it may be bound to), as the kernel's uverbs
+// cleanup does.
+enum class Kind { kAh, kQp, kSrq, kMw, kMr, kCq, kChannel, kPd };
+inline constexpr std::size_t kKinds = 8;
 
 // One ibv_context: the verbs_context (which ends with the ibv_context the
 // application sees), a handle on the process's device, and the async
@@ -79,6 +81,11 @@ struct Mr {
   ibv_mr ibv;
   MemoryRegion core;
   unsigned access = 0;  // the ibv access flags it was registered with (ibv_rereg_mr keeps them)
+};
+
+struct Mw {
+  ibv_mw ibv;
+  MemoryWindow core;
 };
 
 struct CompChannelObj {
@@ -147,6 +154,7 @@ inline Context* to_ctx(ibv_context* c) {
 }
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
+inline Mw* to_mw(ibv_mw* m) { return reinterpret_cast<Mw*>(m); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannelObj* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannelObj*>(c); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }

@@ -12,9 +12,7 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
-// Every slot verbs.h calls without a NULL check is set (memory windows
-// answer EOPNOTSUPP); alloc_mw stays NULL, which verbs.h turns into
-// EOPNOTSUPP itself.
+// Every slot verbs.h calls is set, memory windows' included.
 void fill_context_ops(ibv_context_ops& ops);
 
 }  // namespace srdma::verbs

@@ -37,11 +37,11 @@ Result<WrOpcode> wr_opcode(ibv_wr_opcode op) {
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return WrOpcode::kAtomicFetchAndAdd;
     case IBV_WR_LOCAL_INV: return WrOpcode::kLocalInv;
     case IBV_WR_SEND_WITH_INV: return WrOpcode::kSendWithInv;
-    case IBV_WR_BIND_MW:
+    case IBV_WR_BIND_MW: return WrOpcode::kBindMw;
     case IBV_WR_TSO:
     case IBV_WR_DRIVER1:
     case IBV_WR_ATOMIC_WRITE:
-      return make_error(EOPNOTSUPP, "memory windows, TSO, driver and atomic-write opcodes are not supported");
+      return make_error(EOPNOTSUPP, "TSO, driver and atomic-write opcodes are not supported");
   }
   return make_error(EINVAL, "unknown opcode");
 }
@@ -84,6 +84,17 @@ Result<SendWr> to_send_wr(const ibv_send_wr& in, bool ud) {
     case WrOpcode::kLocalInv:
       out.invalidate_rkey = in.invalidate_rkey;
       break;
+    case WrOpcode::kBindMw: {
+      // A type 2 window (the core refuses a type 1 one: ibv_bind_mw binds it).
+      if (!in.bind_mw.mw) return make_error(EINVAL, "BIND_MW without a window");
+      auto access = mw_access_flags(in.bind_mw.bind_info.mw_access_flags);
+      if (!access) return std::unexpected(access.error());
+      out.bind_mw.mw = &to_mw(in.bind_mw.mw)->core;
+      out.bind_mw.rkey = in.bind_mw.rkey;
+      out.bind_mw.info = {in.bind_mw.bind_info.mr ? &to_mr(in.bind_mw.bind_info.mr)->core : nullptr,
+                          in.bind_mw.bind_info.addr, in.bind_mw.bind_info.length, *access};
+      break;
+    }
     case WrOpcode::kSend:
     case WrOpcode::kRegMr:
       break;

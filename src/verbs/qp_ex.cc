@@ -5,7 +5,7 @@
 // wr_complete hands the chain to the core's post_send in one call, so this
 // path does less work per WR than ibv_post_send, which converts 16 at a
 // time. A builder that is refused (an opcode not in send_ops_flags, too
-// many SGEs, inline data over the QP's limit, a memory window) latches its
+// many SGEs, inline data over the QP's limit, a type 1 window) latches its
 // errno; wr_complete then posts nothing and returns it, and wr_abort drops
 // everything: nothing reaches the wire before wr_complete.
 #include "qp_ex.h"
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <new>
 
+#include "convert.h"
 #include "errors.h"
 #include "objects.h"
 
@@ -24,7 +25,7 @@ namespace srdma::verbs {
 namespace {
 
 // Which ibv_wr_* each QP type takes (the core refuses the rest at post
-// time anyway); memory windows, TSO and atomic writes are not this device's.
+// time anyway); TSO and atomic writes are not this device's.
 struct OpsRule {
   ibv_qp_type type;
   std::uint64_t allowed;
@@ -32,11 +33,11 @@ struct OpsRule {
 constexpr std::uint64_t kRcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
                                  IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                                  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-                                 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+                                 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW;
 constexpr std::uint64_t kUcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-                                 IBV_QP_EX_WITH_SEND_WITH_IMM;
+                                 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW;
 constexpr std::uint64_t kUdOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
-constexpr std::uint64_t kNeverOps = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_TSO | IBV_QP_EX_WITH_ATOMIC_WRITE;
+constexpr std::uint64_t kNeverOps = IBV_QP_EX_WITH_TSO | IBV_QP_EX_WITH_ATOMIC_WRITE;
 constexpr std::array<OpsRule, 3> kOpsRules{{{IBV_QPT_RC, kRcOps}, {IBV_QPT_UC, kUcOps}, {IBV_QPT_UD, kUdOps}}};
 
 constexpr std::uint32_t kKnownInitMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
@@ -96,8 +97,8 @@ QpExPost::Staged* current_for_data(QpExPost& p) {
     refuse(p, EINVAL, "a second data setter for one WR");
     return nullptr;
   }
-  if (s.wr.opcode == WrOpcode::kLocalInv) {
-    refuse(p, EINVAL, "LOCAL_INV carries no data");
+  if (s.wr.opcode == WrOpcode::kLocalInv || s.wr.opcode == WrOpcode::kBindMw) {
+    refuse(p, EINVAL, "LOCAL_INV and BIND_MW carry no data");
     return nullptr;
   }
   s.has_data = true;
@@ -150,9 +151,19 @@ void wr_local_inv(ibv_qp_ex* qx, std::uint32_t rkey) {
   if (auto* s = begin(qx, WrOpcode::kLocalInv, IBV_QP_EX_WITH_LOCAL_INV)) s->wr.invalidate_rkey = rkey;
 }
 
-// Not this device's: latched, so wr_complete refuses the whole batch.
-void wr_bind_mw(ibv_qp_ex* qx, ibv_mw*, std::uint32_t, const ibv_mw_bind_info*) {
-  if (post_of(qx).started) refuse(post_of(qx), EOPNOTSUPP, "memory windows are not supported");
+// A type 2 window's bind (ibv_post_send's IBV_WR_BIND_MW); a type 1
+// window, a NULL one or bad access bits latch EINVAL.
+void wr_bind_mw(ibv_qp_ex* qx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info* info) {
+  auto* s = begin(qx, WrOpcode::kBindMw, IBV_QP_EX_WITH_BIND_MW);
+  if (!s) return;
+  QpExPost& p = post_of(qx);
+  if (!mw || !info) return refuse(p, EINVAL, "ibv_wr_bind_mw: NULL window or bind_info");
+  if (mw->type != IBV_MW_TYPE_2) return refuse(p, EINVAL, "ibv_wr_bind_mw binds type 2 windows (type 1: ibv_bind_mw)");
+  auto access = mw_access_flags(info->mw_access_flags);
+  if (!access) return refuse(p, EINVAL, "ibv_wr_bind_mw: a window grants remote access (and ZERO_BASED) only");
+  s->wr.bind_mw.mw = &to_mw(mw)->core;
+  s->wr.bind_mw.rkey = rkey;
+  s->wr.bind_mw.info = {info->mr ? &to_mr(info->mr)->core : nullptr, info->addr, info->length, *access};
 }
 void wr_send_tso(ibv_qp_ex* qx, void*, std::uint16_t, std::uint16_t) {
   if (post_of(qx).started) refuse(post_of(qx), EOPNOTSUPP, "TSO is for raw packet QPs");
