@@ -574,17 +574,22 @@ TEST_F(Mw, HostilePeerGuessingOrReusingWindowKeysGetsNothing) {
 
 // Holds the first thread whose translation misses on `index` between its
 // MPT read and what follows, until released (a window's entry is never
-// cached, so every translation through it passes here).
+// cached, so every translation through it passes here). A translation
+// through a window reads its entry twice: translate() to find a window
+// there, through_window() for the checks that decide; the gate holds the
+// second.
 struct MptReadGate {
   static inline std::atomic<std::uint32_t> index{~0u};
+  static inline std::atomic<int> pass{0};  // reads of `index` let through first
   static inline std::atomic<bool> reached{false};
   static inline std::atomic<bool> released{false};
   static void hook(std::uint32_t i) {
-    if (i != index.load() || reached.exchange(true)) return;
+    if (i != index.load() || pass.fetch_sub(1) > 0 || reached.exchange(true)) return;
     while (!released.load()) std::this_thread::yield();
   }
   explicit MptReadGate(std::uint32_t i) {
     index = i;
+    pass = 1;
     reached = false;
     released = false;
     hca::TptCache::set_fill_hook_for_test(&MptReadGate::hook);

@@ -92,7 +92,8 @@ bool resolve_mw_verb(const SendWr& wr, hca::MwBindView& out) { return resolve_mw
 }  // namespace
 
 Result<void> QueuePair::post_send(const SendWr& wr, const SendWr** bad_wr) {
-  return state_->qp->post_send(&wr, bad_wr, &resolve_fast_reg, &resolve_ah, &resolve_mw_wr);
+  static constexpr hca::PostResolvers kResolvers{&resolve_fast_reg, &resolve_ah, &resolve_mw_wr};
+  return state_->qp->post_send(&wr, bad_wr, &kResolvers);
 }
 
 Result<std::uint32_t> QueuePair::bind_mw(MemoryWindow& mw, const MwBindInfo& info, std::uint64_t wr_id,
@@ -109,7 +110,8 @@ Result<std::uint32_t> QueuePair::bind_mw(MemoryWindow& mw, const MwBindInfo& inf
   w.bind_mw.mw = &mw;
   w.bind_mw.rkey = mw.next_rkey();
   w.bind_mw.info = info;
-  if (auto r = state_->qp->post_send(&w, nullptr, &resolve_fast_reg, &resolve_ah, &resolve_mw_verb); !r)
+  static constexpr hca::PostResolvers kBindVerb{&resolve_fast_reg, &resolve_ah, &resolve_mw_verb};
+  if (auto r = state_->qp->post_send(&w, nullptr, &kBindVerb); !r)
     return std::unexpected(r.error());
   detail::MwAccess::set_bound_rkey(mw, w.bind_mw.rkey);
   return w.bind_mw.rkey;

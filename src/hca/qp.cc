@@ -139,8 +139,7 @@ Result<void> Qp::modify(const QpAttr& in, std::uint32_t mask) {
   return r;
 }
 
-Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve, AhResolver resolve_ah,
-                           MwResolver resolve_mw) {
+Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, const PostResolvers* resolvers) {
   FastUniqueLock lock(sq_mu_);
   const QpState s = state();
   Result<void> result;
@@ -154,7 +153,8 @@ Result<void> Qp::post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResol
       sq_.produce();
       continue;
     } else {
-      result = post_one_checked(*wr, resolve, resolve_ah, resolve_mw);
+      static constexpr PostResolvers kNone{};
+      result = post_one_checked(*wr, resolvers ? *resolvers : kNone);
       if (result) continue;
     }
     if (bad_wr) *bad_wr = wr;
@@ -210,8 +210,10 @@ void Qp::fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length) {
 
 // Every check a WR must pass, for the WRs plain_data_wr does not vouch
 // for; then the WR is queued.
-Result<void> Qp::post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah,
-                                  MwResolver resolve_mw) {
+Result<void> Qp::post_one_checked(const SendWr& wr, const PostResolvers& resolvers) {
+  const FastRegResolver resolve = resolvers.fast_reg;
+  const AhResolver resolve_ah = resolvers.ah;
+  const MwResolver resolve_mw = resolvers.mw;
   switch (wr_fault(wr)) {
     case WrFault::kNone: break;
     case WrFault::kNumSge:

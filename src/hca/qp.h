@@ -128,6 +128,14 @@ struct UdAddress {
 // Fills `out` for a live AH; false for anything else.
 using AhResolver = bool (*)(const AddressHandle* ah, UdAddress& out);
 
+// What post_send needs from the layer that knows the handles: one pointer
+// (three function pointers as arguments cost the posting loop registers).
+struct PostResolvers {
+  FastRegResolver fast_reg = nullptr;  // REG_MR's MR -> its mapping
+  AhResolver ah = nullptr;             // a UD WR's AH -> its address
+  MwResolver mw = nullptr;             // BIND_MW's window and MR -> their keys
+};
+
 class Qp : public std::enable_shared_from_this<Qp> {
   // The roles reach the QP's context (its queues, path, link, tables,
   // counters and timer) but each other only by their public calls.
@@ -162,8 +170,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // `resolve` turns a REG_MR WR's MR into its mapping; without one, REG_MR
   // is refused (EINVAL). `resolve_ah` does the same for a UD WR's AH, and
   // `resolve_mw` for a BIND_MW's window and MR.
-  Result<void> post_send(const SendWr* wr, const SendWr** bad_wr, FastRegResolver resolve = nullptr,
-                         AhResolver resolve_ah = nullptr, MwResolver resolve_mw = nullptr) EXCLUDES(sq_mu_);
+  Result<void> post_send(const SendWr* wr, const SendWr** bad_wr, const PostResolvers* resolvers = nullptr)
+      EXCLUDES(sq_mu_);
   Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr) EXCLUDES(rq_mu_);
 
   // From the link: a request for the responder, a response for the completer.
@@ -219,8 +227,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   [[gnu::always_inline]] inline bool plain_data_wr(const SendWr& wr, std::uint64_t& length) const REQUIRES(sq_mu_);
   [[gnu::always_inline]] inline void fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length)
       REQUIRES(sq_mu_);
-  [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, FastRegResolver resolve, AhResolver resolve_ah,
-                                                  MwResolver resolve_mw) REQUIRES(sq_mu_);
+  [[gnu::noinline]] Result<void> post_one_checked(const SendWr& wr, const PostResolvers& resolvers) REQUIRES(sq_mu_);
   // The send side (send_side.cc), REQUIRES sq_mu_: drains the responses
   // that arrived into the completer, then runs the requester until it
   // idles. check_timeout: the engine timer's run.

@@ -237,11 +237,25 @@ class TranslationTables {
     const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
     return Translation(mtt, offset, length, f.page_shift, (f.flags & MPT_FLAG_CONTIGUOUS) != 0);
   }
-  // translate() of a window's key (entry `w`): its checks, then its region's.
-  [[gnu::noinline]] std::expected<Translation, Refusal> translate_window(const MptFields& w, std::uint32_t key,
-                                                                         std::uint64_t iova, std::uint64_t length,
-                                                                         std::uint32_t access, std::uint32_t pdn,
-                                                                         std::uint32_t qpn) const;
+  // Both translations' checks of a region entry `f`, in translate()'s
+  // order from the key on.
+  std::expected<Translation, Refusal> checked_region(const MptFields& f, std::uint32_t key, std::uint64_t iova,
+                                                     std::uint64_t length, std::uint32_t access,
+                                                     std::uint32_t pdn) const;
+  // translate() of a window's key (the entry at `index`): the window's
+  // checks, then its region's, by their own reads of the MPT. The result is
+  // small and nothing of translate()'s is passed by address: a call that
+  // took one would keep translate()'s entry or result in memory on the
+  // region path too (about 20 instructions a translation).
+  struct WindowHop {
+    std::uint64_t va = 0;      // where the access lands, in the region's iova space
+    std::uint32_t mr_key = 0;  // the region's key
+    Refusal refusal{};         // when !ok
+    bool ok = false;
+  };
+  [[gnu::noinline]] WindowHop through_window(std::uint32_t index, std::uint32_t key, std::uint64_t iova,
+                                             std::uint64_t length, std::uint32_t access, std::uint32_t pdn,
+                                             std::uint32_t qpn) const;
   // A window's entry goes back to unbound (SW, no access, length 0) and
   // its region's count drops; the stores through its key have landed when
   // this returns (the wait holds mu_, as dealloc_fast_reg_mr's: a
@@ -288,9 +302,23 @@ inline std::expected<Translation, Refusal> TranslationTables::translate(std::uin
   if (index < mpt_.reserved()) [[unlikely]] return std::unexpected(Refusal::kUnknownIndex);
   MptFields f = lookup_mpt(index);
   if (!f.is_region()) [[unlikely]] {
-    if (f.is_window()) return translate_window(f, key, iova, length, access, pdn, qpn);
-    return std::unexpected(Refusal::kUnknownIndex);
+    if (!f.is_window()) return std::unexpected(Refusal::kUnknownIndex);
+    const WindowHop hop = through_window(index, key, iova, length, access, pdn, qpn);
+    if (!hop.ok) return std::unexpected(hop.refusal);
+    // The region again, as through_window found it (a dereg between the
+    // two reads fails here; a bound region cannot be deregistered).
+    const MptFields r = lookup_mpt(mpt_.index_of(hop.mr_key));
+    if (!r.is_region() || r.key != hop.mr_key || r.status != kMptStatusHw || hop.va < r.start ||
+        hop.va - r.start > r.length || length > r.length - (hop.va - r.start))
+      return std::unexpected(Refusal::kNotHwOwned);
+    return region_translation(r, hop.va, length);
   }
+  return checked_region(f, key, iova, length, access, pdn);
+}
+
+inline std::expected<Translation, Refusal> TranslationTables::checked_region(const MptFields& f, std::uint32_t key,
+                                                                   std::uint64_t iova, std::uint64_t length,
+                                                                   std::uint32_t access, std::uint32_t pdn) const {
   if (f.key != key) [[unlikely]] return std::unexpected(Refusal::kKeyMismatch);
   if (f.status != kMptStatusHw) [[unlikely]] return std::unexpected(Refusal::kNotHwOwned);
   if (f.pd != pdn) [[unlikely]] return std::unexpected(Refusal::kPdMismatch);

@@ -26,36 +26,39 @@ namespace {
 constexpr std::uint32_t kKeyByte = 0xff;  // the part of a window's key a bind may change
 }  // namespace
 
-std::expected<Translation, Refusal> TranslationTables::translate_window(const MptFields& w, std::uint32_t key,
-                                                                        std::uint64_t iova, std::uint64_t length,
-                                                                        std::uint32_t access, std::uint32_t pdn,
-                                                                        std::uint32_t qpn) const {
-  if (w.key != key) return std::unexpected(Refusal::kKeyMismatch);
-  if (w.status != kMptStatusHw) return std::unexpected(Refusal::kNotHwOwned);
-  if (w.pd != pdn) return std::unexpected(Refusal::kPdMismatch);
+TranslationTables::WindowHop TranslationTables::through_window(std::uint32_t index, std::uint32_t key,
+                                                               std::uint64_t iova, std::uint64_t length,
+                                                               std::uint32_t access, std::uint32_t pdn,
+                                                               std::uint32_t qpn) const {
+  const auto refuse = [](Refusal r) { return WindowHop{0, 0, r, false}; };
+  const MptFields w = lookup_mpt(index);
+  if (!w.is_window()) return refuse(Refusal::kUnknownIndex);  // changed since translate() looked
+  if (w.key != key) return refuse(Refusal::kKeyMismatch);
+  if (w.status != kMptStatusHw) return refuse(Refusal::kNotHwOwned);
+  if (w.pd != pdn) return refuse(Refusal::kPdMismatch);
   // Type 2B: the window is usable only through the QP that bound it.
-  if ((w.flags & MPT_FLAG_WINDOW_TYPE2) && w.window_qpn() != qpn) return std::unexpected(Refusal::kQpMismatch);
+  if ((w.flags & MPT_FLAG_WINDOW_TYPE2) && w.window_qpn() != qpn) return refuse(Refusal::kQpMismatch);
   // A window key is an R_Key: a local access (0, LOCAL_WRITE) never passes.
   if ((access & kRemoteAccess) == 0 || (access & ~(std::uint32_t{w.access} & kRemoteAccess)) != 0)
-    return std::unexpected(Refusal::kAccessDenied);
+    return refuse(Refusal::kAccessDenied);
   // The window's bounds, in its own address space (offsets when zero-based).
   const std::uint64_t base = (w.flags & MPT_FLAG_ZERO_BASED) ? 0 : w.start;
   if (iova < base || iova - base > w.length || length > w.length - (iova - base))
-    return std::unexpected(Refusal::kOutOfBounds);
+    return refuse(Refusal::kOutOfBounds);
   const std::uint64_t va = w.start + (iova - base);
   // The responder checked the atomic's address (an offset, when zero-based)
   // for 8-byte alignment; the byte it names must be aligned too.
-  if ((access & ACCESS_REMOTE_ATOMIC) && (va & 7)) return std::unexpected(Refusal::kAccessDenied);
+  if ((access & ACCESS_REMOTE_ATOMIC) && (va & 7)) return refuse(Refusal::kAccessDenied);
   // Then the region it is bound to: it cannot go away while bound, but the
   // snapshot of the window may be older than an unbind and a dereg.
   const std::uint32_t mr_key = w.window_mr_key();
   const std::uint32_t mr_index = mpt_.index_of(mr_key);
-  if (mr_index < mpt_.reserved()) return std::unexpected(Refusal::kNotHwOwned);
+  if (mr_index < mpt_.reserved()) return refuse(Refusal::kNotHwOwned);
   const MptFields r = lookup_mpt(mr_index);
-  if (!r.is_region() || r.key != mr_key || r.status != kMptStatusHw) return std::unexpected(Refusal::kNotHwOwned);
+  if (!r.is_region() || r.key != mr_key || r.status != kMptStatusHw) return refuse(Refusal::kNotHwOwned);
   if (va < r.start || va - r.start > r.length || length > r.length - (va - r.start))
-    return std::unexpected(Refusal::kOutOfBounds);
-  return region_translation(r, va, length);
+    return refuse(Refusal::kOutOfBounds);
+  return WindowHop{va, mr_key, Refusal{}, true};
 }
 
 Result<std::uint32_t> TranslationTables::alloc_mw(std::uint32_t pdn, MwType type) {
