@@ -356,8 +356,9 @@ void process_cq(RSocket& rs) {
     for (int i = 0; i < n; ++i) {
       if (wc[i].wr_id & kRecvFlag) {
         if (wc[i].status != IBV_WC_SUCCESS) {
-          if ((rs.state & kConnected) && wc[i].status != IBV_WC_WR_FLUSH_ERR)
-            protocol_error(rs, EIO, "a receive failed");
+          // Flushed or failed while connected: the QP died under us (a
+          // peer's bad access, a retry limit), the connection is gone.
+          if (rs.state & kConnected) protocol_error(rs, ECONNRESET, "a receive failed: the QP is in error");
           continue;
         }
         ++received;
