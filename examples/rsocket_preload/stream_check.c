@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   int flags = fcntl(s, F_GETFL);
   while (sent < total) {
     size_t n = step < total - sent ? step : (size_t)(total - sent);
-    step = step >= sizeof buf ? 1 : step * 3 + 1; /* 1, 4, 13, ... up to 1 MiB */
+    step = step * 3 + 1 > sizeof buf ? 1 : step * 3 + 1; /* 1, 4, 13, ... up to 1 MiB */
     for (size_t i = 0; i < n; i++) buf[i] = pattern(sent + i);
     const int nonblock = (sent / 7) & 1;
     fcntl(s, F_SETFL, nonblock ? flags | O_NONBLOCK : flags);
