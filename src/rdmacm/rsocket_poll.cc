@@ -28,7 +28,11 @@ short conn_revents(RSocket& rs, short events) {
   short revents = 0;
   if ((events & POLLIN) && conn_have_rdata(rs)) revents |= POLLIN;
   if ((events & POLLOUT) && can_send(rs)) revents |= POLLOUT;
-  if (!(rs.state & kConnected)) revents |= rs.state == kDisconnected ? POLLHUP : POLLERR;
+  // The end is reported once what arrived before it is read: rstream -T a
+  // treats POLLHUP as an error even with POLLIN beside it (as TCP does not
+  // hang up while data waits).
+  if (!(rs.state & kConnected) && !(rs.state == kDisconnected && have_rdata(rs)))
+    revents |= rs.state == kDisconnected ? POLLHUP : POLLERR;
   return revents;
 }
 
