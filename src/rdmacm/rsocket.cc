@@ -221,7 +221,10 @@ extern "C" {
 int rsocket(int domain, int type, int protocol) {
   const int base = type & ~(SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (domain != AF_INET) return rs_fail("rsocket", ENOTSUP, "AF_INET only (softrdma's CM is IPv4)");
-  if (base != SOCK_STREAM) return rs_fail("rsocket", ENOTSUP, "SOCK_STREAM only (no datagram rsockets yet)");
+  // Datagram rsockets (UD, rdma-core's ds_ protocol) are not built yet:
+  // ENOSYS says so (librspreload then falls back to a kernel socket).
+  if (base == SOCK_DGRAM) return rs_fail("rsocket", ENOSYS, "no datagram rsockets yet");
+  if (base != SOCK_STREAM) return rs_fail("rsocket", ENOTSUP, "SOCK_STREAM or SOCK_DGRAM only");
   if (protocol && protocol != IPPROTO_TCP) return rs_fail("rsocket", ENOTSUP, "protocol is not TCP");
   RSocketRef rs = make_socket(domain);
   if (!rs) return -1;
