@@ -22,19 +22,23 @@
 # (the CM's listen grace). Every wait is bounded. Skips (77) without
 # rdmacm-utils, iperf3, the preload library or ss.
 #
-#   rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK
+#  - rsocket_duplex: 64 MB each way at once, a sender and a receiver thread
+#    per side on one rsocket, every byte checked.
+#
+#   rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK RSOCKET_DUPLEX
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/perf_processes.sh source-path=SCRIPTDIR
 source "$here/perf_processes.sh"
-libdir=${1:?usage: rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK}
-hostile=${2:?usage: rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK}
-stream_check=${3:?usage: rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK}
+libdir=${1:?usage: rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK RSOCKET_DUPLEX}
+hostile=${2:?usage: rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK RSOCKET_DUPLEX}
+stream_check=${3:?usage: rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK RSOCKET_DUPLEX}
+duplex=${4:?usage: rsocket_programs_test.sh LIBDIR RSOCKET_HOSTILE STREAM_CHECK RSOCKET_DUPLEX}
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || { echo "FAIL: no directory '$1'" >&2; exit 1; }
 for f in "$libdir/librdmacm.so.1" "$libdir/libibverbs.so.1"; do
   [[ -e $f ]] || { echo "FAIL: no $f" >&2; exit 1; }
 done
-for f in "$hostile" "$stream_check"; do
+for f in "$hostile" "$stream_check" "$duplex"; do
   [[ -x $f ]] || { echo "FAIL: '$f' is not executable" >&2; exit 1; }
 done
 preload=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
@@ -193,6 +197,17 @@ if pair iperf3 preloaded "iperf3 -s -1 -B @A@ -p @PORT@" preloaded "iperf3 -c @A
     pp_fail "iperf3: no receiver bytes"
     show "$out_c"
   fi
+fi
+
+echo "--- both directions at once, two threads per side"
+pp_next_port || true
+if env "LD_LIBRARY_PATH=$libdir" timeout $limit "$duplex" "${ip_a%.1}" "$PORT" 64000000 >"$PP_TMP/duplex.out" 2>&1 &&
+  grep -q "server: 64000000 bytes each way, checked" "$PP_TMP/duplex.out" &&
+  grep -q "client: 64000000 bytes each way, checked" "$PP_TMP/duplex.out"; then
+  echo "ok   rsocket_duplex: 64000000 bytes each way at once, checked on both sides"
+else
+  pp_fail "rsocket_duplex failed"
+  show "$PP_TMP/duplex.out"
 fi
 
 echo "--- a hostile peer"

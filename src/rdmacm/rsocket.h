@@ -6,9 +6,10 @@
 // these).
 //
 // Locks: `slock` serializes senders and `rlock` receivers (stream order);
-// `mu` guards the state, the counters and the CQ; `wait_mu` lets one thread
-// at a time block on the completion channel. Order: slock/rlock, then
-// wait_mu, then mu.
+// `mu` guards the state, the counters and the CQ. One thread at a time
+// sleeps in poll() on the channels (`polling`); others wait on `changed`,
+// which is signalled whenever completions were handled. Order:
+// slock/rlock, then mu.
 #pragma once
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -63,7 +65,9 @@ struct IomapMr {
 struct RSocket {
   int fd = -1;  // the index: channel->fd
   int domain = AF_INET;
-  std::mutex slock, rlock, wait_mu, mu;
+  std::mutex slock, rlock, mu;
+  std::condition_variable changed;  // with mu: completions handled, look again
+  bool polling = false;             // a thread sleeps on the channels
 
   rdma_event_channel* channel = nullptr;
   rdma_cm_id* id = nullptr;

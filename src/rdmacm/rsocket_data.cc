@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -352,7 +353,9 @@ void process_cq(RSocket& rs) {
   update_credits(rs);
   ibv_wc wc[16];
   int received = 0, n;
+  bool any = false;
   while ((n = ibv_poll_cq(rs.cq, 16, wc)) > 0) {
+    any = true;
     for (int i = 0; i < n; ++i) {
       if (wc[i].wr_id & kRecvFlag) {
         if (wc[i].status != IBV_WC_SUCCESS) {
@@ -368,6 +371,7 @@ void process_cq(RSocket& rs) {
       }
     }
   }
+  if (any) rs.changed.notify_all();  // a thread waiting in wait_for may be satisfied now
   if (rs.state & kConnected) {
     while (received--)
       if (post_recv(rs)) {
@@ -408,13 +412,23 @@ int wait_for(RSocket& rs, std::unique_lock<std::mutex>& lock, bool nonblock, Tes
       rs.cq_armed = true;
       continue;  // poll once more: CQEs from before the arming make no event
     }
+    // One thread at a time sleeps on the channels; the others wait for it
+    // (or for any thread that handles completions) on the condition
+    // variable and look again, so none sleeps through what another read.
+    if (rs.polling) {
+      rs.changed.wait_for(lock, std::chrono::seconds(5));
+      continue;
+    }
     // The CM channel too: a peer that goes away without a word sends DREQ.
     pollfd p[2] = {{rs.cq_channel->fd, POLLIN, 0}, {rs.channel->fd, POLLIN, 0}};
+    rs.polling = true;
     lock.unlock();
-    (void)poll(p, 2, 5000);  // bounded: another thread may have taken the event
+    (void)poll(p, 2, 5000);  // bounded: rpoll in another thread may take the event
     lock.lock();
+    rs.polling = false;
     take_cq_event(rs);
     if (p[1].revents) drain_cm_events(rs);
+    rs.changed.notify_all();
   }
 }
 
