@@ -193,6 +193,11 @@ int send_iomaps(RSocket& rs, std::unique_lock<std::mutex>& lock, int flags);
 // Deregisters every mapping (rclose).
 void free_iomaps(RSocket& rs);
 
+// rsocket_keepalive.cc: starts or stops SO_KEEPALIVE's writes for the
+// socket (a watched socket that is freed drops out by itself). REQUIRES
+// rs->mu; takes the service's lock after it.
+void watch_keepalive(const RSocketRef& rs, bool on);
+
 // Logs (under SRDMA_VERBS_DEBUG) and sets errno; returns -1.
 int rs_fail(const char* call, int code, const char* reason);
 

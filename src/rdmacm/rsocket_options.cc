@@ -68,9 +68,8 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
           return 0;
         }
         case SO_KEEPALIVE:
-          // Recorded; no keepalive writes are sent (see docs/DESIGN.md).
           set_bit(rs->so_opts, optname, v);
-          if (v && !rs->keepalive_time) rs->keepalive_time = 7200;
+          watch_keepalive(rs, v != 0);  // takes the service's lock, never ours
           return 0;
         case SO_OOBINLINE:
           set_bit(rs->so_opts, optname, v);
@@ -95,6 +94,7 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
         case TCP_KEEPIDLE:
           if (v <= 0) return rs_fail("rsetsockopt", EINVAL, "TCP_KEEPIDLE must be positive");
           rs->keepalive_time = static_cast<unsigned>(v);
+          if (bit(rs->so_opts, SO_KEEPALIVE)) watch_keepalive(rs, true);  // the new period from now
           return 0;
         case TCP_NODELAY:
           set_bit(rs->tcp_opts, optname, v);
