@@ -199,8 +199,11 @@ else
 fi
 
 # udpong needs rsockets (its datagram socket); without them it cannot start.
+# Its server serves until killed: env, stdbuf and timeout exec, so $! is
+# timeout's PID, which passes the SIGTERM on (a function run in the
+# background would leave udpong running with the device's address bound).
 port=$((port + 1))
-side "$ip_a" timeout 30 udpong -b "$ip_a" -p "$port" >"$logs/udpong.server" 2>&1 &
+env LD_LIBRARY_PATH="$libdir" SRDMA_ADDR="$ip_a" stdbuf -oL -eL timeout 30 udpong -b "$ip_a" -p "$port" >"$logs/udpong.server" 2>&1 &
 udpong_srv=$!
 # wait_device returns once the device is bound or the server has exited:
 # without datagram rsockets it exits at once, saying so.

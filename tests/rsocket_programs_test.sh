@@ -22,6 +22,8 @@
 # (the CM's listen grace). Every wait is bounded. Skips (77) without
 # rdmacm-utils, iperf3, the preload library or ss.
 #
+#  - udpong (datagram rsockets: the first datagram over UDP, then UD) with
+#    1000 datagrams of 1000 bytes, after a stray UDP datagram to its port;
 #  - rsocket_duplex: 64 MB each way at once, a sender and a receiver thread
 #    per side on one rsocket, every byte checked.
 #
@@ -43,7 +45,7 @@ for f in "$hostile" "$stream_check" "$duplex"; do
 done
 preload=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
 missing=()
-for p in rstream rcopy riostream iperf3 ss timeout stdbuf sha256sum; do
+for p in rstream rcopy riostream udpong iperf3 ss timeout stdbuf sha256sum; do
   command -v "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 [[ -e $preload ]] || missing+=("$preload")
@@ -198,6 +200,29 @@ if pair iperf3 preloaded "iperf3 -s -1 -B @A@ -p @PORT@" preloaded "iperf3 -c @A
     show "$out_c"
   fi
 fi
+
+echo "--- datagrams (udpong: UD after a first datagram over UDP)"
+# A stray datagram first (no ds_udp_header): the server drops it and serves.
+pp_next_port || true
+udp_port=$PORT
+env "LD_LIBRARY_PATH=$libdir" "SRDMA_ADDR=$ip_a" stdbuf -oL timeout $limit udpong -b "$ip_a" -p "$udp_port" >"$PP_TMP/udpong.server" 2>&1 &
+upid=$!
+PP_PIDS+=("$upid")
+if wait_device "$ip_a" "$upid"; then
+  echo "not an rsocket's datagram" >"/dev/udp/$ip_a/$udp_port" || true
+  if side "$ip_b" timeout $limit udpong -s "$ip_a" -p "$udp_port" -C 1000 -S 1000 >"$PP_TMP/udpong.client" 2>&1 &&
+    grep -qE '^custom +1000 +1k' "$PP_TMP/udpong.client"; then
+    echo "ok   udpong: 1000 datagrams of 1000 bytes (after a stray one)"
+  else
+    pp_fail "udpong failed"
+    show "$PP_TMP/udpong.client"
+    show "$PP_TMP/udpong.server"
+  fi
+else
+  pp_fail "udpong: the server did not open its device"
+fi
+kill -TERM "$upid" 2>/dev/null # udpong's server serves until killed
+pp_wait_exit "$upid" 10 || pp_kill "$upid"
 
 echo "--- both directions at once, two threads per side"
 pp_next_port || true

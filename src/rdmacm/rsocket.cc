@@ -21,6 +21,7 @@
 
 #include "errors.h"
 #include "rsocket.h"
+#include "rsocket_dgram.h"
 
 namespace srdma::rdmacm::rs {
 namespace {
@@ -221,11 +222,19 @@ extern "C" {
 int rsocket(int domain, int type, int protocol) {
   const int base = type & ~(SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (domain != AF_INET) return rs_fail("rsocket", ENOTSUP, "AF_INET only (softrdma's CM is IPv4)");
-  // Datagram rsockets (UD, rdma-core's ds_ protocol) are not built yet:
-  // ENOSYS says so (librspreload then falls back to a kernel socket).
-  if (base == SOCK_DGRAM) return rs_fail("rsocket", ENOSYS, "no datagram rsockets yet");
-  if (base != SOCK_STREAM) return rs_fail("rsocket", ENOTSUP, "SOCK_STREAM or SOCK_DGRAM only");
-  if (protocol && protocol != IPPROTO_TCP) return rs_fail("rsocket", ENOTSUP, "protocol is not TCP");
+  if (base != SOCK_STREAM && base != SOCK_DGRAM) return rs_fail("rsocket", ENOTSUP, "SOCK_STREAM or SOCK_DGRAM only");
+  if (protocol && protocol != (base == SOCK_STREAM ? IPPROTO_TCP : IPPROTO_UDP))
+    return rs_fail("rsocket", ENOTSUP, "protocol is not TCP (stream) or UDP (datagram)");
+  if (base == SOCK_DGRAM) {
+    auto ds = std::make_shared<RSocket>();
+    ds->type = SOCK_DGRAM;
+    ds->domain = domain;
+    if (dgram_socket(*ds)) return -1;
+    ds->fs_flags = (type & SOCK_NONBLOCK) ? O_NONBLOCK : 0;
+    ds->fd_flags = (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0;
+    insert(ds);
+    return ds->fd;
+  }
   RSocketRef rs = make_socket(domain);
   if (!rs) return -1;
   if (rdma_create_id(rs->channel, &rs->id, rs.get(), RDMA_PS_TCP)) return -1;
@@ -239,6 +248,7 @@ int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rbind", EBADF, "not an rsocket");
   if (!addr || addrlen < sizeof(sockaddr_in)) return rs_fail("rbind", EINVAL, "address too short");
+  if (rs->type == SOCK_DGRAM) return dgram_bind(*rs, addr, addrlen);
   std::lock_guard lock(rs->mu);
   if (rdma_bind_addr(rs->id, const_cast<sockaddr*>(addr))) return -1;
   rs->state = kBound;
@@ -248,6 +258,7 @@ int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
 int rlisten(int socket, int backlog) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rlisten", EBADF, "not an rsocket");
+  if (rs->type == SOCK_DGRAM) return rs_fail("rlisten", EOPNOTSUPP, "a datagram rsocket does not listen");
   std::lock_guard lock(rs->mu);
   if (rs->state == kListening) return 0;
   if (rdma_listen(rs->id, backlog)) return -1;
@@ -338,6 +349,7 @@ int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
 int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rconnect", EBADF, "not an rsocket");
+  if (rs->type == SOCK_DGRAM) return addr ? dgram_connect(*rs, addr, addrlen) : rs_fail("rconnect", EFAULT, "NULL address");
   if (!addr || addrlen < sizeof(sockaddr_in) || addr->sa_family != AF_INET)
     return rs_fail("rconnect", EAFNOSUPPORT, "an AF_INET address");
   std::unique_lock lock(rs->mu);
@@ -357,6 +369,7 @@ int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
 int rshutdown(int socket, int how) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rshutdown", EBADF, "not an rsocket");
+  if (rs->type == SOCK_DGRAM) return 0;
   std::scoped_lock sl(rs->slock);
   std::unique_lock lock(rs->mu);
   if (!(rs->state & kConnected)) {
@@ -402,6 +415,7 @@ int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rgetpeername", EBADF, "not an rsocket");
   if (!addr || !addrlen) return rs_fail("rgetpeername", EFAULT, "NULL address");
+  if (rs->type == SOCK_DGRAM) return getpeername(rs->fd, addr, addrlen);
   if (!(rs->state & (kConnected | kDisconnected | kError)))
     return rs_fail("rgetpeername", ENOTCONN, "not connected");
   copy_addr(addr, addrlen, rdma_get_peer_addr(rs->id));
@@ -412,6 +426,7 @@ int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rgetsockname", EBADF, "not an rsocket");
   if (!addr || !addrlen) return rs_fail("rgetsockname", EFAULT, "NULL address");
+  if (rs->type == SOCK_DGRAM) return getsockname(rs->fd, addr, addrlen);
   const sockaddr* local = rdma_get_local_addr(rs->id);
   if (local->sa_family == AF_INET) {
     copy_addr(addr, addrlen, local);

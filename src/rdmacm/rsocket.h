@@ -62,8 +62,12 @@ struct IomapMr {
   bool sent = false;   // its entry was written to the peer
 };
 
+struct Dgram;  // rsocket_dgram.h
+
 struct RSocket {
-  int fd = -1;  // the index: channel->fd
+  int fd = -1;  // the index: channel->fd (a datagram socket's: its UDP socket)
+  int type = SOCK_STREAM;
+  std::unique_ptr<Dgram> dg;  // SOCK_DGRAM's
   int domain = AF_INET;
   std::mutex slock, rlock, mu;
   std::condition_variable changed;  // with mu: completions handled, look again

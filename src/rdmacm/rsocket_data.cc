@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "rsocket.h"
+#include "rsocket_dgram.h"
 
 namespace srdma::rdmacm::rs {
 namespace {
@@ -566,7 +567,14 @@ using namespace srdma::rdmacm::rs;  // NOLINT: the C entry points below
 
 extern "C" {
 
+// A datagram rsocket, or null.
+static RSocketRef dgram(int socket) {
+  RSocketRef rs = lookup(socket);
+  return rs && rs->type == SOCK_DGRAM ? rs : nullptr;
+}
+
 ssize_t rsend(int socket, const void* buf, size_t len, int flags) {
+  if (RSocketRef ds = dgram(socket)) return dgram_sendto(*ds, buf, len, flags, nullptr, 0);
   RSocketRef rs = open_for_data(socket, "rsend", flags);
   if (!rs) return -1;
   if (len && !buf) return rs_fail("rsend", EFAULT, "NULL buffer");
@@ -575,6 +583,7 @@ ssize_t rsend(int socket, const void* buf, size_t len, int flags) {
 }
 
 ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const sockaddr* dest_addr, socklen_t addrlen) {
+  if (RSocketRef ds = dgram(socket)) return dgram_sendto(*ds, buf, len, flags, dest_addr, addrlen);
   if (dest_addr || addrlen) return rs_fail("rsendto", EISCONN, "a stream rsocket takes no address");
   return rsend(socket, buf, len, flags);
 }
@@ -592,6 +601,14 @@ static ssize_t rsendv(int socket, const iovec* iov, int iovcnt, int flags) {
 ssize_t rsendmsg(int socket, const msghdr* msg, int flags) {
   if (!msg) return rs_fail("rsendmsg", EFAULT, "NULL msghdr");
   if (msg->msg_control && msg->msg_controllen) return rs_fail("rsendmsg", ENOTSUP, "no control messages");
+  if (RSocketRef ds = dgram(socket)) {  // one datagram: the iovec gathered
+    std::vector<std::uint8_t> all;
+    for (std::size_t i = 0; i < msg->msg_iovlen; ++i) {
+      const auto* b = static_cast<const std::uint8_t*>(msg->msg_iov[i].iov_base);
+      all.insert(all.end(), b, b + msg->msg_iov[i].iov_len);
+    }
+    return dgram_sendto(*ds, all.data(), all.size(), flags, static_cast<const sockaddr*>(msg->msg_name), msg->msg_namelen);
+  }
   return rsendv(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
 }
 
@@ -599,6 +616,7 @@ ssize_t rwrite(int socket, const void* buf, size_t count) { return rsend(socket,
 ssize_t rwritev(int socket, const iovec* iov, int iovcnt) { return rsendv(socket, iov, iovcnt, 0); }
 
 ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
+  if (RSocketRef ds = dgram(socket)) return dgram_recvfrom(*ds, buf, len, flags, nullptr, nullptr);
   RSocketRef rs = open_for_data(socket, "rrecv", flags);
   if (!rs) return -1;
   if (len && !buf) return rs_fail("rrecv", EFAULT, "NULL buffer");
@@ -606,6 +624,7 @@ ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
 }
 
 ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, sockaddr* src_addr, socklen_t* addrlen) {
+  if (RSocketRef ds = dgram(socket)) return dgram_recvfrom(*ds, buf, len, flags, src_addr, addrlen);
   const ssize_t ret = rrecv(socket, buf, len, flags);
   if (ret > 0 && src_addr && addrlen) rgetpeername(socket, src_addr, addrlen);
   return ret;
@@ -616,6 +635,9 @@ ssize_t rrecvmsg(int socket, msghdr* msg, int flags) {
   if (!msg) return rs_fail("rrecvmsg", EFAULT, "NULL msghdr");
   if (msg->msg_control && msg->msg_controllen) return rs_fail("rrecvmsg", ENOTSUP, "no control messages");
   if (!msg->msg_iovlen) return 0;
+  if (RSocketRef ds = dgram(socket))
+    return dgram_recvfrom(*ds, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags,
+                          static_cast<sockaddr*>(msg->msg_name), &msg->msg_namelen);
   return rrecv(socket, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags);
 }
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <rdma/rsocket.h>
+#include <sys/socket.h>
 
 #include <cstdarg>
 #include <cstring>
@@ -45,6 +46,9 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
   if (!optval || optlen < need) return rs_fail("rsetsockopt", EINVAL, "option value missing or too short");
   int v = 0;
   if (!is_linger && optlen >= sizeof(int)) std::memcpy(&v, optval, sizeof v);
+  // A datagram rsocket's socket options are its UDP socket's, as rdma-core
+  // passes them on (its buffers are fixed: 64 slots of 2 KiB each way).
+  if (rs->type == SOCK_DGRAM && level != SOL_RDMA) return setsockopt(rs->fd, level, optname, optval, optlen);
   std::lock_guard lock(rs->mu);
   switch (level) {
     case SOL_SOCKET:
@@ -139,6 +143,7 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rgetsockopt", EBADF, "not an rsocket");
   if (!optval || !optlen) return rs_fail("rgetsockopt", EFAULT, "NULL option value or length");
+  if (rs->type == SOCK_DGRAM && level != SOL_RDMA) return getsockopt(rs->fd, level, optname, optval, optlen);
   std::lock_guard lock(rs->mu);
   switch (level) {
     case SOL_SOCKET:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rsocket.h"
+#include "rsocket_dgram.h"
 
 namespace srdma::rdmacm::rs {
 namespace {
@@ -76,7 +77,12 @@ int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
     int ready = 0;
     for (nfds_t i = 0; i < nfds; ++i) {
       fds[i].revents = 0;
-      if (RSocket* rs = socks[i].get()) {
+      RSocket* rs = socks[i].get();
+      if (rs && rs->type == SOCK_DGRAM) {
+        std::lock_guard lock(rs->mu);
+        fds[i].revents = dgram_revents(*rs, fds[i].events);
+        if (!fds[i].revents && timeout && dgram_arm(*rs)) fds[i].revents = dgram_revents(*rs, fds[i].events);
+      } else if (rs) {
         std::unique_lock lock(rs->mu);
         fds[i].revents = poll_rs(*rs, fds[i].events, lock);
         if (!fds[i].revents && rs->cq && !rs->cq_armed && timeout) {
@@ -101,7 +107,11 @@ int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
     pfds.clear();
     for (nfds_t i = 0; i < nfds; ++i) {
       first[i] = pfds.size();
-      if (RSocket* rs = socks[i].get()) {
+      RSocket* rs = socks[i].get();
+      if (rs && rs->type == SOCK_DGRAM) {
+        std::lock_guard lock(rs->mu);
+        dgram_wait_fds(*rs, pfds);
+      } else if (rs) {
         std::lock_guard lock(rs->mu);
         if (rs->cq_channel) pfds.push_back({rs->cq_channel->fd, POLLIN, 0});
         pfds.push_back({rs->channel->fd, POLLIN, 0});
@@ -112,7 +122,11 @@ int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
     const int n = poll(pfds.data(), pfds.size(), wait);
     if (n < 0) return -1;
     for (nfds_t i = 0; i < nfds; ++i) {
-      if (RSocket* rs = socks[i].get()) {
+      RSocket* rs = socks[i].get();
+      if (rs && rs->type == SOCK_DGRAM) {
+        std::lock_guard lock(rs->mu);
+        dgram_after_wait(*rs);
+      } else if (rs) {
         std::lock_guard lock(rs->mu);
         if (rs->cq_channel && pfds[first[i]].revents) take_cq_event(*rs);
         if (rs->cq_channel && pfds[first[i] + 1].revents) drain_cm_events(*rs);
