@@ -19,8 +19,8 @@
 #    receiver takes the sender's 10 datagrams; all three exit 0 and print
 #    "data transfers complete" (mckey pauses 3 s after joining);
 #  - udpong (rsockets' datagram socket, whose UD QPs come from
-#    RDMA_PS_UDP IDs): run when this librdmacm has rsockets, else reported
-#    as skipped;
+#    RDMA_PS_UDP IDs): run when this librdmacm has datagram rsockets, else
+#    reported as skipped;
 #  - ib_write_bw, ib_send_lat, ib_read_bw, ib_send_bw and ib_atomic_lat
 #    with -R (server on 0.0.0.0: the process's SRDMA_ADDR device): both
 #    exit 0 and the client prints its result line;
@@ -199,13 +199,16 @@ else
 fi
 
 # udpong needs rsockets (its datagram socket); without them it cannot start.
+# Its server serves until killed: env, stdbuf and timeout exec, so $! is
+# timeout's PID, which passes the SIGTERM on (a function run in the
+# background would leave udpong running with the device's address bound).
 port=$((port + 1))
-side "$ip_a" timeout 30 udpong -b "$ip_a" -p "$port" >"$logs/udpong.server" 2>&1 &
+env LD_LIBRARY_PATH="$libdir" SRDMA_ADDR="$ip_a" stdbuf -oL -eL timeout 30 udpong -b "$ip_a" -p "$port" >"$logs/udpong.server" 2>&1 &
 udpong_srv=$!
 # wait_device returns once the device is bound or the server has exited:
-# without rsockets it exits at once, saying so.
+# without datagram rsockets it exits at once, saying so.
 if ! wait_device "$ip_a" "$udpong_srv" && grep -q "Function not implemented" "$logs/udpong.server"; then
-  echo "skip: udpong (this librdmacm has no rsockets yet: $(head -n 1 "$logs/udpong.server"))"
+  echo "skip: udpong (this librdmacm has no datagram rsockets yet: $(head -n 1 "$logs/udpong.server"))"
 elif kill -0 "$udpong_srv" 2>/dev/null; then
   side "$ip_b" timeout 30 udpong -s "$ip_a" -b "$ip_b" -p "$port" -C 1000 -S 1000 >"$logs/udpong.client" 2>&1
   rc=$?

@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,6 +31,10 @@ extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 #endif
 
 namespace srdma::hca {
+
+int device_udp_socket(int extra_flags) {
+  return static_cast<int>(::syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | extra_flags, 0));
+}
 namespace {
 
 // The wire orders what a datagram carries before whatever its receiver does.
@@ -101,7 +106,7 @@ std::uint32_t interface_mtu(std::uint32_t ip) {
   }
   freeifaddrs(list);
   if (name.empty()) return 1500;
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int s = device_udp_socket();
   if (s < 0) return 1500;
   ifreq req{};
   std::strncpy(req.ifr_name, name.c_str(), IFNAMSIZ - 1);
@@ -179,7 +184,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
   if (config.port == 0) return make_error(EINVAL, "the RoCEv2 port cannot be 0");
   const std::uint32_t mtu = ib_mtu_for_ip_mtu(interface_mtu(*ip));
   if (mtu == 0) return make_error(EINVAL, fmt::format("the interface of {} has an MTU below 256 + headers", config.ip));
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const int fd = device_udp_socket();
   if (fd < 0) return make_error(errno, fmt::format("socket(): {}", errno_str(errno)));
   const sockaddr_in a = sockaddr_of(*ip, config.port);
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
@@ -293,7 +298,7 @@ int UdpLink::socket_for(std::uint16_t sport) {
   std::lock_guard lock(sockets_mu_);
   s = slot.load(std::memory_order_relaxed);
   if (s >= 0) return s;
-  s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  s = device_udp_socket();
   const sockaddr_in a = sockaddr_of(ip_, sport);
   if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
     tune_socket(s, 4096);  // it only sends: peers answer to the device's port

@@ -38,6 +38,12 @@
 
 namespace srdma::hca {
 
+// A UDP socket of the device's own, made by the socket(2) system call
+// rather than libc's socket(): an LD_PRELOAD shim that wraps socket() (Debian's
+// librspreload turns SOCK_DGRAM sockets into datagram rsockets, which run
+// on this very device) must not take the device's sockets over.
+int device_udp_socket(int extra_flags = 0);
+
 class QueueEngine;
 
 struct UdpLinkStats {

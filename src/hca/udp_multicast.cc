@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 
 #include "hca/queue_engine.h"
-#include "hca/roce_frame.h"
 #include "hca/udp_link.h"
+#include "hca/roce_frame.h"
 
 namespace srdma::hca {
 namespace {
@@ -54,7 +54,7 @@ Result<void> UdpLink::attach_mcast(std::uint32_t group, std::uint32_t qpn) {
   if (std::find(g.qpns.begin(), g.qpns.end(), qpn) != g.qpns.end())
     return make_error(EEXIST, fmt::format("QP {:#x} is attached to {} already", qpn, ipv4_str(group)));
   if (g.fd < 0) {
-    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const int fd = device_udp_socket(SOCK_NONBLOCK);
     if (fd < 0) return make_error(errno, fmt::format("socket() for group {}: {}", ipv4_str(group), errno_text(errno)));
     const int on = 1;
     (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
