@@ -126,6 +126,7 @@ TEST(WrOpcodeTable, ValidityPerTransportIsIbas) {
       {WrOpcode::kAtomicFetchAndAdd, true, false, false},
       {WrOpcode::kRegMr, true, true, false},
       {WrOpcode::kLocalInv, true, true, false},
+      {WrOpcode::kBindMw, true, true, false},  // IBA 10.6.7.2.4: a connected QP binds a window
   };
   for (const Row& r : kRows) {
     SCOPED_TRACE(wr_row(r.op).name);
@@ -133,7 +134,7 @@ TEST(WrOpcodeTable, ValidityPerTransportIsIbas) {
     EXPECT_EQ(wr_row(r.op).valid_on(QpType::kUc), r.uc);
     EXPECT_EQ(wr_row(r.op).valid_on(QpType::kUd), r.ud);
   }
-  EXPECT_FALSE(is_wr_opcode(static_cast<WrOpcode>(10)));
+  EXPECT_FALSE(is_wr_opcode(static_cast<WrOpcode>(11)));
 }
 
 TEST(WrOpcodeTable, PacketsCarryTheRightOpcodes) {
