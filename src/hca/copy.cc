@@ -318,15 +318,22 @@ void prepare_engine_copy() { (void)engine_copy_choice(); }
 void copy_bytes_large(void* dst, const void* src, std::size_t n) {
   if (n >= kChosenBelow) [[unlikely]]
     return std::memcpy(dst, src, n), void();
+  // The routine gets whole 32-byte blocks, the rest goes once each
+  // (copy_once_small): the vector loop then stores no byte twice, nor does
+  // rep movsb; glibc's memcpy still overlaps some of its own stores.
+  const std::size_t blocks = n & ~std::size_t{31};
   CopyFn fn = g_copy.load(std::memory_order_acquire);
   if (fn == nullptr) [[unlikely]]
-    return first_copy(dst, src, n);
-  fn(dst, src, n);
+    first_copy(dst, src, blocks);
+  else
+    fn(dst, src, blocks);
+  copy_once_small(static_cast<unsigned char*>(dst) + blocks, static_cast<const unsigned char*>(src) + blocks,
+                  n - blocks);
 }
 
 const char* copy_routine_for(std::size_t n) {
-  if (n <= 32) return "inline";
-  if (n < 256 || n >= kChosenBelow) return "memcpy";
+  if (n < 256) return "inline";
+  if (n >= kChosenBelow) return "memcpy";
   return copy_routine_name(engine_copy_choice().routine);  // the prior while deciding
 }
 

@@ -1,5 +1,5 @@
-// The engine's memory copy. Up to 32 bytes inline (no call); below 256
-// bytes memcpy; from 256 bytes to 4 MiB one routine chosen once per process
+// The engine's memory copy. Below 256 bytes inline, each byte stored once
+// (copy_once_small); from 256 bytes to 4 MiB one routine chosen once per process
 // for this machine (copy.cc): the AVX2 loop (common/vector_copy.h), `rep
 // movsb` or glibc's memcpy, none of which is fastest on every CPU; beyond
 // 4 MiB memcpy, whose non-temporal stores spare the cache. SRDMA_COPY=
@@ -16,35 +16,47 @@
 
 namespace srdma::hca {
 
-// Up to 32 bytes: two overlapping fixed-size moves (a small message's
-// payload is copied without a call into libc); below 256 bytes memcpy.
 void copy_bytes_large(void* dst, const void* src, std::size_t n);
-// W <= n <= 2W: the first and the last W bytes, both read before either is
-// written.
-template <std::size_t W>
-inline void copy_ends(unsigned char* d, const unsigned char* s, std::size_t n) {
-  unsigned char head[W], tail[W];
-  std::memcpy(head, s, W);
-  std::memcpy(tail, s + n - W, W);
-  std::memcpy(d, head, W);
-  std::memcpy(d + n - W, tail, W);
-}
-inline void copy_small(void* dst, const void* src, std::size_t n) {
+
+// Below 256 bytes every destination byte is stored exactly once: 32-byte
+// blocks, then one move each of 16, 8, 4, 2 and 1 as the length needs (no
+// call into libc, no overlapping moves). A placement is seen by a consumer
+// that polls the destination and may write it as soon as it sees the data
+// (riostream's ping-pong polls a buffer's last byte and then writes it);
+// the overlapping moves of memcpy and of a head-and-tail copy store some
+// bytes twice, and the second store undid the consumer's write. `move<W>`
+// moves W bytes (tests count what it stores).
+struct FixedMove {
+  template <std::size_t W>
+  void operator()(unsigned char* d, const unsigned char* s) const {
+    std::memcpy(d, s, W);
+  }
+};
+template <class Move = FixedMove>
+inline void copy_once_small(void* dst, const void* src, std::size_t n, Move move = {}) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
-  if (n >= 16) return copy_ends<16>(d, s, n);
-  if (n >= 8) return copy_ends<8>(d, s, n);
-  if (n >= 4) return copy_ends<4>(d, s, n);
-  if (n >= 2) return copy_ends<2>(d, s, n);
-  if (n == 1) *d = *s;
+  // One move for a power of two up to 32 (the common small payloads).
+  switch (n) {
+    case 0: return;
+    case 1: return move.template operator()<1>(d, s);
+    case 2: return move.template operator()<2>(d, s);
+    case 4: return move.template operator()<4>(d, s);
+    case 8: return move.template operator()<8>(d, s);
+    case 16: return move.template operator()<16>(d, s);
+    case 32: return move.template operator()<32>(d, s);
+    default: break;
+  }
+  for (; n >= 32; n -= 32, d += 32, s += 32) move.template operator()<32>(d, s);
+  if (n & 16) move.template operator()<16>(d, s), d += 16, s += 16;
+  if (n & 8) move.template operator()<8>(d, s), d += 8, s += 8;
+  if (n & 4) move.template operator()<4>(d, s), d += 4, s += 4;
+  if (n & 2) move.template operator()<2>(d, s), d += 2, s += 2;
+  if (n & 1) move.template operator()<1>(d, s);
 }
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
-  if (n <= 32) [[likely]] {
-    copy_small(dst, src, n);
-    return;
-  }
-  if (n < 256) {
-    std::memcpy(dst, src, n);
+  if (n < 256) [[likely]] {
+    copy_once_small(dst, src, n);
     return;
   }
   copy_bytes_large(dst, src, n);
