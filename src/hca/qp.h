@@ -175,7 +175,16 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Result<void> post_recv(const RecvWr* wr, const RecvWr** bad_wr) EXCLUDES(rq_mu_);
 
   // From the link: a request for the responder, a response for the completer.
-  void receive_request(Packet&& pkt) { responder_.receive(std::move(pkt)); }
+  void receive_request(Packet&& pkt) {
+    // Responses that arrived before this request but found the send side
+    // busy (stranded in the inbox) complete first: one QP's packets
+    // complete in arrival order, as an HCA's do. Otherwise a send's CQE
+    // (its ACK stranded behind a timer's turn) could follow the CQE of the
+    // peer's next message, and a program that waits for both on one
+    // channel (perftest's -e) reads the wrong CQ.
+    if (inbox_ready_.load(std::memory_order_acquire)) [[unlikely]] drain_stranded_responses();
+    responder_.receive(std::move(pkt));
+  }
   void receive_response(Packet&& pkt);
   // receive_response() of ack.packet() (QueueEngine::deliver_ack).
   void receive_ack(const Ack& ack);
@@ -190,6 +199,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
     poster_fence();
     if (inbox_ready_.load(std::memory_order_relaxed)) [[unlikely]] kick();
   }
+  // Waits for the send side and runs it, for receive_request (not when
+  // this thread's own send side is running: it drains them itself).
+  void drain_stranded_responses();
   // Its fence: the poster's half of the Dekker pair with kick() (qp.cc).
   void poster_fence() const;
   // The engine timer's callback: runs the send side (waits for the lock).

@@ -126,6 +126,15 @@ void Qp::poster_fence() const {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
+void Qp::drain_stranded_responses() {
+  if (SendSideHere::runs(this)) return;
+  {
+    FastLock lock(sq_mu_);
+    run_send_side();
+  }
+  take_stranded_responses();
+}
+
 void Qp::kick() {
   // Whoever holds sq_mu_ drains the inbox before it lets go; re-check after
   // unlocking so that a response that arrived just then is not stranded.
