@@ -199,8 +199,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
     poster_fence();
     if (inbox_ready_.load(std::memory_order_relaxed)) [[unlikely]] kick();
   }
-  // Waits for the send side and runs it, for receive_request (not when
-  // this thread's own send side is running: it drains them itself).
+  // Waits for the send side and runs it, for receive_request (only on a
+  // thread that runs no send side: send_side.cc says why).
   void drain_stranded_responses();
   // Its fence: the poster's half of the Dekker pair with kick() (qp.cc).
   void poster_fence() const;

@@ -127,7 +127,11 @@ void Qp::poster_fence() const {
 }
 
 void Qp::drain_stranded_responses() {
-  if (SendSideHere::runs(this)) return;
+  // Only from a thread that runs no send side: one inside another QP's
+  // (a request delivered inline by the in-process link) holds that QP's
+  // sq_mu_, and taking ours could invert the order with a thread doing the
+  // opposite. There the holder completes them when it lets go, as before.
+  if (SendSideHere::top != nullptr) return;
   {
     FastLock lock(sq_mu_);
     run_send_side();
