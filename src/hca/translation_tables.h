@@ -243,10 +243,10 @@ class TranslationTables {
                                                      std::uint64_t length, std::uint32_t access,
                                                      std::uint32_t pdn) const;
   // translate() of a window's key (the entry at `index`): the window's
-  // checks, then its region's, by their own reads of the MPT. The result is
-  // small and nothing of translate()'s is passed by address: a call that
-  // took one would keep translate()'s entry or result in memory on the
-  // region path too (about 20 instructions a translation).
+  // checks, by a read of its own; translate() then reads its region. The
+  // result is small and nothing of translate()'s is passed by address: a
+  // call that took one would keep translate()'s entry or result in memory
+  // on the region path too (about 20 instructions a translation).
   struct WindowHop {
     std::uint64_t va = 0;      // where the access lands, in the region's iova space
     std::uint32_t mr_key = 0;  // the region's key
@@ -305,12 +305,15 @@ inline std::expected<Translation, Refusal> TranslationTables::translate(std::uin
     if (!f.is_window()) return std::unexpected(Refusal::kUnknownIndex);
     const WindowHop hop = through_window(index, key, iova, length, access, pdn, qpn);
     if (!hop.ok) return std::unexpected(hop.refusal);
-    // The region again, as through_window found it (a dereg between the
-    // two reads fails here; a bound region cannot be deregistered).
-    const MptFields r = lookup_mpt(mpt_.index_of(hop.mr_key));
-    if (!r.is_region() || r.key != hop.mr_key || r.status != kMptStatusHw || hop.va < r.start ||
-        hop.va - r.start > r.length || length > r.length - (hop.va - r.start))
+    // The region it is bound to: it cannot go away while bound, but the
+    // window's snapshot may be older than an unbind and a dereg.
+    const std::uint32_t mr_index = mpt_.index_of(hop.mr_key);
+    if (mr_index < mpt_.reserved()) return std::unexpected(Refusal::kNotHwOwned);
+    const MptFields r = lookup_mpt(mr_index);
+    if (!r.is_region() || r.key != hop.mr_key || r.status != kMptStatusHw)
       return std::unexpected(Refusal::kNotHwOwned);
+    if (hop.va < r.start || hop.va - r.start > r.length || length > r.length - (hop.va - r.start))
+      return std::unexpected(Refusal::kOutOfBounds);
     return region_translation(r, hop.va, length);
   }
   return checked_region(f, key, iova, length, access, pdn);
