@@ -163,13 +163,7 @@ int do_connect(RSocket& rs, std::unique_lock<std::mutex>& lock, bool nonblock) {
           rdma_ack_cm_event(e);
           if (create_endpoint(rs)) goto failed;
           std::uint8_t pd[kConnDataBytes];
-          format_conn_data(local_conn_data(rs), pd);
-          rdma_conn_param param{};
-          param.private_data = pd;
-          param.private_data_len = sizeof pd;
-          param.flow_control = 1;
-          param.retry_count = 7;
-          param.rnr_retry_count = 7;
+          rdma_conn_param param = conn_param(rs, pd);
           if (rdma_connect(rs.id, &param)) goto failed;
           rs.state = kConnecting;
           continue;
@@ -323,13 +317,7 @@ int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
     }
     save_conn_data(*rs, c);
     std::uint8_t pd[kConnDataBytes];
-    format_conn_data(local_conn_data(*rs), pd);
-    rdma_conn_param param{};
-    param.private_data = pd;
-    param.private_data_len = sizeof pd;
-    param.flow_control = 1;
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
+    rdma_conn_param param = conn_param(*rs, pd);
     if (rdma_accept(id, &param)) {
       const int err = errno;
       rdma_reject(id, nullptr, 0);

@@ -164,6 +164,9 @@ void protocol_error(RSocket& rs, int code, const char* why);
 int create_endpoint(RSocket& rs);
 // Our private data for the REQ or REP.
 ConnData local_conn_data(const RSocket& rs);
+// The connect or accept parameters: our private data formatted into `pd`
+// (which the result points at), rdma-core's flow control and retry counts.
+rdma_conn_param conn_param(const RSocket& rs, std::uint8_t (&pd)[kConnDataBytes]);
 // Takes the peer's private data (already parsed). REQUIRES rs.mu.
 void save_conn_data(RSocket& rs, const ConnData& c);
 // Polls the CQ, handling every completion, and gives credits when due.

@@ -313,6 +313,17 @@ ConnData local_conn_data(const RSocket& rs) {
   return c;
 }
 
+rdma_conn_param conn_param(const RSocket& rs, std::uint8_t (&pd)[kConnDataBytes]) {
+  format_conn_data(local_conn_data(rs), pd);
+  rdma_conn_param param{};
+  param.private_data = pd;
+  param.private_data_len = sizeof pd;
+  param.flow_control = 1;
+  param.retry_count = 7;
+  param.rnr_retry_count = 7;
+  return param;
+}
+
 void save_conn_data(RSocket& rs, const ConnData& c) {
   rs.remote_sgl = c.target_sgl;
   rs.remote_sge = 1;
