@@ -24,7 +24,7 @@ struct Profile {
 
   // Device limits. <= 0 means the default; not rounded.
   std::int64_t num_comp_vectors = 0;  // default: online CPUs
-  std::int64_t max_cqe = 65535;
+  std::int64_t max_cqe = (1 << 22) - 1;  // a CQ's ring is as long as asked; libfabric's rxm asks 2^18
   std::int64_t max_qp_wr = 16384;
   std::int64_t max_sge = 32;
   std::int64_t max_inline_data = 512;
