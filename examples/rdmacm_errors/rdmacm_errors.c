@@ -4,7 +4,9 @@
  * or NULL with errno), then that a connect nobody answers ends in the event
  * librdmacm gives: REJECTED with the IB CM's reason 8 (invalid service ID),
  * and for a UD ID's SIDR_REQ UNREACHABLE with SIDR status 1; a multicast
- * join's event and its refusals.
+ * join's event and its refusals; rdma_getaddrinfo's answers (from hints
+ * alone, from a node, passive) and its refusals; a loopback address bound
+ * to the device.
  *
  * Plain C against <rdma/rdma_cma.h>, linked with -lrdmacm, run with
  * LD_LIBRARY_PATH pointing at softrdma's drop-in and SRDMA_ADDR set (it
@@ -272,6 +274,80 @@ static void ud_checks(struct rdma_event_channel *ch, const char *self) {
   check(rdma_destroy_id(ud) == 0, "rdma_destroy_id of the UD ID");
 }
 
+/* A loopback address binds to the device, as the kernel's CM binds one to
+ * its first device; the ID then names the device's own address, one a peer
+ * can reach. */
+static void loopback_bind_checks(struct rdma_event_channel *ch, const char *self) {
+  struct rdma_cm_id *lo = NULL;
+  check(rdma_create_id(ch, &lo, NULL, RDMA_PS_TCP) == 0, "rdma_create_id for a loopback bind");
+  if (!lo) return;
+  struct sockaddr_in any_lo = ipv4("127.250.250.250", 0);
+  check(rdma_bind_addr(lo, (struct sockaddr *)&any_lo) == 0, "rdma_bind_addr of a loopback address");
+  const struct sockaddr_in *name = (const struct sockaddr_in *)rdma_get_local_addr(lo);
+  struct sockaddr_in want = ipv4(self, 0);
+  check(name->sin_family == AF_INET && name->sin_addr.s_addr == want.sin_addr.s_addr,
+        "a loopback-bound ID names the device's address");
+  check(rdma_get_src_port(lo) != 0, "a loopback-bound ID on port 0 gets a port");
+  check(rdma_listen(lo, 1) == 0, "rdma_listen on a loopback-bound ID");
+  rdma_destroy_id(lo);
+}
+
+/* rdma_getaddrinfo as librdmacm answers it. */
+static void addrinfo_checks(const char *self) {
+  struct rdma_addrinfo *res = NULL;
+  check_err(rdma_getaddrinfo(NULL, NULL, NULL, &res), EINVAL, "rdma_getaddrinfo with no node, service or hints");
+  struct sockaddr_in dst = ipv4(self, 7471), src = ipv4(self, 0);
+  struct rdma_addrinfo hints;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_dst_addr = (struct sockaddr *)&dst;
+  hints.ai_dst_len = sizeof dst;
+  hints.ai_src_addr = (struct sockaddr *)&src;
+  hints.ai_src_len = sizeof src;
+  /* Neither node nor service: the hints' addresses are the answer. */
+  if (rdma_getaddrinfo(NULL, NULL, &hints, &res) == 0 && res) {
+    check(res->ai_dst_addr && res->ai_dst_len == sizeof dst && memcmp(res->ai_dst_addr, &dst, sizeof dst) == 0,
+          "rdma_getaddrinfo from hints alone gives the hints' destination");
+    check(res->ai_src_addr && memcmp(res->ai_src_addr, &src, sizeof src) == 0,
+          "rdma_getaddrinfo from hints alone gives the hints' source");
+    check(res->ai_qp_type == IBV_QPT_RC && res->ai_port_space == RDMA_PS_TCP, "RC in the TCP port space by default");
+    rdma_freeaddrinfo(res);
+  } else {
+    check(0, "rdma_getaddrinfo from hints alone");
+  }
+  /* A node: the destination is looked up, the hints' source kept. */
+  res = NULL;
+  if (rdma_getaddrinfo(self, "7471", &hints, &res) == 0 && res) {
+    check(res->ai_dst_addr && memcmp(res->ai_dst_addr, &dst, sizeof dst) == 0, "rdma_getaddrinfo of node and service");
+    check(res->ai_src_addr && memcmp(res->ai_src_addr, &src, sizeof src) == 0, "the hints' source is copied");
+    rdma_freeaddrinfo(res);
+  } else {
+    check(0, "rdma_getaddrinfo of node and service");
+  }
+  /* Passive: the node is the source. */
+  struct rdma_addrinfo passive;
+  memset(&passive, 0, sizeof passive);
+  passive.ai_flags = RAI_PASSIVE;
+  res = NULL;
+  if (rdma_getaddrinfo(self, "7471", &passive, &res) == 0 && res) {
+    check(res->ai_src_addr && memcmp(res->ai_src_addr, &dst, sizeof dst) == 0 && !res->ai_dst_addr,
+          "rdma_getaddrinfo with RAI_PASSIVE gives the source only");
+    rdma_freeaddrinfo(res);
+  } else {
+    check(0, "rdma_getaddrinfo with RAI_PASSIVE");
+  }
+  /* Hints that are not whole IPv4 addresses are refused. */
+  struct sockaddr_in6 six;
+  memset(&six, 0, sizeof six);
+  six.sin6_family = AF_INET6;
+  hints.ai_src_addr = (struct sockaddr *)&six;
+  hints.ai_src_len = sizeof six;
+  check_err(rdma_getaddrinfo(NULL, NULL, &hints, &res), EAFNOSUPPORT, "rdma_getaddrinfo with an IPv6 source hint");
+  hints.ai_src_addr = (struct sockaddr *)&src;
+  hints.ai_src_len = 4;
+  check_err(rdma_getaddrinfo(NULL, NULL, &hints, &res), EAFNOSUPPORT, "rdma_getaddrinfo with a truncated source hint");
+}
+
 static void teardown_checks(struct rdma_event_channel *ch, const char *self) {
   struct rdma_cm_event *held = NULL;
 
@@ -318,6 +394,8 @@ int main(void) {
   check(ch != NULL, "rdma_create_event_channel");
   if (!ch) return 1;
 
+  addrinfo_checks(self);
+
   /* Creating IDs. */
   check_err(rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP), EINVAL, "rdma_create_id with no ID pointer");
   struct rdma_cm_id *bad = NULL;
@@ -332,9 +410,10 @@ int main(void) {
   check_err(rdma_bind_addr(id, NULL), EINVAL, "rdma_bind_addr of NULL");
   struct sockaddr_un unix_addr = {.sun_family = AF_UNIX};
   check_err(rdma_bind_addr(id, (struct sockaddr *)&unix_addr), EAFNOSUPPORT, "rdma_bind_addr of an AF_UNIX address");
-  struct sockaddr_in elsewhere = ipv4("127.250.250.250", 7471);
+  struct sockaddr_in elsewhere = ipv4("192.0.2.250", 7471);
   check_err(rdma_bind_addr(id, (struct sockaddr *)&elsewhere), EADDRNOTAVAIL,
             "rdma_bind_addr of an address no device has");
+  loopback_bind_checks(ch, self);
   struct sockaddr_in mine = ipv4(self, 7471);
   check(rdma_bind_addr(id, (struct sockaddr *)&mine) == 0, "rdma_bind_addr of the device's address");
   check_err(rdma_bind_addr(id, (struct sockaddr *)&mine), EINVAL, "rdma_bind_addr of an ID already bound");

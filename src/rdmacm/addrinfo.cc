@@ -1,6 +1,7 @@
 // rdma_getaddrinfo: IPv4 names and numbers through getaddrinfo(3), the
 // result in rdma_addrinfo's form (ai_src_addr for RAI_PASSIVE, ai_dst_addr
-// otherwise with the hints' source copied, RDMA_PS_TCP and RC by default).
+// otherwise with the hints' source copied, RDMA_PS_TCP and RC by default);
+// with neither node nor service, the hints' own addresses, as librdmacm.
 #include <arpa/inet.h>
 #include <netdb.h>
 
@@ -41,7 +42,9 @@ void rdma_freeaddrinfo(rdma_addrinfo* res) {
 
 int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
   if (!res) return fail("rdma_getaddrinfo", EINVAL, "NULL res");
-  if (!node && !service) return fail("rdma_getaddrinfo", EINVAL, "neither node nor service");
+  // librdmacm: with neither node nor service, the hints' addresses are the
+  // answer (libfabric's verbs provider asks this way).
+  if (!node && !service && !hints) return fail("rdma_getaddrinfo", EINVAL, "neither node, service nor hints");
   const int flags = hints ? hints->ai_flags : 0;
   if (flags & ~(RAI_PASSIVE | RAI_NUMERICHOST | RAI_NOROUTE | RAI_FAMILY))
     return fail("rdma_getaddrinfo", EINVAL, "unknown ai_flags");
@@ -59,46 +62,49 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
   if (!qp_type) qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
   if ((ps == RDMA_PS_UDP) != (qp_type == IBV_QPT_UD))
     return fail("rdma_getaddrinfo", EINVAL, "RDMA_PS_UDP goes with UD, RDMA_PS_TCP with RC");
+  // An address in the hints must be one we can use: IPv4, whole.
+  const auto hinted = [](const sockaddr* a, socklen_t len) {
+    return a != nullptr && len >= sizeof(sockaddr_in) && a->sa_family == AF_INET;
+  };
+  if (hints && hints->ai_src_len && !hinted(hints->ai_src_addr, hints->ai_src_len))
+    return fail("rdma_getaddrinfo", EAFNOSUPPORT, "the hints' source is not an IPv4 address");
+  if (hints && hints->ai_dst_len && !hinted(hints->ai_dst_addr, hints->ai_dst_len))
+    return fail("rdma_getaddrinfo", EAFNOSUPPORT, "the hints' destination is not an IPv4 address");
 
-  addrinfo ah{};
-  ah.ai_family = AF_INET;
-  ah.ai_socktype = ps == RDMA_PS_UDP ? SOCK_DGRAM : SOCK_STREAM;
-  ah.ai_flags = ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0) | ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
-  addrinfo* found = nullptr;
-  if (int r = getaddrinfo(node, service, &ah, &found); r != 0) {
-    const int e = r == EAI_SYSTEM ? errno : (r == EAI_NONAME || r == EAI_NODATA ? ENODATA : EINVAL);
-    return fail("rdma_getaddrinfo", e, gai_strerror(r));
-  }
   auto* out = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
-  if (!out) {
-    freeaddrinfo(found);
-    return fail("rdma_getaddrinfo", ENOMEM, "out of memory");
-  }
+  if (!out) return fail("rdma_getaddrinfo", ENOMEM, "out of memory");
   out->ai_flags = flags;
   out->ai_family = AF_INET;
   out->ai_qp_type = qp_type;
   out->ai_port_space = ps;
   bool ok = true;
-  if (flags & RAI_PASSIVE) {
-    out->ai_src_addr = copy_addr(found->ai_addr, found->ai_addrlen);
-    out->ai_src_len = found->ai_addrlen;
-    ok = out->ai_src_addr != nullptr;
-  } else {
-    out->ai_dst_addr = copy_addr(found->ai_addr, found->ai_addrlen);
-    out->ai_dst_len = found->ai_addrlen;
-    ok = out->ai_dst_addr != nullptr;
-    if (ok && hints && hints->ai_src_addr) {
-      if (hints->ai_src_addr->sa_family != AF_INET) {
-        freeaddrinfo(found);
-        rdma_freeaddrinfo(out);
-        return fail("rdma_getaddrinfo", EAFNOSUPPORT, "IPv4 source only");
-      }
-      out->ai_src_addr = copy_addr(hints->ai_src_addr, sizeof(sockaddr_in));
-      out->ai_src_len = sizeof(sockaddr_in);
-      ok = out->ai_src_addr != nullptr;
+  if (node || service) {
+    addrinfo ah{};
+    ah.ai_family = AF_INET;
+    ah.ai_socktype = ps == RDMA_PS_UDP ? SOCK_DGRAM : SOCK_STREAM;
+    ah.ai_flags = ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0) | ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
+    addrinfo* found = nullptr;
+    if (int r = getaddrinfo(node, service, &ah, &found); r != 0) {
+      rdma_freeaddrinfo(out);
+      const int e = r == EAI_SYSTEM ? errno : (r == EAI_NONAME || r == EAI_NODATA ? ENODATA : EINVAL);
+      return fail("rdma_getaddrinfo", e, gai_strerror(r));
     }
+    sockaddr*& a = (flags & RAI_PASSIVE) ? out->ai_src_addr : out->ai_dst_addr;
+    socklen_t& len = (flags & RAI_PASSIVE) ? out->ai_src_len : out->ai_dst_len;
+    a = copy_addr(found->ai_addr, found->ai_addrlen);
+    len = found->ai_addrlen;
+    ok = a != nullptr;
+    freeaddrinfo(found);
+  } else if (hints->ai_dst_len) {
+    out->ai_dst_addr = copy_addr(hints->ai_dst_addr, sizeof(sockaddr_in));
+    out->ai_dst_len = sizeof(sockaddr_in);
+    ok = out->ai_dst_addr != nullptr;
   }
-  freeaddrinfo(found);
+  if (ok && !out->ai_src_addr && hints && hints->ai_src_len) {
+    out->ai_src_addr = copy_addr(hints->ai_src_addr, sizeof(sockaddr_in));
+    out->ai_src_len = sizeof(sockaddr_in);
+    ok = out->ai_src_addr != nullptr;
+  }
   if (!ok) {
     rdma_freeaddrinfo(out);
     return fail("rdma_getaddrinfo", ENOMEM, "out of memory");
