@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
+#include "hca/delivery_scope.h"
 #include "srdma/access.h"
 #include "srdma/device.h"
 
@@ -156,6 +158,87 @@ TEST(Mr, MovesTransferOwnership) {
   b = MemoryRegion{};  // deregisters
   EXPECT_FALSE(dev.translate(key, reinterpret_cast<std::uint64_t>(buf.data()), 1, 0, pd.pd_num()));
   EXPECT_EQ(pd.usecnt(), 0);
+}
+
+TEST(Mr, ReregKeepsTheKeysAndMovesTranslationPdAndAccess) {
+  auto dev = Device::open(tiny_profile()).value();
+  auto pd = dev.alloc_pd().value();
+  auto pd2 = dev.alloc_pd().value();
+  std::vector<char> a(8192), b(8192);
+  const auto at = [](std::vector<char>& v, std::size_t off = 0) { return reinterpret_cast<std::uint64_t>(v.data()) + off; };
+  MemoryRegion mr = pd.reg_mr(a.data(), 4096, ACCESS_LOCAL_WRITE).value();
+  const std::uint32_t key = mr.lkey();
+  // New pages and access, same PD: the key stays; the old pages stop.
+  ASSERT_TRUE(pd.rereg_mr(mr, b.data(), 8192, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE));
+  EXPECT_EQ(mr.lkey(), key);
+  EXPECT_EQ(mr.rkey(), key);
+  EXPECT_EQ(mr.addr(), b.data());
+  EXPECT_EQ(mr.length(), 8192u);
+  EXPECT_FALSE(dev.translate(key, at(a), 1, 0, pd.pd_num())) << "the old pages still translate";
+  EXPECT_TRUE(dev.translate(key, at(b, 8191), 1, ACCESS_REMOTE_WRITE, pd.pd_num()));
+  // Another PD: the old one loses it (and its use count), the new one gains it.
+  ASSERT_TRUE(pd2.rereg_mr(mr, b.data(), 8192, ACCESS_LOCAL_WRITE));
+  EXPECT_EQ(mr.lkey(), key);
+  EXPECT_EQ(pd.usecnt(), 0);
+  EXPECT_EQ(pd2.usecnt(), 1);
+  EXPECT_FALSE(dev.translate(key, at(b), 1, 0, pd.pd_num())) << "the old PD still reaches it";
+  EXPECT_TRUE(dev.translate(key, at(b), 1, 0, pd2.pd_num()));
+  EXPECT_FALSE(dev.translate(key, at(b), 1, ACCESS_REMOTE_WRITE, pd2.pd_num())) << "the old access survived";
+  // Refusals leave it as it was.
+  EXPECT_EQ(pd.rereg_mr(mr, b.data(), 4096, ACCESS_REMOTE_WRITE).error().code, EINVAL);  // no LOCAL_WRITE
+  EXPECT_EQ(pd.rereg_mr(mr, b.data(), 0, 0).error().code, EINVAL);
+  EXPECT_EQ(pd.rereg_mr(mr, nullptr, 4096, 0).error().code, EFAULT);
+  EXPECT_EQ(mr.addr(), b.data());
+  EXPECT_TRUE(dev.translate(key, at(b), 1, 0, pd2.pd_num()));
+  EXPECT_EQ(pd2.usecnt(), 1);
+  MemoryRegion empty;
+  EXPECT_EQ(pd.rereg_mr(empty, b.data(), 4096, 0).error().code, EINVAL);
+  ASSERT_TRUE(mr.dereg());
+  EXPECT_EQ(pd2.usecnt(), 0);
+  EXPECT_FALSE(dev.translate(key, at(b), 1, 0, pd2.pd_num()));
+}
+
+TEST(Mr, ReregUnderConcurrentTranslationNeverReachesTheOldPages) {
+  // One thread re-points the region between two buffers while others
+  // translate through its key: every translation lands inside the buffer
+  // the key named at some moment, and after the last rereg only the last.
+  auto dev = Device::open().value();
+  auto pd = dev.alloc_pd().value();
+  std::vector<char> a(16384), b(16384);
+  const auto a0 = reinterpret_cast<std::uint64_t>(a.data()), b0 = reinterpret_cast<std::uint64_t>(b.data());
+  MemoryRegion mr = pd.reg_mr(a.data(), a.size(), ACCESS_LOCAL_WRITE).value();
+  const std::uint32_t key = mr.lkey();
+  std::atomic<bool> stop{false};
+  std::atomic<int> stray{0}, hits{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        for (std::uint64_t base : {a0, b0}) {
+          // As the data path: translate and use inside a window, which the
+          // rereg waits for before the old MTTs can be reused.
+          hca::TranslationWindow window(key);
+          auto tr = dev.translate(key, base + 100, 64, ACCESS_LOCAL_WRITE, pd.pd_num());
+          if (!tr) continue;
+          hits.fetch_add(1);
+          tr->for_each_piece([&](MemPiece piece) {
+            const auto p = reinterpret_cast<std::uint64_t>(piece.addr);
+            if (p != base + 100 || piece.length != 64) stray.fetch_add(1);
+          });
+        }
+      }
+    });
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<char>& to = i % 2 ? a : b;
+    ASSERT_TRUE(pd.rereg_mr(mr, to.data(), to.size(), ACCESS_LOCAL_WRITE));
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(stray.load(), 0);
+  EXPECT_GT(hits.load(), 0);
+  // The last rereg pointed it at a (i = 1999 is odd).
+  EXPECT_TRUE(dev.translate(key, a0, 1, 0, pd.pd_num()));
+  EXPECT_FALSE(dev.translate(key, b0, 1, 0, pd.pd_num()));
 }
 
 TEST(Mr, ObjectsOutliveTheirHandlesSafely) {

@@ -44,6 +44,13 @@ class ProtectionDomain {
   // pin it; unmapping registered memory is the consumer's bug).
   Result<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access,
                               unsigned page_shift = 12);
+  // Re-registers `mr` (a user MR of this device, in this PD or another) in
+  // this PD over [addr, addr + length) with `access` (ibv_rereg_mr), with
+  // reg_mr's checks and errors. Its keys stay; the old translation stops
+  // before this returns (no store through it is still to land). EINVAL also
+  // for windows bound to it. On an error `mr` is as it was.
+  Result<void> rereg_mr(MemoryRegion& mr, void* addr, std::size_t length, std::uint32_t access,
+                        unsigned page_shift = 12);
 
   // A fast-registration MR (ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG,
   // max_num_sg)): free, its key translates nothing until a REG_MR work

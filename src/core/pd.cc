@@ -24,9 +24,11 @@ Result<void> ProtectionDomain::dealloc() {
   return {};
 }
 
-Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, std::uint32_t access,
-                                              unsigned page_shift) {
-  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+namespace {
+
+// What reg_mr and rereg_mr check of a region, and its page list.
+Result<std::vector<std::uint64_t>> region_pages(const detail::PdImpl& pd, void* addr, std::size_t length,
+                                                std::uint32_t access, unsigned page_shift) {
   if (access & ~kMrAccessAll)
     return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kMrAccessAll));
   // IBA 10.6.3.1 (ib_check_mr_access): remote write or atomic needs local write.
@@ -41,7 +43,7 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, st
   const std::uint64_t page_size = std::uint64_t{1} << page_shift;
   const std::uint64_t first_page = start & ~(page_size - 1);
   const std::uint64_t npages = ((start + length - 1) >> page_shift) - (start >> page_shift) + 1;
-  const auto& p = state_->device->hca->profile();
+  const auto& p = pd.device->hca->profile();
   const std::uint64_t max_entries = std::uint64_t(p.num_mtt_segs) << p.log_mtts_per_seg;
   if (npages > max_entries)
     return make_error(ENOMEM, fmt::format("MTT table: {} pages exceed its {} entries", npages, max_entries));
@@ -51,11 +53,43 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, st
 
   std::vector<std::uint64_t> pages(npages);
   for (std::uint64_t i = 0; i < npages; ++i) pages[i] = first_page + (i << page_shift);
-  hca::MrAttr attr{state_->pdn, start, length, access, static_cast<std::uint8_t>(page_shift)};
-  auto key = state_->device->hca->tables().reg_mr(attr, pages);
+  return pages;
+}
+
+}  // namespace
+
+Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, std::uint32_t access,
+                                              unsigned page_shift) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  auto pages = region_pages(*state_, addr, length, access, page_shift);
+  if (!pages) return std::unexpected(pages.error());
+  hca::MrAttr attr{state_->pdn, reinterpret_cast<std::uintptr_t>(addr), length, access,
+                   static_cast<std::uint8_t>(page_shift)};
+  auto key = state_->device->hca->tables().reg_mr(attr, *pages);
   if (!key) return std::unexpected(key.error());
   state_->usecnt.fetch_add(1);
   return MemoryRegion(state_, *key, addr, length, access);
+}
+
+Result<void> ProtectionDomain::rereg_mr(MemoryRegion& mr, void* addr, std::size_t length, std::uint32_t access,
+                                        unsigned page_shift) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  if (!mr.pd_ || mr.type_ != MrType::kUser) return make_error(EINVAL, "rereg_mr takes a registered user MR");
+  if (mr.pd_->device != state_->device) return make_error(EINVAL, "the MR and the PD are on different devices");
+  auto pages = region_pages(*state_, addr, length, access, page_shift);
+  if (!pages) return std::unexpected(pages.error());
+  hca::MrAttr attr{state_->pdn, reinterpret_cast<std::uintptr_t>(addr), length, access,
+                   static_cast<std::uint8_t>(page_shift)};
+  if (auto r = state_->device->hca->tables().rereg_mr(mr.key_, attr, *pages); !r) return r;
+  if (mr.pd_ != state_) {
+    state_->usecnt.fetch_add(1);
+    mr.pd_->usecnt.fetch_sub(1);
+    mr.pd_ = state_;
+  }
+  mr.addr_ = addr;
+  mr.length_ = length;
+  mr.access_ = access;
+  return {};
 }
 
 Result<MemoryRegion> ProtectionDomain::alloc_mr(MrType type, std::uint32_t max_num_sg) {

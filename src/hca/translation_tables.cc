@@ -32,9 +32,11 @@ Result<void> TranslationTables::dealloc_pd(std::uint32_t pdn) {
   return {};
 }
 
-Result<std::uint32_t> TranslationTables::reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs) {
-  // The narrow interface trusts nobody: the page list must cover the region
-  // exactly, with aligned pages, or translate() could walk foreign MTTs.
+namespace {
+
+// The narrow interface trusts nobody: the page list must cover the region
+// exactly, with aligned pages, or translate() could walk foreign MTTs.
+Result<void> check_page_list(const MrAttr& attr, std::span<const std::uint64_t> page_addrs) {
   if (attr.length == 0) return make_error(EINVAL, "a memory region needs at least one byte");
   if (attr.page_shift < 12 || attr.page_shift > 30)
     return make_error(EINVAL, fmt::format("page_shift {} outside 12..30", attr.page_shift));
@@ -46,6 +48,27 @@ Result<std::uint32_t> TranslationTables::reg_mr(const MrAttr& attr, std::span<co
     return make_error(EINVAL, fmt::format("{} pages given for a region that spans {}", page_addrs.size(), needed));
   for (std::uint64_t a : page_addrs)
     if (a & page_mask) return make_error(EINVAL, fmt::format("page address {:#x} is not aligned", a));
+  return {};
+}
+
+// A plain region's entry for `attr` (its key, MTT segment and status are
+// the caller's).
+MptFields region_entry(const MrAttr& attr, std::span<const std::uint64_t> page_addrs) {
+  MptFields f;
+  f.flags = MPT_FLAG_REGION | contiguity_flag(page_addrs, attr.page_shift);
+  f.access = static_cast<std::uint8_t>(attr.access);
+  f.page_shift = attr.page_shift;
+  f.pd = attr.pdn;
+  f.mtt_count = static_cast<std::uint32_t>(page_addrs.size());
+  f.start = attr.iova;
+  f.length = attr.length;
+  return f;
+}
+
+}  // namespace
+
+Result<std::uint32_t> TranslationTables::reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs) {
+  if (auto ok = check_page_list(attr, page_addrs); !ok) return std::unexpected(ok.error());
   std::lock_guard lock(mu_);
   if (!pd_alloc_.is_allocated(attr.pdn))
     return make_error(EINVAL, fmt::format("PD {} is not allocated", attr.pdn));
@@ -59,19 +82,44 @@ Result<std::uint32_t> TranslationTables::reg_mr(const MrAttr& attr, std::span<co
   // Write the MTTs, then hand the MPT to the device: the seqlock's release
   // publishes the MTT stores with it.
   mtt_.write(mtt_.first_entry(*range), page_addrs);
-  MptFields f;
+  MptFields f = region_entry(attr, page_addrs);
   f.status = kMptStatusHw;
-  f.flags = MPT_FLAG_REGION | contiguity_flag(page_addrs, attr.page_shift);
-  f.access = static_cast<std::uint8_t>(attr.access);
-  f.page_shift = attr.page_shift;
   f.key = *key;
-  f.pd = attr.pdn;
-  f.mtt_count = static_cast<std::uint32_t>(page_addrs.size());
-  f.start = attr.iova;
-  f.length = attr.length;
   f.mtt_seg = range->first_seg;
   mpt_.write(mpt_.index_of(*key), f);
   return *key;
+}
+
+Result<void> TranslationTables::rereg_mr(std::uint32_t key, const MrAttr& attr,
+                                         std::span<const std::uint64_t> page_addrs) {
+  if (auto ok = check_page_list(attr, page_addrs); !ok) return ok;
+  std::unique_lock lock(mu_);
+  const std::uint32_t index = mpt_.index_of(key);
+  const MptFields old = index < mpt_.reserved() ? MptFields{} : mpt_.read(index);
+  if (!old.is_region() || old.key != key || old.status != kMptStatusHw || (old.flags & (MPT_FLAG_FMR | MPT_FLAG_FAST_REG)))
+    return make_error(EINVAL, fmt::format("key {:#x} is not a registered memory region", key));
+  if (!pd_alloc_.is_allocated(attr.pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", attr.pdn));
+  // As for dereg: a bound window names this region (its PD, its bounds).
+  if (mr_windows_.contains(index))
+    return make_error(EINVAL, fmt::format("memory region {:#x} has memory windows bound to it", key));
+  auto range = mtt_.alloc(page_addrs.size(), MttPool::kMain);
+  if (!range) return std::unexpected(range.error());
+  mtt_.write(mtt_.first_entry(*range), page_addrs);
+  MptFields f = region_entry(attr, page_addrs);
+  f.status = kMptStatusHw;
+  f.key = key;
+  f.mtt_seg = range->first_seg;
+  // One entry replaces the other (the seqlock's release publishes the new
+  // MTTs with it); the cached translation goes; then the old translations'
+  // stores are waited for, as dereg_mr does, before their MTTs are reused.
+  mpt_.write(index, f);
+  tpt_.invalidate(index);
+  lock.unlock();
+  quiesce_translations(key);
+  lock.lock();
+  mtt_.free(MttRange{static_cast<std::uint32_t>(old.mtt_seg), mtt_order_for(old.mtt_count, mtt_.log_mtts_per_seg()),
+                     MttPool::kMain});
+  return {};
 }
 
 Result<void> TranslationTables::dereg_mr(std::uint32_t key) {

@@ -60,6 +60,14 @@ class TranslationTables {
   Result<std::uint32_t> reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs);
   // EINVAL if `key` is not a registered region's current key.
   Result<void> dereg_mr(std::uint32_t key);
+  // Points the region `key` at new pages, PD and access (ibv_rereg_mr),
+  // keeping its key, as mlx5 and rxe keep it: the new entry replaces the
+  // old one at once, and this returns only after every store translated
+  // through the old entry has landed (then its MTTs are freed). EINVAL: not
+  // a registered region's key, PD not allocated, windows bound to it, a bad
+  // page list (as reg_mr); ENOMEM names the exhausted MTT table. On an
+  // error the region is as it was.
+  Result<void> rereg_mr(std::uint32_t key, const MrAttr& attr, std::span<const std::uint64_t> page_addrs);
 
   // --- FMRs (translation_tables_fmr.cc) ---
   // Fast memory regions as on mem-free mthca: an MPT index and a fixed block

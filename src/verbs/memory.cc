@@ -89,13 +89,11 @@ int ibv_dereg_mr(ibv_mr* mr) {
   return 0;
 }
 
-// A new registration with what changes (translation, PD, access) and what
-// stays, then the old one deregistered, then the handle updated: the old
-// keys stop working before this returns (MemoryRegion::dereg drops the
-// device's cached translation) and the new ones are the MR's. A WR still
-// using an old key fails its protection check; none reaches the new
-// memory or the old memory through a stale key. On a refusal the MR is as
-// it was.
+// The region re-pointed in place (ProtectionDomain::rereg_mr): its keys
+// stay, as mlx5 and rxe keep them, and the old translation (pages, PD,
+// access) stops before this returns, no store through it still to land. A
+// WR that names the old pages or PD afterwards fails its protection check.
+// On a refusal the MR is as it was.
 int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   constexpr const char* verb = "ibv_rereg_mr";
   if (!ibmr) {
@@ -108,6 +106,10 @@ int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
   }
   if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) {
     fail(verb, EINVAL, "CHANGE_TRANSLATION with a NULL address or length 0");
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) {
+    fail(verb, EINVAL, "access flags without CHANGE_ACCESS");
     return IBV_REREG_MR_ERR_INPUT;
   }
   if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context)) {
@@ -130,24 +132,14 @@ int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
     fail(verb, nflags.error());
     return IBV_REREG_MR_ERR_INPUT;
   }
-  auto fresh = to_pd(npd)->core.reg_mr(naddr, nlength, *nflags);
-  if (!fresh) {
-    fail(verb, fresh.error());
-    return IBV_REREG_MR_ERR_CMD;
-  }
-  if (auto r = mr.core.dereg(); !r) {
-    (void)fresh->dereg();
+  if (auto r = to_pd(npd)->core.rereg_mr(mr.core, naddr, nlength, *nflags); !r) {
     fail(verb, r.error());
     return IBV_REREG_MR_ERR_CMD;
   }
-  mr.core = std::move(*fresh);
   mr.access = naccess;
   ibmr->pd = npd;
   ibmr->addr = naddr;
   ibmr->length = nlength;
-  ibmr->handle = mr.core.lkey();
-  ibmr->lkey = mr.core.lkey();
-  ibmr->rkey = mr.core.rkey();
   return 0;
 }
 
