@@ -472,6 +472,66 @@ TEST(Cq, ResizeKeepsWaitingCqesInOrder) {
   EXPECT_EQ(expect, 12u);
 }
 
+TEST(Cq, CleanTakesOneQpsCqesAndKeepsTheRestInOrder) {
+  Cq cq(1, 8, nullptr, 0, nullptr);
+  std::array<Wc, 8> out;
+  // Wrap the ring first: head at 5 of an 8-entry ring.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(cq.push(wc_with(100 + i), false));
+  ASSERT_EQ(cq.poll({out.data(), 5}), 5);
+  for (std::uint32_t i = 0; i < 7; ++i) {
+    Wc wc = wc_with(i);
+    wc.qp_num = i % 3 == 0 ? 0x42 : 0x43;  // 0, 3, 6 are QP 0x42's
+    ASSERT_TRUE(cq.push(wc, false));
+  }
+  EXPECT_EQ(cq.clean(0x44), 0u);
+  EXPECT_EQ(cq.waiting(), 7u);
+  EXPECT_EQ(cq.clean(0x42), 3u);
+  EXPECT_EQ(cq.waiting(), 4u);
+  // The room the gap left is usable, and order holds across it.
+  for (int i = 7; i < 11; ++i) ASSERT_TRUE(cq.push(wc_with(i), false));
+  EXPECT_FALSE(cq.push(wc_with(11), false));  // 8 entries again
+  std::vector<std::uint64_t> ids;
+  int n;
+  while ((n = cq.poll(out)) > 0)
+    for (int i = 0; i < n; ++i) ids.push_back(out[i].wr_id);
+  EXPECT_EQ(ids, (std::vector<std::uint64_t>{1, 2, 4, 5, 7, 8, 9, 10}));
+}
+
+TEST(Cq, CleanRacingProducersLosesOnlyTheCleanedQps) {
+  // Producers of two QPs push while QP 1's CQEs are cleaned again and
+  // again: every CQE of QP 2 is polled, once, in its producer's order.
+  // Credits (one per free entry, shared) keep the CQ from overrunning.
+  constexpr int kPerProducer = 20000;
+  Cq cq(1, 1024, nullptr, 0, nullptr);
+  std::atomic<std::uint32_t> credits{1024};
+  std::atomic<bool> failed{false};
+  std::atomic<int> producers{2};
+  const auto produce = [&](std::uint32_t qpn) {
+    for (int i = 0; i < kPerProducer; ++i) {
+      if (!take_credit(credits, failed)) break;
+      Wc wc = wc_with(i);
+      wc.qp_num = qpn;
+      if (!cq.push(wc, false)) failed = true;
+    }
+    producers.fetch_sub(1);
+  };
+  std::thread p1(produce, 1), p2(produce, 2);
+  std::uint64_t next = 0;
+  std::array<Wc, 64> out;
+  while (!failed.load() && (producers.load() > 0 || cq.waiting() > 0)) {
+    credits.fetch_add(cq.clean(1));
+    const int n = cq.poll(out);
+    for (int i = 0; i < n; ++i)
+      if (out[i].qp_num == 2) EXPECT_EQ(out[i].wr_id, next++);  // QP 1's: pushed after the clean
+    credits.fetch_add(static_cast<std::uint32_t>(n));
+  }
+  failed = true;  // releases a producer waiting for a credit after an error
+  p1.join();
+  p2.join();
+  EXPECT_FALSE(cq.in_error());
+  EXPECT_EQ(next, static_cast<std::uint64_t>(kPerProducer));
+}
+
 TEST(Cq, CountersFeedTheCompletionVector) {
   EventQueue eq(1);
   Cq a(1, 8, &eq, 1, nullptr), b(2, 8, &eq, 1, nullptr);

@@ -223,6 +223,27 @@ std::uint64_t Cq::capacity() const {
   return ring_->capacity;
 }
 
+std::uint32_t Cq::clean(std::uint32_t qpn) {
+  std::lock_guard lk(mu_);
+  std::lock_guard plk(poll_mu_);
+  // As resize: freeze the tail and wait for the reserved pushes to publish.
+  const std::uint64_t t = tail_.fetch_or(CqRing::kFrozen, std::memory_order_acq_rel);
+  const std::uint64_t head = head_.load(std::memory_order_relaxed);
+  CqRing& ring = *ring_;
+  for (std::uint64_t pos = head; pos < t; ++pos)
+    while (ring.at(pos).seq.load(std::memory_order_acquire) != pos + 1) std::this_thread::yield();
+  // Keep the others, moved up against the tail (positions stay published);
+  // the head moves past the gap.
+  std::uint64_t dst = t;
+  for (std::uint64_t pos = t; pos-- > head;) {
+    if (ring.at(pos).wc.qp_num == qpn) continue;
+    if (--dst != pos) ring.at(dst).wc = ring.at(pos).wc;
+  }
+  head_.store(dst, std::memory_order_release);
+  tail_.store(t, std::memory_order_release);
+  return static_cast<std::uint32_t>(dst - head);
+}
+
 Result<void> Cq::resize(std::uint32_t cqe, std::uint32_t max_cqe) {
   if (cqe < 1) return make_error(EINVAL, "resize_cq: cqe must be at least 1");
   if (cqe > max_cqe)

@@ -121,6 +121,10 @@ class Cq {
   // EINVAL if cqe < 1, > max_cqe or < the CQEs currently waiting. Keeps the
   // waiting CQEs, in order.
   Result<void> resize(std::uint32_t cqe, std::uint32_t max_cqe);
+  // Takes every unpolled CQE of QP `qpn` out of the ring, keeping the
+  // others in order (mthca_cq_clean: a QP moved to RESET leaves nothing of
+  // its previous life for its consumer to poll). Returns how many went.
+  std::uint32_t clean(std::uint32_t qpn);
   // Event moderation: an event once `count` CQEs are waiting or `usec`
   // microseconds after the first unreported one, whichever is first
   // (0, 0: every completion). Applies from the next CQE on.

@@ -123,6 +123,11 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     completer_.reset();
     rq_.reset();
     responder_.reset();
+    // And its unpolled CQEs leave its CQs, as mthca's and mlx5's modify to
+    // RESET clean them: a QP reused after RESET hands its consumer nothing
+    // of its previous life (a flush from before would read as a new error).
+    if (init_.send_cq) init_.send_cq->clean(qpn_);
+    if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->clean(qpn_);
   }
   state_.store(next, std::memory_order_release);
   if (next == QpState::kErr && cur != QpState::kErr) {
