@@ -37,8 +37,10 @@ Result<std::uint32_t> access_flags(unsigned int a) {
 }
 
 Result<std::uint32_t> mw_access_flags(unsigned int a) {
-  constexpr unsigned int known =
-      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
+  // LOCAL_WRITE is taken and means nothing, as rxe and mlx5 take it (a
+  // window grants remote access; local access goes through the region).
+  constexpr unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
   if (a & ~known) return make_error(EINVAL, "a window grants remote access (and ZERO_BASED) only");
   std::uint32_t out = 0;
   if (a & IBV_ACCESS_REMOTE_WRITE) out |= ACCESS_REMOTE_WRITE;
