@@ -223,15 +223,20 @@ std::uint64_t Cq::capacity() const {
   return ring_->capacity;
 }
 
+std::uint64_t Cq::freeze_published() {
+  const std::uint64_t t = tail_.fetch_or(CqRing::kFrozen, std::memory_order_acq_rel);
+  CqRing& ring = *ring_;
+  for (std::uint64_t pos = head_.load(std::memory_order_relaxed); pos < t; ++pos)
+    while (ring.at(pos).seq.load(std::memory_order_acquire) != pos + 1) std::this_thread::yield();
+  return t;
+}
+
 std::uint32_t Cq::clean(std::uint32_t qpn) {
   std::lock_guard lk(mu_);
   std::lock_guard plk(poll_mu_);
-  // As resize: freeze the tail and wait for the reserved pushes to publish.
-  const std::uint64_t t = tail_.fetch_or(CqRing::kFrozen, std::memory_order_acq_rel);
+  const std::uint64_t t = freeze_published();
   const std::uint64_t head = head_.load(std::memory_order_relaxed);
   CqRing& ring = *ring_;
-  for (std::uint64_t pos = head; pos < t; ++pos)
-    while (ring.at(pos).seq.load(std::memory_order_acquire) != pos + 1) std::this_thread::yield();
   // Keep the others, moved up against the tail (positions stay published);
   // the head moves past the gap.
   std::uint64_t dst = t;
@@ -251,13 +256,9 @@ Result<void> Cq::resize(std::uint32_t cqe, std::uint32_t max_cqe) {
                                   std::to_string(max_cqe));
   std::lock_guard lk(mu_);
   std::lock_guard plk(poll_mu_);
-  // Freeze the tail, then wait for the pushes that reserved before it to
-  // publish (they hold no lock, and are a few stores from done).
-  const std::uint64_t t = tail_.fetch_or(CqRing::kFrozen, std::memory_order_acq_rel);
+  const std::uint64_t t = freeze_published();
   const std::uint64_t head = head_.load(std::memory_order_relaxed);
   CqRing& old = *ring_;
-  for (std::uint64_t pos = head; pos < t; ++pos)
-    while (old.at(pos).seq.load(std::memory_order_acquire) != pos + 1) std::this_thread::yield();
   Result<void> result;
   if (cqe < t - head) {
     result = make_error(EINVAL, "resize_cq: cqe " + std::to_string(cqe) + " is below the " +

@@ -174,6 +174,10 @@ class Cq {
   // After a reservation at `pos`: whether it lies past the size (a resize
   // shrank the CQ meanwhile); if so the CQ enters the error state.
   bool overran_at(std::uint64_t pos, OverrunHandler* overrun);
+  // REQUIRES: mu_ and poll_mu_ held. Freezes the tail and waits for the
+  // pushes that reserved before it to publish (they hold no lock, and are a
+  // few stores from done); returns the tail. The caller unfreezes it.
+  std::uint64_t freeze_published();
 
   const std::uint32_t cqn_;
   const std::uint32_t comp_vector_;
