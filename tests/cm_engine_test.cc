@@ -329,6 +329,41 @@ TEST_F(CmEngineTest, NoRtuTimesThePassiveSideOutWithARej) {
   (void)id;
 }
 
+TEST_F(CmEngineTest, ARejAfterOurRtuEndsTheConnectionAsADreqWould) {
+  // The passive side gives up (here its consumer destroys the ID) before
+  // the active side's RTU reaches it: the active side, already connected,
+  // takes the REJ as the end of the connection.
+  auto id = ea_.connect(params(), now_);
+  pass_a();  // REQ
+  const std::uint32_t pid = b_.events.at(0).id;
+  ASSERT_TRUE(eb_.accept(pid, Rep{.local_qpn = 9}, now_));
+  pass_b();  // REP
+  ASSERT_TRUE(ea_.ready(*id));
+  ASSERT_EQ(ea_.state(*id), CmState::kEstablished);
+  eb_.destroy(pid, now_);  // before the RTU came
+  pass_a();                // the RTU, for a forgotten ID
+  ASSERT_EQ(b_.next_attr(), AttributeId::kRej);
+  while (!b_.out.empty() && b_.next_attr() != AttributeId::kRej) b_.out.pop_front();
+  pass_b();
+  ASSERT_FALSE(a_.events.empty());
+  EXPECT_EQ(a_.events.back().type, CmEventType::kDisconnected);
+  EXPECT_EQ(ea_.state(*id), CmState::kTimewait);
+  // A REJ from someone else, or naming another comm ID, changes nothing.
+  auto [aid, bid] = establish();
+  Rej forged;
+  forged.local_comm_id = 0x1234;
+  forged.remote_comm_id = aid;
+  const std::size_t seen = a_.events.size();
+  Mad mad;
+  ASSERT_TRUE(encode(forged, 5, mad).ok());
+  ea_.receive(kB, mad, now_);
+  forged.local_comm_id = bid;  // the right ID, from the wrong address
+  ASSERT_TRUE(encode(forged, 6, mad).ok());
+  ea_.receive(kMallory, mad, now_);
+  EXPECT_EQ(ea_.state(aid), CmState::kEstablished);
+  EXPECT_EQ(a_.events.size(), seen);
+}
+
 TEST_F(CmEngineTest, DisconnectIsDreqDrepThenTimeWait) {
   auto [aid, bid] = establish();
   ASSERT_TRUE(ea_.disconnect(aid, now_));

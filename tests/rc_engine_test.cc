@@ -324,6 +324,10 @@ TEST_P(RcEngine, RnrRetrySucceedsOnceAReceiveIsPosted) {
   pair::PathParams p;
   p.rnr_retry = 7;  // for ever
   p.min_rnr_timer = 3;  // 0.03 ms
+  // The transport timer shares the clock, which moves 1 ms per 0.2 ms of
+  // real time below: a 4 s timeout (20) keeps a busy host's slow round
+  // trip from reading as a lost peer (retry exceeded) on the way.
+  p.timeout = 20;
   pair::connect(a, b, p);
   Sge s{a.addr(), 8, a.key};
   SendWr w;

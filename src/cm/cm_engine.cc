@@ -356,7 +356,7 @@ void CmEngine::receive(std::uint64_t from, std::span<const std::byte> bytes, CmT
         using T = std::decay_t<decltype(msg)>;
         if constexpr (std::is_same_v<T, Req>) on_req(from, h, msg, now);
         else if constexpr (std::is_same_v<T, Mra>) on_mra(from, msg, now);
-        else if constexpr (std::is_same_v<T, Rej>) on_rej(from, msg);
+        else if constexpr (std::is_same_v<T, Rej>) on_rej(from, msg, now);
         else if constexpr (std::is_same_v<T, Rep>) on_rep(from, h, msg);
         else if constexpr (std::is_same_v<T, Rtu>) on_rtu(from, msg);
         else if constexpr (std::is_same_v<T, Dreq>) on_dreq(from, h, msg, now);
@@ -482,7 +482,7 @@ void CmEngine::on_mra(std::uint64_t from, const Mra& m, CmTime now) {
   ++counters_.dropped_unexpected;
 }
 
-void CmEngine::on_rej(std::uint64_t from, const Rej& m) {
+void CmEngine::on_rej(std::uint64_t from, const Rej& m, CmTime now) {
   Conn* c = addressed(from, m.remote_comm_id);
   if (!c) return;
   // Once the peer's comm ID is known, a REJ must carry it exactly (a REJ
@@ -490,6 +490,14 @@ void CmEngine::on_rej(std::uint64_t from, const Rej& m) {
   // random comm ID is what a stranger would have to guess then).
   if (c->remote_id != 0 && m.local_comm_id != c->remote_id) {
     ++counters_.dropped_unexpected;
+    return;
+  }
+  if (c->state == CmState::kEstablished && c->active) {
+    // Our RTU had not reached the passive side when it gave up (it timed
+    // out, or its consumer destroyed the ID): the connection is over, as a
+    // DREQ would have said (the IB CM enters time wait here too).
+    enter_timewait(*c, now);
+    emit(CmEventType::kDisconnected, *c, m);
     return;
   }
   if (!in_handshake(c->state)) {

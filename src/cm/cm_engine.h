@@ -15,7 +15,8 @@
 //   passive: listen(service) -> kReqReceived -> accept() or reject();
 //            -> kEstablished (the RTU came) or kTimedOut;
 //   either:  disconnect() -> kDisconnected once the DREP came (or the
-//            DREQ timed out); the peer's DREQ -> kDisconnected; then
+//            DREQ timed out); the peer's DREQ -> kDisconnected (so is
+//            a REJ after our RTU: the passive side gave up first); then
 //            kTimewaitExit when time wait ends (an ID not destroyed).
 // After kRejected, kTimedOut or kDisconnected the ID is done; destroy()
 // frees it (a connection in time wait stays known until that ends, so
@@ -274,7 +275,7 @@ class CmEngine {
   // A REJ for a REQ no connection was made for.
   void refuse_req(std::uint64_t from, const MadHeader& h, const Req& m, RejectReason why);
   void on_mra(std::uint64_t from, const Mra& m, CmTime now);
-  void on_rej(std::uint64_t from, const Rej& m);
+  void on_rej(std::uint64_t from, const Rej& m, CmTime now);
   void on_rep(std::uint64_t from, const MadHeader& h, const Rep& m);
   void on_rtu(std::uint64_t from, const Rtu& m);
   void on_dreq(std::uint64_t from, const MadHeader& h, const Dreq& m, CmTime now);
