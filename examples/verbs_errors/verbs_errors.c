@@ -140,11 +140,13 @@ int main(void) {
         "ibv_query_port(port 1): Ethernet, a non-zero LID");
   union ibv_gid gid;
   errno = 0;
-  check(ibv_query_gid(ctx, 1, 1, &gid) == -1 && errno == EINVAL, "ibv_query_gid(index 1) -> -1, EINVAL");
+  check(ibv_query_gid(ctx, 1, 16, &gid) == -1 && errno == EINVAL, "ibv_query_gid(index 16, past the table) -> -1, EINVAL");
+  check(ibv_query_gid(ctx, 1, 1, &gid) == 0 && gid.raw[10] == 0 && gid.raw[15] == 0, "ibv_query_gid(index 1): an empty slot reads as zero");
   check(ibv_query_gid(ctx, 1, 0, &gid) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff,
         "ibv_query_gid(index 0): IPv4-mapped");
   struct ibv_gid_entry ge;
   check_ret(ibv_query_gid_ex(ctx, 1, 0, &ge, 1), EINVAL, "ibv_query_gid_ex(unknown flags)");
+  check_ret(ibv_query_gid_ex(ctx, 1, 1, &ge, 0), ENODATA, "ibv_query_gid_ex(an empty slot)");
   check(ibv_query_gid_ex(ctx, 1, 0, &ge, 0) == 0 && ge.gid_type == IBV_GID_TYPE_ROCE_V2, "ibv_query_gid_ex: RoCE v2");
   check_null(ibv_alloc_pd(NULL), EINVAL, "ibv_alloc_pd(NULL)");
 

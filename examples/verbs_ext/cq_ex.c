@@ -47,15 +47,16 @@ int main(void) {
   check_ret(ibv_query_device_ex(ctx, &in, &dx), EINVAL, "ibv_query_device_ex(input comp_mask)");
   struct ibv_port_attr pa;
   check_ret(ibv_query_port(ctx, 1, &pa), 0, "ibv_query_port(1)");
-  check(pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_ETHERNET && pa.gid_tbl_len == 1 &&
+  check(pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_ETHERNET && pa.gid_tbl_len == 16 &&
             (pa.port_cap_flags & IBV_PORT_CM_SUP),
-        "ibv_query_port: ACTIVE, Ethernet, one GID, CM supported");
+        "ibv_query_port: ACTIVE, Ethernet, a GID table of 16, CM supported");
   check_ret(ibv_query_port(ctx, 0, &pa), EINVAL, "ibv_query_port(0)");
   struct ibv_gid_entry ge, table[4];
   check_ret(ibv_query_gid_ex(ctx, 1, 0, &ge, 0), 0, "ibv_query_gid_ex(1, 0)");
   check(ge.gid_type == IBV_GID_TYPE_ROCE_V2 && ge.port_num == 1 && ge.gid_index == 0 && ge.gid.raw[10] == 0xff,
         "ibv_query_gid_ex: RoCE v2, an IPv4-mapped GID");
-  check_ret(ibv_query_gid_ex(ctx, 1, 1, &ge, 0), EINVAL, "ibv_query_gid_ex(index 1)");
+  check_ret(ibv_query_gid_ex(ctx, 1, 1, &ge, 0), ENODATA, "ibv_query_gid_ex(index 1, an empty slot)");
+  check_ret(ibv_query_gid_ex(ctx, 1, 16, &ge, 0), EINVAL, "ibv_query_gid_ex(index 16, past the table)");
   ssize_t rows = ibv_query_gid_table(ctx, table, 4, 0);
   check(rows == 1 && memcmp(&table[0], &ge, sizeof ge) == 0, "ibv_query_gid_table: one entry, the same");
   check(ibv_query_gid_table(ctx, table, 0, 0) < 0, "ibv_query_gid_table(room for none) -> an error");

@@ -10,6 +10,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +38,10 @@ namespace {
 
 constexpr std::uint32_t kVendorId = 0xFFFFFF;  // no real vendor's (IEEE OUIs are 24 bits; this one is unassigned)
 constexpr char kDeviceName[] = "srdma0";
+// The GID table's length a port reports (RoCE devices report a table with
+// room for every address of their netdev; populated entries are listed by
+// ibv_query_gid_table).
+constexpr std::uint32_t kGidTableLen = 16;
 
 ibv_device g_device = [] {
   ibv_device d{};
@@ -189,7 +195,7 @@ void fill_port_attr(Context& ctx, ibv_port_attr& p) {
   p.state = IBV_PORT_ACTIVE;
   p.max_mtu = mtu_enum(port.max_mtu);
   p.active_mtu = mtu_enum(port.active_mtu);
-  p.gid_tbl_len = 1;
+  p.gid_tbl_len = kGidTableLen;
   p.port_cap_flags = IBV_PORT_CM_SUP;
   p.max_msg_sz = 1u << 31;
   p.pkey_tbl_len = 1;
@@ -230,7 +236,12 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
   return 0;
 }
 
-bool gid_args_ok(ibv_context* c, std::uint32_t port, std::uint32_t index) { return c && port == 1 && index == 0; }
+bool gid_args_ok(ibv_context* c, std::uint32_t port, std::uint32_t index) {
+  return c && port == 1 && index < kGidTableLen;
+}
+// Index 0 holds the device address's GID; the rest of the table is empty
+// (as a kernel device's slots without an address are).
+bool gid_populated(std::uint32_t index) { return index == 0; }
 
 }  // namespace
 
@@ -405,6 +416,16 @@ ibv_context* ibv_open_device(ibv_device* device) {
     delete ctx;
     return fail_null<ibv_context>("ibv_open_device", e, "eventfd for the async event channel");
   }
+  // The context's command fd: no kernel behind it, but a real descriptor,
+  // as programs dup it (to hand to ibv_import_device) or poll it. A memfd
+  // of its own, so that an fd names exactly one context.
+  ctx->cmd_fd = memfd_create("srdma0-context", MFD_CLOEXEC);
+  if (ctx->cmd_fd < 0) {
+    int e = errno;
+    ::close(ctx->async_fd);
+    delete ctx;
+    return fail_null<ibv_context>("ibv_open_device", e, "memfd for the command fd");
+  }
   ctx->dev = std::move(dev);
   ctx->ipv4 = roce_ipv4(ctx->dev.address());
   std::memset(&ctx->vctx, 0, sizeof ctx->vctx);
@@ -416,7 +437,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->vctx.create_qp_ex = create_qp_ex_op;
   ibv_context& c = ctx->vctx.context;
   c.device = &g_device;
-  c.cmd_fd = -1;
+  c.cmd_fd = ctx->cmd_fd;
   c.async_fd = ctx->async_fd;
   c.num_comp_vectors = static_cast<int>(ctx->dev.query().num_comp_vectors);
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -441,6 +462,7 @@ int ibv_close_device(ibv_context* context) {
   delete last;
   destroy_leftovers(*ctx);
   ::close(ctx->async_fd);
+  ::close(ctx->cmd_fd);
   pthread_mutex_destroy(&context->mutex);
   delete ctx;
   return 0;
@@ -461,9 +483,12 @@ int ibv_query_port(ibv_context* context, std::uint8_t port_num, _compat_ibv_port
 
 int ibv_query_gid(ibv_context* context, std::uint8_t port_num, int index, ibv_gid* gid) {
   if (!gid || index < 0 || !gid_args_ok(context, port_num, static_cast<std::uint32_t>(index))) {
-    fail("ibv_query_gid", EINVAL, "port 1 has one GID, index 0");
+    fail("ibv_query_gid", EINVAL, "port 1's GID table has 16 entries");
     return -1;
   }
+  // An empty slot reads as the zero GID, as the kernel's sysfs shows it.
+  std::memset(gid->raw, 0, sizeof gid->raw);
+  if (!gid_populated(static_cast<std::uint32_t>(index))) return 0;
   const Gid g = to_ctx(context)->dev.query_port().gid;
   std::memcpy(gid->raw, g.data(), sizeof gid->raw);
   return 0;
@@ -473,7 +498,8 @@ int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port_num, std::uint32_
                       std::uint32_t flags, size_t entry_size) {
   if (!entry || flags || entry_size < sizeof(ibv_gid_entry))
     return fail("ibv_query_gid_ex", EINVAL, "NULL entry, unknown flags or a short entry");
-  if (!gid_args_ok(context, port_num, gid_index)) return fail("ibv_query_gid_ex", EINVAL, "port 1 has one GID, index 0");
+  if (!gid_args_ok(context, port_num, gid_index)) return fail("ibv_query_gid_ex", EINVAL, "port 1's GID table has 16 entries");
+  if (!gid_populated(gid_index)) return fail("ibv_query_gid_ex", ENODATA, "an empty GID table entry");
   Context* ctx = to_ctx(context);
   std::memset(entry, 0, entry_size);
   const Gid g = ctx->dev.query_port().gid;
@@ -489,14 +515,15 @@ ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_
                              size_t entry_size) {
   if (!context || !entries || flags || entry_size < sizeof(ibv_gid_entry))
     return -fail("ibv_query_gid_table", EINVAL, "NULL argument, unknown flags or a short entry");
-  if (max_entries < 1) return -fail("ibv_query_gid_table", EINVAL, "the table has one entry");
+  if (max_entries < 1) return -fail("ibv_query_gid_table", EINVAL, "the table has one populated entry");
   int r = _ibv_query_gid_ex(context, 1, 0, entries, 0, entry_size);
   return r ? -r : 1;
 }
 
 // rdma-core's private query of a GID's type: 1 is RoCE v2 (IBV_GID_TYPE_SYSFS_ROCE_V2).
 int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num, unsigned int index, int* type) {
-  if (!type || !gid_args_ok(context, port_num, index)) return fail("ibv_query_gid_type", EINVAL, "port 1 has one GID");
+  if (!type || !gid_args_ok(context, port_num, index) || !gid_populated(index))
+    return fail("ibv_query_gid_type", EINVAL, "not a populated GID table entry of port 1");
   *type = 1;
   return 0;
 }
@@ -558,8 +585,13 @@ ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 int ibv_dontfork_range(void*, size_t) { return 0; }
 int ibv_dofork_range(void*, size_t) { return 0; }
 
-ibv_context* ibv_import_device(int) {
-  return fail_null<ibv_context>("ibv_import_device", EOPNOTSUPP, "no kernel context to import");
+ibv_context* ibv_import_device(int cmd_fd) {
+  struct stat st;
+  if (cmd_fd < 0 || ::fstat(cmd_fd, &st) != 0) return fail_null<ibv_context>("ibv_import_device", EBADF, "not an open fd");
+  // A context's objects live in its process (there is no kernel to hold
+  // them for another): a softrdma command fd is not importable.
+  return fail_null<ibv_context>("ibv_import_device", EOPNOTSUPP,
+                                "a softrdma context's objects live in its own process; there is none to import");
 }
 
 void ibv_register_driver(const char*, void*) {}

@@ -57,6 +57,7 @@ struct Context {
   std::condition_variable async_cv;
   std::deque<ibv_async_event> async_events;
   int async_fd = -1;
+  int cmd_fd = -1;  // ibv_context.cmd_fd: a memfd, see ibv_open_device
 
   std::mutex owned_mu;
   std::array<std::unordered_set<void*>, kKinds> owned;

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# rdma-core's own test suite (python3-pyverbs: its tests under
+# /usr/share/doc/rdma-core/tests) run unmodified on softrdma's
+# libibverbs.so.1 and librdmacm.so.1. A test that errors or fails fails
+# this one. So does every skip, unless its reason is on one of the two
+# lists below:
+#  - hardware: what needs one vendor's device, a GPU, dmabuf or a PCI
+#    function (as the issue that asks for this suite allows);
+#  - not yet: features softrdma does not have today, each naming what is
+#    missing. This list only shrinks: a feature that lands takes its line
+#    out, and its tests must then pass.
+# The summary prints every skip reason with its count.
+#
+#   pyverbs_suite_test.sh LIBDIR   (softrdma's drop-in directory)
+set -uo pipefail
+libdir=${1:?usage: pyverbs_suite_test.sh LIBDIR}
+libdir=$(cd "$libdir" 2>/dev/null && pwd) || { echo "FAIL: no directory '$1'" >&2; exit 1; }
+for f in librdmacm.so.1 libibverbs.so.1; do
+  [[ -e $libdir/$f ]] || { echo "FAIL: no $f in '$libdir'" >&2; exit 1; }
+done
+src=/usr/share/doc/rdma-core/tests
+# Debian's python3, where python3-pyverbs installs (not whatever is first on PATH).
+py=/usr/bin/python3
+if [[ ! -e $src/run_tests.py && ! -e $src/run_tests.py.gz ]] || ! $py -c 'import pyverbs' 2>/dev/null; then
+  echo "SKIP: python3-pyverbs is not installed (apt-get install python3-pyverbs)"
+  exit 77
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Debian compresses the larger test files; the suite imports them as modules.
+cp -r "$src" "$work/tests"
+find "$work/tests" -name '*.gz' -exec gunzip -f {} +
+
+hardware=(
+  'over non MLX5 device'
+  'This is not an MLX5 device'
+  'over non EFA device'
+  'Allocating dmabuf is not supported'
+  'cuda-python'
+  'PCI device must be passed by the user'
+  # test_mlx5_timestamp converts with mlx5dv_ts_to_ns.
+  'Converting timestamp to nanoseconds is not supported'
+  # Raw Ethernet QPs: a NIC's packet steering (mlx4/mlx5); rxe has none either.
+  'Create QP type 8 is not supported'
+  'Create Raw Packet QP'
+  # The machine's reservation (vm.nr_hugepages), not the device's.
+  'There are no huge pages of size 2M allocated'
+)
+not_yet=(
+  'ODP is not supported'                   # on-demand paging
+  'Device memory is not supported'         # ibv_alloc_dm
+  'Create XRCD is not supported'           # XRC
+  'Parent Domain is not supported'         # ibv_alloc_parent_domain
+  'Extended CQ is not supported'           # tag matching SRQs (IBV_WC_EX_WITH_TM_INFO)
+  "doesn't have net interface"             # sysfs netdev: the host model (one address, many processes)
+  'Importing a device is not supported'    # ibv_import_device: a context's objects live in its process
+  'Extended QP is not supported'           # ibv_wr_atomic_write (IBA 1.5 ATOMIC WRITE), the one op refused
+)
+
+log=$work/log
+(cd "$work/tests" && SRDMA_ADDR=127.0.0.1 LD_LIBRARY_PATH=$libdir timeout 600 $py run_tests.py -v) >"$log" 2>&1
+rc=$?
+tail -n 4 "$log"
+
+matches() {  # reason, patterns...
+  local r=$1 p
+  shift
+  for p in "$@"; do [[ $r == *"$p"* ]] && return 0; done
+  return 1
+}
+status=0
+ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$log")
+[[ -n $ran && $ran -gt 0 ]] || { echo "FAIL: the suite did not run (exit $rc)"; cat "$log"; exit 1; }
+if grep -qE '^(ERROR|FAIL):' "$log"; then
+  echo "FAIL: tests that errored or failed:"
+  grep -E '^(ERROR|FAIL):' "$log"
+  grep -A30 -E '^(ERROR|FAIL):' "$log" | head -200
+  status=1
+fi
+declare -A count=()
+while IFS= read -r reason; do
+  count[$reason]=$((${count[$reason]:-0} + 1))
+done < <(sed -n "s/.* \.\.\. skipped '\(.*\)'$/\1/p; s/.* \.\.\. skipped \"\(.*\)\"$/\1/p" "$log")
+skipped=0
+echo "skips by reason:"
+for reason in "${!count[@]}"; do
+  n=${count[$reason]}
+  skipped=$((skipped + n))
+  if matches "$reason" "${hardware[@]}"; then
+    kind=hardware
+  elif matches "$reason" "${not_yet[@]}"; then
+    kind=not-yet
+  else
+    kind=UNEXPECTED
+    status=1
+  fi
+  printf '  %4d  %-10s %s\n' "$n" "$kind" "$reason"
+done
+echo "ran $ran, skipped $skipped, passed $((ran - skipped)) (suite exit $rc)"
+[[ $status == 0 && $rc != 0 ]] && { echo "FAIL: the suite exited $rc"; status=1; }
+[[ $status == 0 ]] && echo "PASS" || echo "FAIL: an error, a failure or a skip that is on neither list"
+exit $status
