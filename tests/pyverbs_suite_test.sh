@@ -51,7 +51,6 @@ not_yet=(
   'ODP is not supported'                   # on-demand paging
   'Device memory is not supported'         # ibv_alloc_dm
   'Create XRCD is not supported'           # XRC
-  'Parent Domain is not supported'         # ibv_alloc_parent_domain
   'Extended CQ is not supported'           # tag matching SRQs (IBV_WC_EX_WITH_TM_INFO)
   "doesn't have net interface"             # sysfs netdev: the host model (one address, many processes)
   'Importing a device is not supported'    # ibv_import_device: a context's objects live in its process

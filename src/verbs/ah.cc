@@ -43,7 +43,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   a.sl = attr->sl & 0xF;
   auto* ah = new (std::nothrow) Ah{};
   if (!ah) return fail_null<ibv_ah>("ibv_create_ah", ENOMEM, "out of memory");
-  auto core = to_pd(pd)->core.create_ah(a);
+  auto core = pd_core(pd).create_ah(a);
   if (!core) {
     delete ah;
     return fail_null<ibv_ah>("ibv_create_ah", core.error());

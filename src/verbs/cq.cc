@@ -41,11 +41,11 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
 }
 
 Cq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
-            int comp_vector) {
+            int comp_vector, ibv_pd* parent) {
   if (!context) return fail_null<Cq>(verb, EINVAL, "NULL context");
   if (cqe < 1) return fail_null<Cq>(verb, EINVAL, "cqe must be at least 1");
   if (comp_vector < 0) return fail_null<Cq>(verb, EINVAL, "negative comp_vector");
-  auto* cq = new (std::nothrow) Cq{};
+  auto* cq = new_object<Cq>(parent);
   if (!cq) return fail_null<Cq>(verb, ENOMEM, "out of memory");
   std::memset(&cq->ex, 0, sizeof cq->ex);
   CqInit init;
@@ -62,7 +62,7 @@ Cq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context, i
   SignalsBlocked quiet;  // the first CQ starts the engine's threads
   auto core = to_ctx(context)->dev.create_cq(init);
   if (!core) {
-    delete cq;
+    delete_object(cq);
     return fail_null<Cq>(verb, core.error());
   }
   cq->core = std::move(*core);
@@ -133,7 +133,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
   to_ctx(cq->context)->release(Kind::kCq, cq);
-  delete to_cq(cq);
+  delete_object(to_cq(cq));
   return 0;
 }
 

@@ -140,8 +140,9 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   if (flags & ~kSupportedCqFlags) return fail_null<ibv_cq_ex>(verb, EOPNOTSUPP, "unknown create flags");
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && !attr->parent_domain)
     return fail_null<ibv_cq_ex>(verb, EINVAL, "MASK_PD without a parent domain");
-  if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
-    return fail_null<ibv_cq_ex>(verb, EOPNOTSUPP, "parent domains are not supported");
+  ibv_pd* parent = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ? attr->parent_domain : nullptr;
+  if (parent && (parent->context != context || !to_pd(parent)->is_parent()))
+    return fail_null<ibv_cq_ex>(verb, EINVAL, "MASK_PD with a PD that is not a parent domain of this context");
   if (attr->cqe > static_cast<std::uint32_t>(INT32_MAX)) return fail_null<ibv_cq_ex>(verb, EINVAL, "cqe too large");
   auto ext = std::unique_ptr<CqExPoll>(new (std::nothrow) CqExPoll);
   if (!ext) return fail_null<ibv_cq_ex>(verb, ENOMEM, "out of memory");
@@ -149,7 +150,7 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   ext->stamp = (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) != 0;
   ext->stamp_wall = (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) != 0;
   Cq* cq = make_cq(verb, context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
-                   static_cast<int>(attr->comp_vector));
+                   static_cast<int>(attr->comp_vector), parent);
   if (!cq) return nullptr;
   cq->ext = std::move(ext);
   ibv_cq_ex& x = cq->ex;

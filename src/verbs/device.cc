@@ -251,13 +251,14 @@ void destroy_leftovers(Context& ctx) {
     for (void* obj : ctx.owned[k]) {
       switch (static_cast<Kind>(k)) {
         case Kind::kAh: delete static_cast<Ah*>(obj); break;
-        case Kind::kQp: delete static_cast<Qp*>(obj); break;
-        case Kind::kSrq: delete static_cast<Srq*>(obj); break;
+        case Kind::kQp: delete_object(static_cast<Qp*>(obj)); break;
+        case Kind::kSrq: delete_object(static_cast<Srq*>(obj)); break;
         case Kind::kMw: delete static_cast<Mw*>(obj); break;
         case Kind::kMr: delete static_cast<Mr*>(obj); break;
-        case Kind::kCq: delete static_cast<Cq*>(obj); break;
+        case Kind::kCq: delete_object(static_cast<Cq*>(obj)); break;
         case Kind::kChannel: delete static_cast<CompChannelObj*>(obj); break;
         case Kind::kPd: delete static_cast<Pd*>(obj); break;
+        case Kind::kTd: delete static_cast<Td*>(obj); break;
       }
     }
     ctx.owned[k].clear();
@@ -435,6 +436,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->vctx.create_cq_ex = create_cq_ex_op;
   ctx->vctx.query_rt_values = query_rt_values_op;
   ctx->vctx.create_qp_ex = create_qp_ex_op;
+  ctx->vctx.alloc_td = alloc_td_op;
+  ctx->vctx.dealloc_td = dealloc_td_op;
+  ctx->vctx.alloc_parent_domain = alloc_parent_domain_op;
   ibv_context& c = ctx->vctx.context;
   c.device = &g_device;
   c.cmd_fd = ctx->cmd_fd;

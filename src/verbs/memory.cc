@@ -22,7 +22,7 @@ ibv_mr* reg_mr(const char* verb, ibv_pd* pd, void* addr, size_t length, std::uin
   if (!flags) return fail_null<ibv_mr>(verb, flags.error());
   auto* mr = new (std::nothrow) Mr{};
   if (!mr) return fail_null<ibv_mr>(verb, ENOMEM, "out of memory");
-  auto core = to_pd(pd)->core.reg_mr(addr, length, *flags);
+  auto core = pd_core(pd).reg_mr(addr, length, *flags);
   if (!core) {
     delete mr;
     return fail_null<ibv_mr>(verb, core.error());
@@ -42,6 +42,59 @@ ibv_mr* reg_mr(const char* verb, ibv_pd* pd, void* addr, size_t length, std::uin
 
 }  // namespace
 
+namespace srdma::verbs {
+
+// Thread domains are a promise that one thread at a time uses what is made
+// through them; a software device's queues take their locks anyway, so the
+// promise changes nothing but is kept count of (EBUSY while in use).
+ibv_td* alloc_td_op(ibv_context* context, ibv_td_init_attr* attr) {
+  if (!context || !attr) return fail_null<ibv_td>("ibv_alloc_td", EINVAL, "NULL context or attribute");
+  if (attr->comp_mask) return fail_null<ibv_td>("ibv_alloc_td", EINVAL, "unknown comp_mask bits");
+  auto* td = new (std::nothrow) Td{};
+  if (!td) return fail_null<ibv_td>("ibv_alloc_td", ENOMEM, "out of memory");
+  td->ibv.context = context;
+  to_ctx(context)->adopt(Kind::kTd, td);
+  return &td->ibv;
+}
+
+int dealloc_td_op(ibv_td* td) {
+  if (!td) return fail("ibv_dealloc_td", EINVAL, "NULL TD");
+  if (to_td(td)->users.load() > 0) return fail("ibv_dealloc_td", EBUSY, "parent domains use the thread domain");
+  to_ctx(td->context)->release(Kind::kTd, td);
+  delete to_td(td);
+  return 0;
+}
+
+ibv_pd* alloc_parent_domain_op(ibv_context* context, ibv_parent_domain_init_attr* attr) {
+  constexpr const char* verb = "ibv_alloc_parent_domain";
+  constexpr std::uint32_t kKnown = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  if (!context || !attr) return fail_null<ibv_pd>(verb, EINVAL, "NULL context or attribute");
+  if (attr->comp_mask & ~kKnown) return fail_null<ibv_pd>(verb, EINVAL, "unknown comp_mask bits");
+  if (!attr->pd || attr->pd->context != context || to_pd(attr->pd)->is_parent())
+    return fail_null<ibv_pd>(verb, EINVAL, "pd must be a protection domain of this context");
+  if (attr->td && attr->td->context != context) return fail_null<ibv_pd>(verb, EINVAL, "a thread domain of another context");
+  const bool allocators = attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+  if (allocators && (!attr->alloc || !attr->free))
+    return fail_null<ibv_pd>(verb, EINVAL, "ALLOCATORS needs both alloc and free");
+  auto* d = new (std::nothrow) Pd{};
+  if (!d) return fail_null<ibv_pd>(verb, ENOMEM, "out of memory");
+  d->protection = to_pd(attr->pd);
+  d->td = attr->td ? to_td(attr->td) : nullptr;
+  if (allocators) {
+    d->alloc = attr->alloc;
+    d->free = attr->free;
+  }
+  if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT) d->pd_context = attr->pd_context;
+  d->ibv.context = context;
+  d->ibv.handle = attr->pd->handle;  // the PD it stands for
+  ++d->protection->users;
+  if (d->td) ++d->td->users;
+  to_ctx(context)->adopt(Kind::kPd, d);
+  return &d->ibv;
+}
+
+}  // namespace srdma::verbs
+
 extern "C" {
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
@@ -57,11 +110,22 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
   return &pd->ibv;
 }
 
+// A protection domain, or a parent domain (as mlx5: EBUSY while objects
+// made through it, or parent domains on the PD, remain).
 int ibv_dealloc_pd(ibv_pd* pd) {
   if (!pd) return fail("ibv_dealloc_pd", EINVAL, "NULL PD");
-  if (auto r = to_pd(pd)->core.dealloc(); !r) return fail("ibv_dealloc_pd", r.error());
+  Pd* d = to_pd(pd);
+  if (int n = d->users.load(); n > 0)
+    return fail("ibv_dealloc_pd", EBUSY,
+                d->is_parent() ? "QPs, CQs or SRQs made through the parent domain remain" : "parent domains on the PD remain");
+  if (d->is_parent()) {
+    --d->protection->users;
+    if (d->td) --d->td->users;
+  } else if (auto r = d->core.dealloc(); !r) {
+    return fail("ibv_dealloc_pd", r.error());
+  }
   to_ctx(pd->context)->release(Kind::kPd, pd);
-  delete to_pd(pd);
+  delete d;
   return 0;
 }
 
@@ -132,7 +196,7 @@ int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
     fail(verb, nflags.error());
     return IBV_REREG_MR_ERR_INPUT;
   }
-  if (auto r = to_pd(npd)->core.rereg_mr(mr.core, naddr, nlength, *nflags); !r) {
+  if (auto r = pd_core(npd).rereg_mr(mr.core, naddr, nlength, *nflags); !r) {
     fail(verb, r.error());
     return IBV_REREG_MR_ERR_CMD;
   }

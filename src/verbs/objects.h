@@ -17,6 +17,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <cstdint>
 #include <condition_variable>
 #include <unordered_set>
 #include <vector>
@@ -41,8 +43,8 @@ struct Context;
 // the application left behind (a QP before its SRQ and CQs, an MR before
 // its PD, a window before the MR it may be bound to), as the kernel's uverbs
 // cleanup does.
-enum class Kind { kAh, kQp, kSrq, kMw, kMr, kCq, kChannel, kPd };
-inline constexpr std::size_t kKinds = 8;
+enum class Kind { kAh, kQp, kSrq, kMw, kMr, kCq, kChannel, kPd, kTd };
+inline constexpr std::size_t kKinds = 9;
 
 // One ibv_context: the verbs_context (which ends with the ibv_context the
 // application sees), a handle on the process's device, and the async
@@ -73,9 +75,27 @@ struct Context {
   }
 };
 
+struct Td {
+  ibv_td ibv;
+  std::atomic<int> users{0};  // parent domains naming it
+};
+
+// A protection domain (ibv_alloc_pd), or a parent domain
+// (ibv_alloc_parent_domain) that stands for one: every verb given a parent
+// domain acts on its protection domain (pd_core), and the QPs, CQs and SRQs
+// made through it take their memory from its allocators (new_object).
 struct Pd {
   ibv_pd ibv;
-  ProtectionDomain core;
+  ProtectionDomain core;  // a protection domain's own; empty in a parent domain
+  Pd* protection = nullptr;  // a parent domain's protection domain
+  Td* td = nullptr;
+  void* (*alloc)(ibv_pd*, void*, size_t, size_t, std::uint64_t) = nullptr;
+  void (*free)(ibv_pd*, void*, void*, std::uint64_t) = nullptr;
+  void* pd_context = nullptr;
+  // Of a protection domain: the parent domains on it. Of a parent domain:
+  // the objects made through it. Either deallocates at 0 only (EBUSY).
+  std::atomic<int> users{0};
+  bool is_parent() const { return protection != nullptr; }
 };
 
 struct Mr {
@@ -102,6 +122,17 @@ struct AsyncReported {
   std::uint32_t reported = 0;
 };
 
+// Where a QP's, CQ's or SRQ's wrapper memory came from: the allocator of
+// the parent domain it was made through, or the heap (parent null).
+struct ObjectMemory {
+  Pd* parent = nullptr;
+  bool custom = false;  // the parent's alloc gave it (else new, even with a parent: USE_DEFAULT)
+};
+
+// A parent domain's allocator's resource types (driver 0: softrdma has no
+// kernel driver ID), as mlx5dv names its MLX5DV_RES_TYPE_*.
+inline constexpr std::uint64_t kResourceQp = 1, kResourceCq = 2, kResourceSrq = 3;
+
 struct Cq {
   union {
     ibv_cq ibv;
@@ -110,12 +141,14 @@ struct Cq {
   std::unique_ptr<CompletionQueue> core;
   AsyncReported async;
   std::unique_ptr<CqExPoll> ext;  // extended CQs only: what start_poll buffered (cq_ex.h)
+  ObjectMemory mem;
+  static constexpr std::uint64_t kResourceType = kResourceCq;
 };
 
 // ibv_create_cq's work (verb names the caller in refusals); the wrapper, or
 // NULL with errno set.
 Cq* make_cq(const char* verb, ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
-            int comp_vector);
+            int comp_vector, ibv_pd* parent = nullptr);
 // ibv_poll_cq on an extended CQ: what start_poll buffered, then the core's.
 int poll_cq_ex_classic(Cq& cq, int num_entries, ibv_wc* wc);
 
@@ -132,6 +165,8 @@ struct Qp {
   // Multicast groups attached (multicast.cc), detached when the QP is
   // destroyed, as the kernel's uverbs does.
   std::vector<std::uint32_t> mcast_groups;
+  ObjectMemory mem;
+  static constexpr std::uint64_t kResourceType = kResourceQp;
 };
 
 // ibv_create_qp's work (verb names the caller in refusals); the wrapper, or
@@ -142,6 +177,8 @@ struct Srq {
   ibv_srq ibv;
   std::unique_ptr<SharedReceiveQueue> core;
   AsyncReported async;
+  ObjectMemory mem;
+  static constexpr std::uint64_t kResourceType = kResourceSrq;
 };
 
 struct Ah {
@@ -154,6 +191,55 @@ inline Context* to_ctx(ibv_context* c) {
                                     offsetof(verbs_context, context));
 }
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Td* to_td(ibv_td* t) { return reinterpret_cast<Td*>(t); }
+// The protection domain a verb given `p` acts on.
+inline ProtectionDomain& pd_core(ibv_pd* p) {
+  Pd* d = to_pd(p);
+  return d->is_parent() ? d->protection->core : d->core;
+}
+
+// A QP, CQ or SRQ wrapper made through `parent` (a parent domain, or any
+// PD, or null): from the parent domain's alloc when it has one and does not
+// answer IBV_ALLOCATOR_USE_DEFAULT, else new. Null when the allocator
+// gives none, or is out of memory.
+template <class T>
+T* new_object(ibv_pd* parent) {
+  Pd* p = parent ? to_pd(parent) : nullptr;
+  if (p && !p->is_parent()) p = nullptr;
+  if (p && p->alloc) {
+    void* mem = p->alloc(parent, p->pd_context, sizeof(T), alignof(T), T::kResourceType);
+    if (mem == nullptr) return nullptr;
+    if (mem != IBV_ALLOCATOR_USE_DEFAULT) {
+      if (reinterpret_cast<std::uintptr_t>(mem) % alignof(T) != 0) {
+        p->free(parent, p->pd_context, mem, T::kResourceType);
+        return nullptr;
+      }
+      T* obj = new (mem) T{};
+      obj->mem = ObjectMemory{p, true};
+      ++p->users;
+      return obj;
+    }
+  }
+  T* obj = new (std::nothrow) T{};
+  if (obj && p) {
+    obj->mem = ObjectMemory{p, false};
+    ++p->users;
+  }
+  return obj;
+}
+
+// Undoes new_object: back to the allocator it came from.
+template <class T>
+void delete_object(T* obj) {
+  const ObjectMemory m = obj->mem;
+  if (m.custom) {
+    obj->~T();
+    m.parent->free(&m.parent->ibv, m.parent->pd_context, obj, T::kResourceType);
+  } else {
+    delete obj;
+  }
+  if (m.parent) --m.parent->users;
+}
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 inline Mw* to_mw(ibv_mw* m) { return reinterpret_cast<Mw*>(m); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
@@ -161,6 +247,11 @@ inline CompChannelObj* to_channel(ibv_comp_channel* c) { return reinterpret_cast
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
+
+// verbs_context's thread and parent domain slots (memory.cc).
+ibv_td* alloc_td_op(ibv_context* context, ibv_td_init_attr* attr);
+int dealloc_td_op(ibv_td* td);
+ibv_pd* alloc_parent_domain_op(ibv_context* context, ibv_parent_domain_init_attr* attr);
 
 // Destroys what the application did not (ibv_close_device).
 void destroy_leftovers(Context& ctx);

@@ -25,7 +25,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   }
   auto* mw = new (std::nothrow) Mw{};
   if (!mw) return fail_null<ibv_mw>(kVerb, ENOMEM, "out of memory");
-  auto core = to_pd(pd)->core.alloc_mw(t);
+  auto core = pd_core(pd).alloc_mw(t);
   if (!core) {
     delete mw;
     return fail_null<ibv_mw>(kVerb, core.error());

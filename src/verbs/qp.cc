@@ -222,7 +222,7 @@ Qp* make_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
     default: return fail_null<Qp>(verb, EOPNOTSUPP, "RC, UC and UD queue pairs only (no XRC, raw packet)");
   }
   if (!init->send_cq || !init->recv_cq) return fail_null<Qp>(verb, EINVAL, "a QP needs both CQs");
-  auto* qp = new (std::nothrow) Qp{};
+  auto* qp = new_object<Qp>(pd);
   if (qp) std::memset(&qp->ex, 0, sizeof qp->ex);
   if (!qp) return fail_null<Qp>(verb, ENOMEM, "out of memory");
   QpInitAttr attr;
@@ -240,9 +240,9 @@ Qp* make_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
   attr.srq = init->srq ? to_srq(init->srq)->core.get() : nullptr;
   attr.qp_context = qp;  // async events and completions find the wrapper through it
   SignalsBlocked quiet;
-  auto core = to_pd(pd)->core.create_qp(attr);
+  auto core = pd_core(pd).create_qp(attr);
   if (!core) {
-    delete qp;
+    delete_object(qp);
     return fail_null<Qp>(verb, core.error());
   }
   qp->core = std::move(*core);
@@ -350,7 +350,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
   pthread_cond_destroy(&qp->cond);
   for (std::uint32_t group : to_qp(qp)->mcast_groups) (void)to_ctx(qp->context)->dev.detach_mcast(qp->qp_num, group);
   to_ctx(qp->context)->release(Kind::kQp, qp);
-  delete to_qp(qp);
+  delete_object(to_qp(qp));
   return 0;
 }
 

@@ -27,7 +27,7 @@ extern "C" {
 
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
   if (!pd || !init) return fail_null<ibv_srq>("ibv_create_srq", EINVAL, "NULL PD or init_attr");
-  auto* srq = new (std::nothrow) Srq{};
+  auto* srq = new_object<Srq>(pd);
   if (!srq) return fail_null<ibv_srq>("ibv_create_srq", ENOMEM, "out of memory");
   SrqInitAttr attr;
   attr.max_wr = init->attr.max_wr;
@@ -35,9 +35,9 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
   attr.srq_limit = init->attr.srq_limit;
   attr.srq_context = srq;  // the limit event finds the wrapper through it
   SignalsBlocked quiet;
-  auto core = to_pd(pd)->core.create_srq(attr);
+  auto core = pd_core(pd).create_srq(attr);
   if (!core) {
-    delete srq;
+    delete_object(srq);
     return fail_null<ibv_srq>("ibv_create_srq", core.error());
   }
   srq->core = std::move(*core);
@@ -84,7 +84,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
   to_ctx(srq->context)->release(Kind::kSrq, srq);
-  delete to_srq(srq);
+  delete_object(to_srq(srq));
   return 0;
 }
 
