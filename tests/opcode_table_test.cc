@@ -31,6 +31,8 @@ constexpr Expect kIba[] = {
     {0x12, 24, false, true, true, false},      {0x13, 40, true, true, true, false},
     {0x14, 40, true, true, true, false},       {0x16, 16, true, false, true, true},
     {0x17, 16, true, true, true, true},
+    // IBA 1.5's ATOMIC WRITE: RETH and its 8 bytes of payload.
+    {0x1d, 28, true, true, true, true},
     // UC: RC's SENDs and WRITEs.
     {0x20, 12, true, true, false, true},       {0x21, 12, true, false, false, true},
     {0x22, 12, true, false, true, true},       {0x23, 16, true, false, true, true},
@@ -71,7 +73,7 @@ TEST(OpcodeTable, TransportBitsRoundTrip) {
   EXPECT_EQ(transport_of_wire(0x11), QpType::kRc);
   // What UC and UD lack: UC has no READ, atomic, ACK or SEND with Invalidate;
   // UD sends only SEND ONLY.
-  for (Opcode op : {Opcode::kReadRequest, Opcode::kAck, Opcode::kCmpSwap, Opcode::kSendOnlyInv})
+  for (Opcode op : {Opcode::kReadRequest, Opcode::kAck, Opcode::kCmpSwap, Opcode::kSendOnlyInv, Opcode::kAtomicWrite})
     EXPECT_FALSE(opcode_row(QpType::kUc, op).valid()) << opcode_str(op);
   for (Opcode op : {Opcode::kSendFirst, Opcode::kWriteOnly, Opcode::kSendLast})
     EXPECT_FALSE(opcode_row(QpType::kUd, op).valid()) << opcode_str(op);
@@ -127,6 +129,7 @@ TEST(WrOpcodeTable, ValidityPerTransportIsIbas) {
       {WrOpcode::kRegMr, true, true, false},
       {WrOpcode::kLocalInv, true, true, false},
       {WrOpcode::kBindMw, true, true, false},  // IBA 10.6.7.2.4: a connected QP binds a window
+      {WrOpcode::kAtomicWrite, true, false, false},  // IBA 1.5: RC only
   };
   for (const Row& r : kRows) {
     SCOPED_TRACE(wr_row(r.op).name);
@@ -134,7 +137,7 @@ TEST(WrOpcodeTable, ValidityPerTransportIsIbas) {
     EXPECT_EQ(wr_row(r.op).valid_on(QpType::kUc), r.uc);
     EXPECT_EQ(wr_row(r.op).valid_on(QpType::kUd), r.ud);
   }
-  EXPECT_FALSE(is_wr_opcode(static_cast<WrOpcode>(11)));
+  EXPECT_FALSE(is_wr_opcode(static_cast<WrOpcode>(12)));
 }
 
 TEST(WrOpcodeTable, PacketsCarryTheRightOpcodes) {
@@ -147,6 +150,9 @@ TEST(WrOpcodeTable, PacketsCarryTheRightOpcodes) {
   EXPECT_EQ(wr_row(WrOpcode::kRdmaWrite).packet(true, false), Opcode::kWriteFirst);
   EXPECT_EQ(wr_row(WrOpcode::kRdmaRead).only, Opcode::kReadRequest);
   EXPECT_EQ(wr_row(WrOpcode::kAtomicFetchAndAdd).only, Opcode::kFetchAdd);
+  EXPECT_EQ(wr_row(WrOpcode::kAtomicWrite).only, Opcode::kAtomicWrite);
+  EXPECT_EQ(wr_row(WrOpcode::kAtomicWrite).wc, WcOpcode::kAtomicWrite);
+  EXPECT_TRUE(is_atomic_write(Opcode::kAtomicWrite) && is_write(Opcode::kAtomicWrite));
   // Every message opcode's packets are rows of the opcode table that start
   // and end where they should.
   for (std::size_t i = 0; i < kWrOpcodeTable.size(); ++i) {
@@ -155,7 +161,8 @@ TEST(WrOpcodeTable, PacketsCarryTheRightOpcodes) {
     SCOPED_TRACE(r.name);
     EXPECT_TRUE(starts_message(r.only) && ends_message(r.only));
     EXPECT_TRUE(is_request(r.only));
-    if (r.cls != WrClass::kMessage) continue;
+    // (ATOMIC WRITE's 8 bytes are always one packet: ONLY.)
+    if (r.cls != WrClass::kMessage || is_atomic_write(r.only)) continue;
     EXPECT_TRUE(starts_message(r.first) && !ends_message(r.first));
     EXPECT_TRUE(!starts_message(r.middle) && !ends_message(r.middle));
     EXPECT_TRUE(!starts_message(r.last) && ends_message(r.last));

@@ -54,7 +54,6 @@ not_yet=(
   'Extended CQ is not supported'           # tag matching SRQs (IBV_WC_EX_WITH_TM_INFO)
   "doesn't have net interface"             # sysfs netdev: the host model (one address, many processes)
   'Importing a device is not supported'    # ibv_import_device: a context's objects live in its process
-  'Extended QP is not supported'           # ibv_wr_atomic_write (IBA 1.5 ATOMIC WRITE), the one op refused
 )
 
 log=$work/log

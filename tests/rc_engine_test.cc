@@ -292,6 +292,68 @@ TEST(RcEngineInproc, AMultiPacketWriteWithBadLocalMemoryIsLocProtErr) {
   }
 }
 
+// IBA 1.5 ATOMIC WRITE: 8 bytes stored as one (a reader polling the word
+// sees the old value or the new, never a mix), completing as kAtomicWrite;
+// exactly 8 bytes at post, 8-byte alignment and remote write access at the
+// responder.
+TEST_P(RcEngine, AtomicWriteStoresEightBytesAtOnce) {
+  Side a = side(1), b = side(2);
+  connect(a, b);
+  auto word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(b.buf.data()));
+  word.store(0);
+  constexpr std::uint64_t kOnes = 0x1111111111111111ull, kTwos = 0x2222222222222222ull;
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const std::uint64_t v = word.load();
+      if (v != 0 && v != kOnes && v != kTwos) ++torn;
+    }
+  });
+  auto atomic_write = [&](std::uint64_t wr_id, std::uint64_t remote, std::uint32_t len) {
+    Sge s{a.addr(64), len, a.key};
+    SendWr w = pair::write_wr(wr_id, s, remote, b.key, SEND_SIGNALED);
+    w.opcode = WrOpcode::kAtomicWrite;
+    return post(a, w);
+  };
+  for (int i = 0; i < 400; ++i) {
+    const std::uint64_t v = (i % 2) ? kOnes : kTwos;
+    std::memcpy(a.buf.data() + 64, &v, 8);
+    // (No ASSERT while the reader runs: it is joined below.)
+    const bool posted = atomic_write(i, b.addr(), 8).has_value();
+    const auto wc = posted ? poll_n(*a.scq, 1) : std::vector<Wc>{};
+    const bool ok = wc.size() == 1 && wc[0].status == WcStatus::kSuccess && wc[0].opcode == WcOpcode::kAtomicWrite &&
+                    word.load() == v;
+    EXPECT_TRUE(ok) << "ATOMIC WRITE " << i;
+    if (!ok) break;
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0);
+  // Not 8 bytes: refused at post, nothing queued.
+  auto r = atomic_write(1000, b.addr(), 4);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EINVAL);
+  // Misaligned: the responder refuses it (remote invalid request), the
+  // word untouched.
+  ASSERT_TRUE(atomic_write(1001, b.addr(4), 8));
+  EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kRemInvReqErr);
+  EXPECT_EQ(word.load(), kOnes);
+}
+
+TEST_P(RcEngine, AtomicWriteNeedsRemoteWriteAccess) {
+  Side a = side(1), b = side(2);
+  connect(a, b, {.access = ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC});  // no remote write on the QPs
+  std::memset(b.buf.data(), 0x5a, 8);
+  Sge s{a.addr(), 8, a.key};
+  SendWr w = pair::write_wr(1, s, b.addr(), b.key, SEND_SIGNALED);
+  w.opcode = WrOpcode::kAtomicWrite;
+  ASSERT_TRUE(post(a, w));
+  EXPECT_EQ(poll_n(*a.scq, 1)[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(b.buf[0], 0x5a);
+  EXPECT_FALSE(opcode_row(QpType::kUc, Opcode::kAtomicWrite).valid()) << "RC only";
+}
+
 TEST_P(RcEngine, RemoteAccessDeniedByQpAccessFlags) {
   Side a = side(1), b = side(2);
   connect(a, b, {.access = ACCESS_REMOTE_READ});  // no remote write on either QP

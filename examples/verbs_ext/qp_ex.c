@@ -6,15 +6,15 @@
  * wr_rdma_write, wr_rdma_write_imm, wr_send with wr_set_sge_list, wr_send_imm
  * with wr_set_inline_data (the buffer changed right after: the data sent is
  * what it held at the call), wr_send with wr_set_inline_data_list,
- * wr_rdma_read, wr_atomic_fetch_add, wr_atomic_cmp_swp, three WRs in one
+ * wr_rdma_read, wr_atomic_fetch_add, wr_atomic_cmp_swp, wr_atomic_write, three WRs in one
  * wr_start..wr_complete; UD: wr_send with wr_set_ud_addr.
- * Refusals: at create (TSO, atomic writes: EOPNOTSUPP; an
- * opcode the QP type does not send, unknown comp_mask: EINVAL; XRC,
+ * Refusals: at create (TSO: EOPNOTSUPP; an
+ * opcode the QP type does not send (ATOMIC_WRITE on UC too), unknown comp_mask: EINVAL; XRC,
  * create_flags: EOPNOTSUPP), ibv_qp_to_qp_ex on a classic QP (NULL), and in
  * a batch (an opcode not in send_ops_flags -- bind_mw on a QP created
  * without BIND_MW too --, unknown wr_flags, too many SGEs, inline data over
- * the limit, a UD WR without an address: EINVAL; set_xrc_srqn,
- * atomic_write: EOPNOTSUPP). Memory windows themselves: examples/verbs_ext/mw.c. After each refusal and after
+ * the limit, a UD WR without an address, atomic_write on a QP without it:
+ * EINVAL; set_xrc_srqn: EOPNOTSUPP). Memory windows themselves: examples/verbs_ext/mw.c. After each refusal and after
  * wr_abort, the next completion is the next good WR's: nothing was posted.
  *
  * Run with LD_LIBRARY_PATH at softrdma's drop-in and SRDMA_ADDR set.
@@ -196,8 +196,8 @@ int main(void) {
   check(with_bind != NULL, "ibv_create_qp_ex(send_ops_flags with BIND_MW): memory windows are supported");
   if (with_bind) ibv_destroy_qp(with_bind);
   check_null(create_ex(ctx, pd, IBV_QPT_RC, IBV_QP_EX_WITH_TSO), EOPNOTSUPP, "ibv_create_qp_ex(TSO)");
-  check_null(create_ex(ctx, pd, IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE), EOPNOTSUPP,
-             "ibv_create_qp_ex(ATOMIC_WRITE)");
+  check_null(create_ex(ctx, pd, IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_WRITE), EINVAL,
+             "ibv_create_qp_ex(UC with ATOMIC_WRITE: RC only)");
   check_null(create_ex(ctx, pd, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE), EINVAL,
              "ibv_create_qp_ex(UD with RDMA_WRITE)");
   check_null(create_ex(ctx, pd, IBV_QPT_UC, IBV_QP_EX_WITH_RDMA_READ), EINVAL, "ibv_create_qp_ex(UC with RDMA_READ)");
@@ -217,8 +217,8 @@ int main(void) {
   if (plain) ibv_destroy_qp(plain);
 
   /* Two RC QPs with every RC opcode, connected to each other. */
-  struct ibv_qp *a = create_ex(ctx, pd, IBV_QPT_RC, rc_ops);
-  struct ibv_qp *b = create_ex(ctx, pd, IBV_QPT_RC, rc_ops);
+  struct ibv_qp *a = create_ex(ctx, pd, IBV_QPT_RC, rc_ops | IBV_QP_EX_WITH_ATOMIC_WRITE);
+  struct ibv_qp *b = create_ex(ctx, pd, IBV_QPT_RC, rc_ops | IBV_QP_EX_WITH_ATOMIC_WRITE);
   check(a && b, "ibv_create_qp_ex: two RC QPs with every RC opcode");
   if (!a || !b) return 1;
   struct ibv_qp_ex *ax = ibv_qp_to_qp_ex(a);
@@ -332,6 +332,16 @@ int main(void) {
   check_ret(ibv_wr_complete(ax), 0, "ibv_wr_atomic_cmp_swp: wr_complete");
   expect(21, IBV_WC_COMP_SWAP, "ibv_wr_atomic_cmp_swp");
   check(*old == 42 && *remote == 7, "ibv_wr_atomic_cmp_swp: 42 returned, 7 swapped in");
+  /* ATOMIC WRITE (IBA 1.5): 8 bytes given at the call, stored as one. */
+  uint64_t word = 0x0123456789abcdefull;
+  ibv_wr_start(ax);
+  ax->wr_id = 22;
+  ax->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_write(ax, mr->rkey, (uintptr_t)remote, &word);
+  word = 0; /* copied at the call */
+  check_ret(ibv_wr_complete(ax), 0, "ibv_wr_atomic_write: wr_complete");
+  expect(22, IBV_WC_ATOMIC_WRITE, "ibv_wr_atomic_write");
+  check(*remote == 0x0123456789abcdefull, "ibv_wr_atomic_write: the 8 bytes given at the call landed");
 
   /* Three WRITEs in one batch, only the last signaled: all arrive. */
   fill(SRC, 3 * KB, 5);
@@ -377,7 +387,7 @@ int main(void) {
   refused_batch(ax, ax, EINVAL, "ibv_wr_bind_mw without BIND_MW in send_ops_flags (a good WR before it)",
                 build_good_then_bind_mw);
   refused_batch(ax, ax, EOPNOTSUPP, "ibv_wr_set_xrc_srqn", build_xrc);
-  refused_batch(ax, ax, EOPNOTSUPP, "ibv_wr_atomic_write", build_atomic_write);
+  if (cx) refused_batch(cx, ax, EINVAL, "ibv_wr_atomic_write on a QP without ATOMIC_WRITE", build_atomic_write);
   check_ret(ibv_wr_complete(ax), EINVAL, "ibv_wr_complete without wr_start");
 
   /* UD: wr_send with wr_set_ud_addr, and without it. */

@@ -43,6 +43,7 @@ enum class WcOpcode : std::uint8_t {
   kLocalInv,
   kRegMr,
   kBindMw,
+  kAtomicWrite,      // IBA 1.5 ATOMIC WRITE: 8 bytes stored at once
   kRecv,             // a SEND arrived
   kRecvRdmaWithImm,  // an RDMA WRITE with immediate consumed a receive
 };

@@ -34,6 +34,11 @@ enum class WrOpcode : std::uint8_t {
   // bind_mw.rkey; completion kBindMw, or kMwBindErr when a rule refuses.
   // (A type 1 window is bound by QueuePair::bind_mw, which posts this too.)
   kBindMw,
+  // IBA 1.5 ATOMIC WRITE (RC): the WR's 8 bytes (one SGE or inline) stored
+  // at once at wr.rdma.remote_addr, 8-byte aligned; the peer's MR and QP
+  // need remote write access. Ordered as an RDMA WRITE; completion
+  // kAtomicWrite.
+  kAtomicWrite,
 };
 
 enum SendFlags : std::uint32_t {

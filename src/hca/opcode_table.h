@@ -48,6 +48,7 @@ enum class Opcode : std::uint8_t {
   kFetchAdd = 0x14,
   kSendLastInv = 0x16,
   kSendOnlyInv = 0x17,
+  kAtomicWrite = 0x1d,  // IBA 1.5: RETH and 8 bytes, stored as one
 };
 
 // The message an opcode belongs to. A multi-packet message continues only
@@ -76,6 +77,7 @@ enum OpFlag : std::uint16_t {
   kOpImmDt = 1u << 8,
   kOpIeth = 1u << 9,
   kOpDeth = 1u << 10,
+  kOpAtomicWrite = 1u << 11,  // an RDMA WRITE of 8 aligned bytes the responder stores at once (RC only)
 };
 
 // Header sizes (IBA 9.3).
@@ -160,6 +162,7 @@ constexpr Def kRcDefs[] = {
     {Opcode::kFetchAdd, "FetchAdd", MsgKind::kAtomic, kReq | kOnly | kOpAtomicEth},
     {Opcode::kSendLastInv, "SEND LAST with Invalidate", MsgKind::kSend, kReq | kLast | kData | kOpIeth},
     {Opcode::kSendOnlyInv, "SEND ONLY with Invalidate", MsgKind::kSend, kReq | kOnly | kData | kOpIeth},
+    {Opcode::kAtomicWrite, "ATOMIC WRITE", MsgKind::kWrite, kReq | kOnly | kData | kOpReth | kOpAtomicWrite},
 };
 
 constexpr std::array<OpcodeRow, 256> make_table() {
@@ -168,7 +171,7 @@ constexpr std::array<OpcodeRow, 256> make_table() {
     const std::uint8_t v = static_cast<std::uint8_t>(d.op);
     t[kRcOpcodeBits | v] = {d.name, d.kind, d.flags, headers_of(d.flags), d.middle};
     if (d.kind == MsgKind::kSend || d.kind == MsgKind::kWrite) {
-      if (!(d.flags & kOpIeth))  // UC has no SEND with Invalidate
+      if (!(d.flags & (kOpIeth | kOpAtomicWrite)))  // UC has no SEND with Invalidate, no ATOMIC WRITE
         t[kUcOpcodeBits | v] = {d.name, d.kind, d.flags, headers_of(d.flags), d.middle};
       if (d.op == Opcode::kSendOnly || d.op == Opcode::kSendOnlyImm)
         t[kUdOpcodeBits | v] = {d.name, d.kind, static_cast<std::uint16_t>(d.flags | kOpDeth),
@@ -213,6 +216,7 @@ constexpr bool starts_message(Opcode op) { return opcode_row(op).has(kOpStarts);
 constexpr bool ends_message(Opcode op) { return opcode_row(op).has(kOpEnds); }
 constexpr bool has_reth(Opcode op) { return opcode_row(op).has(kOpReth); }
 constexpr bool has_imm(Opcode op) { return opcode_row(op).has(kOpImmDt); }
+constexpr bool is_atomic_write(Opcode op) { return opcode_row(op).has(kOpAtomicWrite); }
 constexpr bool has_ieth(Opcode op) { return opcode_row(op).has(kOpIeth); }
 constexpr bool has_aeth(Opcode op) { return opcode_row(op).has(kOpAeth); }
 constexpr bool has_payload(Opcode op) { return opcode_row(op).has(kOpPayload); }

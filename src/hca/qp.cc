@@ -184,7 +184,9 @@ bool Qp::plain_data_wr(const SendWr& wr, std::uint64_t& length) const {
   // invalidate) that passes the checks every WR takes first. Nothing in
   // post_one_checked's checks by QP type, by local operation, by READ and
   // atomic or by UD applies to it, so it passes every one of them.
-  if (!rc_entries_ || wr_fault(wr) != WrFault::kNone || !is_message_op(wr.opcode)) return false;
+  if (!rc_entries_ || wr_fault(wr) != WrFault::kNone || !is_message_op(wr.opcode) ||
+      wr.opcode == WrOpcode::kAtomicWrite)
+    return false;
   length = sge_length(wr);
   return message_length_fits(wr.send_flags, length);
 }
@@ -265,7 +267,12 @@ Result<void> Qp::post_one_checked(const SendWr& wr, const PostResolvers& resolve
   if (row.rd_atomic() && path_.max_rd_atomic == 0)
     return make_error(EINVAL, "max_rd_atomic is 0: this QP may not issue RDMA READs or atomics");
   if (inl && row.cls != WrClass::kMessage) return make_error(EINVAL, "inline data only with SEND and RDMA WRITE");
-  if (!message_length_fits(wr.send_flags, length))
+  // An ATOMIC WRITE's 8 bytes ride in the WQE as an atomic's operands do,
+  // inline or not, whatever max_inline_data.
+  const bool atomic_write = wr.opcode == WrOpcode::kAtomicWrite;
+  if (atomic_write && length != 8)
+    return make_error(EINVAL, fmt::format("ATOMIC_WRITE carries exactly 8 bytes, not {}", length));
+  if (!atomic_write && !message_length_fits(wr.send_flags, length))
     return make_error(EINVAL, length > kMaxMessageBytes ? std::string("a message is at most 2^31 bytes (IBA 9.4.4)")
                                                         : fmt::format("{} inline bytes beyond max_inline_data {}",
                                                                       length, init_.caps.max_inline_data));

@@ -327,6 +327,7 @@ Responder::State Responder::check_length(const Packet& pkt) const {
     return State::kNakInvalidLength;
   }
   if (is_write(pkt.op)) {
+    if (is_atomic_write(pkt.op) && len != 8) return State::kNakInvalidLength;  // exactly its 8 bytes
     if (starts_message(pkt.op)) {
       // ONLY: the one packet is the message; FIRST: more than one follows.
       if (ends_message(pkt.op) ? pkt.dma_length != len : pkt.dma_length <= mtu) return State::kNakInvalidLength;
@@ -427,6 +428,7 @@ Responder::State Responder::execute_send(Packet& pkt) {
 Responder::State Responder::execute_write(Packet& pkt) {
   using M = ResponderState::InMessage;
   if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_WRITE)) return State::kNakAccessNotEnabled;
+  if (is_atomic_write(pkt.op) && pkt.va % 8 != 0) return State::kNakInvalidUnaligned;
   const Opcode last_op = last_opcode(pkt);
   const bool whole = starts_message(pkt.op) && ends_message(last_op);
   if (starts_message(pkt.op) && !whole) {  // the RETH: the whole message's target
@@ -442,6 +444,15 @@ Responder::State Responder::execute_write(Packet& pkt) {
     auto t =
         qp_.tables_.translate(rkey, va, pkt.payload_length, ACCESS_REMOTE_WRITE, qp_.init_.pdn, qp_.qpn());
     if (!t) return false;
+    if (is_atomic_write(pkt.op)) [[unlikely]] {
+      // Its 8 bytes as one store, never torn for a reader of the word (8
+      // aligned bytes never straddle a page: one piece).
+      std::uint64_t value = 0;
+      const MemPiece word{reinterpret_cast<std::byte*>(&value), sizeof value};
+      copy_pieces(std::span<const MemPiece>(&word, 1), pkt.payload);
+      atomic_at(t->pieces().front().addr).store(value, std::memory_order_release);
+      return true;
+    }
     PieceList dst;
     t->for_each_piece([&](MemPiece p) { dst.push_back(p); });
     copy_pieces(dst, pkt.payload);

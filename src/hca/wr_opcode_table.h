@@ -52,9 +52,9 @@ using O = Opcode;
 }  // namespace wr_table_detail
 
 // Indexed by WrOpcode.
-inline constexpr std::array<WrOpcodeRow, 11> kWrOpcodeTable = [] {
+inline constexpr std::array<WrOpcodeRow, 12> kWrOpcodeTable = [] {
   using namespace wr_table_detail;
-  std::array<WrOpcodeRow, 11> t{};
+  std::array<WrOpcodeRow, 12> t{};
   auto at = [&](WrOpcode op) -> WrOpcodeRow& { return t[static_cast<std::size_t>(op)]; };
   at(WrOpcode::kSend) = {"SEND", WrClass::kMessage, kRc | kUc | kUd, O::kSendFirst, O::kSendMiddle, O::kSendLast,
                          O::kSendOnly, WcOpcode::kSend};
@@ -80,6 +80,9 @@ inline constexpr std::array<WrOpcodeRow, 11> kWrOpcodeTable = [] {
   // IBA 10.6.7.2.4: Bind MW is posted on RC and UC send queues (as rxe).
   at(WrOpcode::kBindMw) = {"BIND_MW", WrClass::kLocal, kRc | kUc};
   at(WrOpcode::kBindMw).wc = WcOpcode::kBindMw;
+  at(WrOpcode::kAtomicWrite) = {"ATOMIC_WRITE", WrClass::kMessage, kRc, O::kAtomicWrite, O::kAtomicWrite,
+                                O::kAtomicWrite, O::kAtomicWrite};
+  at(WrOpcode::kAtomicWrite).wc = WcOpcode::kAtomicWrite;
   return t;
 }();
 

@@ -100,6 +100,7 @@ ibv_wc_opcode wc_opcode(WcOpcode o) {
     case WcOpcode::kLocalInv: return IBV_WC_LOCAL_INV;
     case WcOpcode::kRegMr: return IBV_WC_BIND_MW;  // verbs has no REG_MR completion of its own
     case WcOpcode::kBindMw: return IBV_WC_BIND_MW;
+    case WcOpcode::kAtomicWrite: return IBV_WC_ATOMIC_WRITE;
     case WcOpcode::kRecv: return IBV_WC_RECV;
     case WcOpcode::kRecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
   }

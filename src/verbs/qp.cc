@@ -38,10 +38,10 @@ Result<WrOpcode> wr_opcode(ibv_wr_opcode op) {
     case IBV_WR_LOCAL_INV: return WrOpcode::kLocalInv;
     case IBV_WR_SEND_WITH_INV: return WrOpcode::kSendWithInv;
     case IBV_WR_BIND_MW: return WrOpcode::kBindMw;
+    case IBV_WR_ATOMIC_WRITE: return WrOpcode::kAtomicWrite;
     case IBV_WR_TSO:
     case IBV_WR_DRIVER1:
-    case IBV_WR_ATOMIC_WRITE:
-      return make_error(EOPNOTSUPP, "TSO, driver and atomic-write opcodes are not supported");
+      return make_error(EOPNOTSUPP, "TSO and driver opcodes are not supported");
   }
   return make_error(EINVAL, "unknown opcode");
 }
@@ -70,6 +70,7 @@ Result<SendWr> to_send_wr(const ibv_send_wr& in, bool ud) {
       [[fallthrough]];
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaRead:
+    case WrOpcode::kAtomicWrite:  // its 8 bytes: the SGE (or inline)
       out.remote_addr = in.wr.rdma.remote_addr;
       out.rkey = in.wr.rdma.rkey;
       break;

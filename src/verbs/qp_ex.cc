@@ -30,14 +30,14 @@ struct OpsRule {
   ibv_qp_type type;
   std::uint64_t allowed;
 };
-constexpr std::uint64_t kRcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+constexpr std::uint64_t kRcOps = IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
                                  IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                                  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
                                  IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW;
 constexpr std::uint64_t kUcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
                                  IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW;
 constexpr std::uint64_t kUdOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
-constexpr std::uint64_t kNeverOps = IBV_QP_EX_WITH_TSO | IBV_QP_EX_WITH_ATOMIC_WRITE;
+constexpr std::uint64_t kNeverOps = IBV_QP_EX_WITH_TSO;
 constexpr std::array<OpsRule, 3> kOpsRules{{{IBV_QPT_RC, kRcOps}, {IBV_QPT_UC, kUcOps}, {IBV_QPT_UD, kUdOps}}};
 
 constexpr std::uint32_t kKnownInitMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
@@ -168,8 +168,24 @@ void wr_bind_mw(ibv_qp_ex* qx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind
 void wr_send_tso(ibv_qp_ex* qx, void*, std::uint16_t, std::uint16_t) {
   if (post_of(qx).started) refuse(post_of(qx), EOPNOTSUPP, "TSO is for raw packet QPs");
 }
-void wr_atomic_write(ibv_qp_ex* qx, std::uint32_t, std::uint64_t, const void*) {
-  if (post_of(qx).started) refuse(post_of(qx), EOPNOTSUPP, "atomic writes are not supported");
+// IBA 1.5 ATOMIC WRITE: its 8 bytes are copied now, into the WR (as
+// inline data, whatever max_inline_data: an atomic's operands ride in the
+// WQE).
+void wr_atomic_write(ibv_qp_ex* qx, std::uint32_t rkey, std::uint64_t addr, const void* atomic_wr) {
+  auto* s = begin(qx, WrOpcode::kAtomicWrite, IBV_QP_EX_WITH_ATOMIC_WRITE);
+  if (!s) return;
+  QpExPost& p = post_of(qx);
+  if (!atomic_wr) return refuse(p, EINVAL, "ibv_wr_atomic_write: NULL data");
+  s->wr.rkey = rkey;
+  s->wr.remote_addr = addr;
+  const std::size_t at = p.inline_bytes.size();
+  p.inline_bytes.resize(at + 8);
+  std::memcpy(p.inline_bytes.data() + at, atomic_wr, 8);
+  p.sges.push_back(Sge{at, 8, 0});
+  s->wr.num_sge = 1;
+  s->wr.send_flags |= SEND_INLINE;
+  s->inline_data = true;
+  s->has_data = true;  // no setter may follow
 }
 void wr_set_xrc_srqn(ibv_qp_ex* qx, std::uint32_t) {
   if (post_of(qx).started) refuse(post_of(qx), EOPNOTSUPP, "XRC is not supported");
