@@ -548,10 +548,10 @@ TEST(RoceFrame, RefusesOpcodesThatAreNotRcUcOrUdSend) {
     reseal(f, test_ip());
     const FrameError e = parse(f, false);
     // IBA table 38, spelled out here apart from the opcode table: RC
-    // 0x00..0x14, 0x16, 0x17; UC's SENDs and WRITEs 0x20..0x2b; UD SEND ONLY
-    // 0x64, 0x65.
-    const bool defined = (opcode <= 0x17 && opcode != 0x15) || (opcode >= 0x20 && opcode <= 0x2b) || opcode == 0x64 ||
-                         opcode == 0x65;
+    // 0x00..0x14, 0x16, 0x17 and IBA 1.5's ATOMIC WRITE 0x1d; UC's SENDs and
+    // WRITEs 0x20..0x2b; UD SEND ONLY 0x64, 0x65.
+    const bool defined = (opcode <= 0x17 && opcode != 0x15) || opcode == 0x1d || (opcode >= 0x20 && opcode <= 0x2b) ||
+                         opcode == 0x64 || opcode == 0x65;
     EXPECT_EQ(opcode_row(static_cast<std::uint8_t>(opcode)).valid(), defined) << opcode;
     if (defined) {
       EXPECT_NE(e, FrameError::kBadOpcode) << opcode;
