@@ -17,6 +17,12 @@ enum AccessFlags : std::uint32_t {
   // A window's addresses are offsets from its first byte (IBA 10.6.7.2.3:
   // a zero-based type 2 window); not a region attribute here.
   ACCESS_ZERO_BASED = 1u << 5,
+  // An on-demand paging region (IB_ACCESS_ON_DEMAND's bit): its pages need
+  // not be mapped at registration; each access faults them in when it
+  // runs, and an access to an unmapped or wrongly protected page ends in a
+  // protection error, never a crash (hca/page_fault.h). A region
+  // attribute, kept in the MPT entry with the rights.
+  ACCESS_ON_DEMAND = 1u << 6,
 };
 // Local read is always granted to the owner of an lkey (IBA 10.6.3.1); an
 // access request of 0 means "local read".

@@ -18,6 +18,7 @@
 #include "srdma/net.h"
 #include "srdma/cq.h"
 #include "srdma/cq_pool.h"
+#include "srdma/dm.h"
 #include "srdma/pd.h"
 #include "srdma/profile.h"
 #include "srdma/status.h"
@@ -52,6 +53,11 @@ struct DeviceAttr {
   std::uint32_t max_srq = 0;      // the SRQ table: as large as the QP table, SRQN 0 reserved
   std::uint32_t max_srq_wr = 0;   // max_qp_wr
   std::uint32_t max_srq_sge = 0;  // max_sge
+  // On-demand paging (ACCESS_ON_DEMAND regions, explicit and implicit:
+  // hca/page_fault.h), on RC, UC and UD; false where the kernel cannot
+  // fault pages in for the device.
+  bool on_demand_paging = false;
+  std::uint64_t max_dm_size = 0;  // device memory in all (kMaxDmSize; dm.h)
 };
 
 // What query_port reports for the device's one port (ib_port_attr's
@@ -156,6 +162,10 @@ class Device {
   std::size_t table_bytes() const;
 
   Result<ProtectionDomain> alloc_pd();
+  // Device memory (dm.h) of `length` bytes, 1..max_dm_size, its start
+  // aligned to 2^log_align (at most a page, 12). EINVAL for a length or
+  // alignment out of range; ENOMEM when the device's memory is used up.
+  Result<DeviceMemory> alloc_dm(std::uint64_t length, std::uint32_t log_align = 0);
 
   // This device's address on the link (what a peer QP's QP_AV names).
   std::uint64_t address() const;

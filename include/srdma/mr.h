@@ -28,6 +28,7 @@ namespace srdma {
 
 namespace detail {
 struct PdImpl;
+struct DmImpl;
 struct MrAccess;
 }
 
@@ -99,6 +100,7 @@ class MemoryRegion {
       : pd_(std::move(pd)), key_(key), addr_(addr), length_(length), access_(access) {}
 
   std::shared_ptr<detail::PdImpl> pd_;
+  std::shared_ptr<detail::DmImpl> dm_;  // the device memory it is on (reg_dm_mr), else null
   std::uint32_t key_ = 0;
   void* addr_ = nullptr;
   std::size_t length_ = 0;

@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "srdma/ah.h"
+#include "srdma/dm.h"
 #include "srdma/fmr.h"
 #include "srdma/mr.h"
 #include "srdma/mw.h"
@@ -42,8 +44,35 @@ class ProtectionDomain {
   // MPT or MTT table when it is exhausted.
   // REQUIRES: the memory stays mapped while registered (the device cannot
   // pin it; unmapping registered memory is the consumer's bug).
+  //
+  // With ACCESS_ON_DEMAND the region is an on-demand paging one: the range
+  // need not be mapped now (no EFAULT here); each access faults its pages
+  // in when it runs, and an unmapped or wrongly protected page ends that
+  // access in a protection error (hca/page_fault.h). EOPNOTSUPP where the
+  // device has no ODP (DeviceAttr::on_demand_paging).
   Result<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access,
                               unsigned page_shift = 12);
+  // An implicit ODP region (ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)): one
+  // key whose iova is the address, for every address of the process; PD,
+  // access and bounds checks apply as to any region, and every access
+  // faults its pages in. `access` as reg_mr's (ACCESS_ON_DEMAND implied).
+  // addr() is null and length() SIZE_MAX. EINVAL for bad access bits,
+  // EOPNOTSUPP without ODP.
+  Result<MemoryRegion> reg_implicit_odp_mr(std::uint32_t access);
+  // ibv_advise_mr: prefetch the pages of each SGE's range, all ODP regions
+  // of this PD (TranslationTables::prefetch gives the errors: EFAULT,
+  // EPERM, EINVAL as ibv_advise_mr(3)). kPrefetchWrite needs LOCAL_WRITE;
+  // kPrefetchNoFault checks and touches nothing. Synchronous: when it
+  // returns the pages are in. EINVAL for an empty list.
+  enum class MrAdvice : std::uint8_t { kPrefetch, kPrefetchWrite, kPrefetchNoFault };
+  Result<void> advise_mr(MrAdvice advice, std::span<const Sge> sges) const;
+  // A region on device memory (ibv_reg_dm_mr), zero-based: its iova 0 is
+  // byte `offset` of `dm`, its keys work locally and remotely as any
+  // region's. While it lives dm.free() answers EBUSY. Length 0 is taken
+  // (as mlx5 takes it): a region no access fits. EINVAL: `dm` freed
+  // or of another device, [offset, offset + length) beyond the
+  // buffer, bad access bits (as reg_mr; no ON_DEMAND or MW_BIND).
+  Result<MemoryRegion> reg_dm_mr(DeviceMemory& dm, std::uint64_t offset, std::size_t length, std::uint32_t access);
   // Re-registers `mr` (a user MR of this device, in this PD or another) in
   // this PD over [addr, addr + length) with `access` (ibv_rereg_mr), with
   // reg_mr's checks and errors. Its keys stay; the old translation stops

@@ -20,6 +20,7 @@ enum class Refusal : std::uint8_t {
   kQpMismatch,    // a type 2 memory window bound through another QP (IBA 10.6.7.2.2)
   kAccessDenied,  // the region does not grant the access asked for
   kOutOfBounds,   // [iova, iova + length) is not inside the region
+  kPageFault,     // an ODP region's page could not be faulted in (unmapped, wrong protection)
 };
 
 std::string_view refusal_name(Refusal r);    // "key_mismatch"
@@ -42,6 +43,15 @@ class Translation {
               std::uint8_t page_shift, bool contiguous = false)
       : mtt_(mtt), offset_(offset), length_(length), page_shift_(page_shift), contiguous_(contiguous) {}
 
+  // A translation with no MTTs: the bytes at addr .. addr + length, one
+  // piece (a region with MPT_FLAG_PHYSICAL: implicit ODP, device memory).
+  static Translation direct(std::byte* addr, std::uint64_t length) {
+    Translation t;
+    t.offset_ = reinterpret_cast<std::uintptr_t>(addr);
+    t.length_ = length;
+    return t;
+  }
+
   std::uint64_t length() const { return length_; }
 
   // Calls f(MemPiece) for each run of contiguous memory, in order.
@@ -50,6 +60,10 @@ class Translation {
     const std::uint64_t page_size = std::uint64_t{1} << page_shift_;
     std::uint64_t off = offset_, left = length_;
     if (left == 0) return;
+    if (mtt_ == nullptr) [[unlikely]] {  // direct(): offset_ is the address
+      f(MemPiece{reinterpret_cast<std::byte*>(offset_), left});
+      return;
+    }
     if (const std::uint64_t in_page = off & (page_size - 1); contiguous_ || in_page + left <= page_size) [[likely]] {
       // Inside one page (a small message), or over pages that follow each
       // other: one piece, from the page the access starts in.
@@ -84,8 +98,8 @@ class Translation {
   }
 
  private:
-  const std::uint64_t* mtt_ = nullptr;  // the region's first MTT entry
-  std::uint64_t offset_ = 0;            // from the start of the first page
+  const std::uint64_t* mtt_ = nullptr;  // the region's first MTT entry (null: direct)
+  std::uint64_t offset_ = 0;            // from the start of the first page (direct: the address)
   std::uint64_t length_ = 0;
   std::uint8_t page_shift_ = 12;
   bool contiguous_ = false;

@@ -11,7 +11,8 @@ std::string access_to_string(std::uint32_t access) {
                 {ACCESS_REMOTE_READ, "REMOTE_READ"},
                 {ACCESS_REMOTE_ATOMIC, "REMOTE_ATOMIC"},
                 {ACCESS_MW_BIND, "MW_BIND"},
-                {ACCESS_ZERO_BASED, "ZERO_BASED"}};
+                {ACCESS_ZERO_BASED, "ZERO_BASED"},
+                {ACCESS_ON_DEMAND, "ON_DEMAND"}};
   if (access == 0) return "LOCAL_READ";
   std::string out;
   for (const auto& n : kNames) {
@@ -19,7 +20,7 @@ std::string access_to_string(std::uint32_t access) {
     if (!out.empty()) out += '|';
     out += n.name;
   }
-  if (access & ~(kMrAccessAll | ACCESS_ZERO_BASED)) out += (out.empty() ? "" : "|") + std::string("UNKNOWN");
+  if (access & ~(kMrAccessAll | ACCESS_ZERO_BASED | ACCESS_ON_DEMAND)) out += (out.empty() ? "" : "|") + std::string("UNKNOWN");
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/cq_impl.h"
 #include "core/pd_impl.h"
+#include "hca/page_fault.h"
 
 namespace srdma {
 
@@ -80,6 +81,8 @@ DeviceAttr Device::query() const {
   a.max_srq = state_->hca->engine().max_srq();
   a.max_srq_wr = state_->hca->engine().max_srq_wr();
   a.max_srq_sge = state_->hca->engine().max_srq_sge();
+  a.on_demand_paging = hca::fault_in_available();
+  a.max_dm_size = kMaxDmSize;
   return a;
 }
 

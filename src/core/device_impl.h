@@ -36,7 +36,8 @@ struct DeviceImpl {
   std::unique_ptr<core::CqPool::Backend> pool_backend;
   std::unique_ptr<core::CqPool> cq_pool;
   std::atomic<bool> removed{false};
-  std::atomic<bool> cq_dim{true};  // adaptive moderation for processed CQs allocated from now on
+  std::atomic<bool> cq_dim{true};
+  std::atomic<std::uint64_t> dm_bytes{0};  // device memory mapped (dm.cc), whole pages, <= kMaxDmSize  // adaptive moderation for processed CQs allocated from now on
 
   ~DeviceImpl();  // leaves the client registry
 };

@@ -5,12 +5,14 @@
 
 #include <fmt/format.h>
 
+#include "core/dm_impl.h"
 #include "core/pd_impl.h"
 
 namespace srdma {
 
 MemoryRegion::MemoryRegion(MemoryRegion&& o) noexcept
     : pd_(std::move(o.pd_)),
+      dm_(std::move(o.dm_)),
       key_(o.key_),
       addr_(o.addr_),
       length_(o.length_),
@@ -26,6 +28,7 @@ MemoryRegion& MemoryRegion::operator=(MemoryRegion&& o) noexcept {
   if (this != &o) {
     (void)dereg();
     pd_ = std::move(o.pd_);
+    dm_ = std::move(o.dm_);
     key_ = o.key_;
     addr_ = o.addr_;
     length_ = o.length_;
@@ -54,6 +57,10 @@ Result<void> MemoryRegion::dereg() {
   if (!r) return r;
   pd_->usecnt.fetch_sub(1);
   pd_.reset();
+  if (dm_) {
+    dm_->usecnt.fetch_sub(1);
+    dm_.reset();
+  }
   return {};
 }
 

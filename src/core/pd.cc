@@ -4,7 +4,9 @@
 
 #include <vector>
 
+#include "core/dm_impl.h"
 #include "core/pd_impl.h"
+#include "hca/page_fault.h"
 #include "core/memory_map.h"
 #include "srdma/access.h"
 
@@ -26,14 +28,22 @@ Result<void> ProtectionDomain::dealloc() {
 
 namespace {
 
-// What reg_mr and rereg_mr check of a region, and its page list.
-Result<std::vector<std::uint64_t>> region_pages(const detail::PdImpl& pd, void* addr, std::size_t length,
-                                                std::uint32_t access, unsigned page_shift) {
-  if (access & ~kMrAccessAll)
-    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~kMrAccessAll));
+// A user region's access bits (reg_mr, rereg_mr, the implicit ODP region).
+Result<void> check_region_access(std::uint32_t access) {
+  constexpr std::uint32_t known = kMrAccessAll | ACCESS_ON_DEMAND;
+  if (access & ~known) return make_error(EINVAL, fmt::format("unknown access bits {:#x}", access & ~known));
   // IBA 10.6.3.1 (ib_check_mr_access): remote write or atomic needs local write.
   if ((access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) && !(access & ACCESS_LOCAL_WRITE))
     return make_error(EINVAL, "remote write or atomic access requires LOCAL_WRITE");
+  if ((access & ACCESS_ON_DEMAND) && !hca::fault_in_available())
+    return make_error(EOPNOTSUPP, "on-demand paging needs MADV_POPULATE_READ/WRITE (Linux 5.14)");
+  return {};
+}
+
+// What reg_mr and rereg_mr check of a region, and its page list.
+Result<std::vector<std::uint64_t>> region_pages(const detail::PdImpl& pd, void* addr, std::size_t length,
+                                                std::uint32_t access, unsigned page_shift) {
+  if (auto ok = check_region_access(access); !ok) return std::unexpected(ok.error());
   if (length == 0) return make_error(EINVAL, "a memory region needs at least one byte");
   if (page_shift < 12 || page_shift > 30)
     return make_error(EINVAL, fmt::format("page_shift {} outside 12..30", page_shift));
@@ -48,8 +58,11 @@ Result<std::vector<std::uint64_t>> region_pages(const detail::PdImpl& pd, void* 
   if (npages > max_entries)
     return make_error(ENOMEM, fmt::format("MTT table: {} pages exceed its {} entries", npages, max_entries));
 
+  // An ODP region's pages are faulted in by each access (translate()), so
+  // they need not be mapped now.
   bool writable = access & (ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC);
-  if (auto ok = core::check_mapping(start, length, writable); !ok) return std::unexpected(ok.error());
+  if (!(access & ACCESS_ON_DEMAND))
+    if (auto ok = core::check_mapping(start, length, writable); !ok) return std::unexpected(ok.error());
 
   std::vector<std::uint64_t> pages(npages);
   for (std::uint64_t i = 0; i < npages; ++i) pages[i] = first_page + (i << page_shift);
@@ -69,6 +82,52 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t length, st
   if (!key) return std::unexpected(key.error());
   state_->usecnt.fetch_add(1);
   return MemoryRegion(state_, *key, addr, length, access);
+}
+
+Result<MemoryRegion> ProtectionDomain::reg_implicit_odp_mr(std::uint32_t access) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  access |= ACCESS_ON_DEMAND;
+  if (auto ok = check_region_access(access); !ok) return std::unexpected(ok.error());
+  // One PHYSICAL entry: iova 0 is address 0, the whole address space.
+  hca::MrAttr attr{state_->pdn, 0, ~std::uint64_t{0}, access, 12};
+  auto key = state_->device->hca->tables().reg_phys_mr(attr, 0);
+  if (!key) return std::unexpected(key.error());
+  state_->usecnt.fetch_add(1);
+  return MemoryRegion(state_, *key, nullptr, SIZE_MAX, access);
+}
+
+Result<void> ProtectionDomain::advise_mr(MrAdvice advice, std::span<const Sge> sges) const {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  if (sges.empty()) return make_error(EINVAL, "an empty scatter/gather list");
+  const std::uint32_t access = advice == MrAdvice::kPrefetchWrite ? std::uint32_t{ACCESS_LOCAL_WRITE} : 0u;
+  const bool fault = advice != MrAdvice::kPrefetchNoFault;
+  for (const Sge& s : sges)
+    if (auto r = state_->device->hca->tables().prefetch(s.lkey, s.addr, s.length, access, state_->pdn, fault); !r)
+      return r;
+  return {};
+}
+
+Result<MemoryRegion> ProtectionDomain::reg_dm_mr(DeviceMemory& dm, std::uint64_t offset, std::size_t length,
+                                                 std::uint32_t access) {
+  if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
+  if (!dm.state_) return make_error(EINVAL, "the device memory is freed");
+  if (dm.state_->device != state_->device) return make_error(EINVAL, "the device memory is another device's");
+  if (access & (ACCESS_ON_DEMAND | ACCESS_MW_BIND))
+    return make_error(EINVAL, "device memory is always present and takes no windows (no ON_DEMAND, MW_BIND)");
+  if (auto ok = check_region_access(access); !ok) return std::unexpected(ok.error());
+  if (offset > dm.state_->length || length > dm.state_->length - offset)
+    return make_error(EINVAL, fmt::format("[{}, +{}) is not inside the {}-byte device memory", offset, length,
+                                          dm.state_->length));
+  // Zero-based: iova 0 is the DM's byte `offset`.
+  hca::MrAttr attr{state_->pdn, 0, length, access, 12};
+  auto key = state_->device->hca->tables().reg_phys_mr(
+      attr, reinterpret_cast<std::uintptr_t>(dm.state_->base) + offset);
+  if (!key) return std::unexpected(key.error());
+  state_->usecnt.fetch_add(1);
+  dm.state_->usecnt.fetch_add(1);
+  MemoryRegion mr(state_, *key, nullptr, length, access);
+  mr.dm_ = dm.state_;
+  return mr;
 }
 
 Result<void> ProtectionDomain::rereg_mr(MemoryRegion& mr, void* addr, std::size_t length, std::uint32_t access,

@@ -28,7 +28,12 @@ inline constexpr std::uint8_t kMptStatusHw = 0x00;
 
 enum MptFlags : std::uint8_t {
   MPT_FLAG_REGION = 1u << 0,    // a memory region (not a window)
-  MPT_FLAG_PHYSICAL = 1u << 1,  // addresses are physical: no MTT
+  // No MTTs (mthca's PHYSICAL MPT, as get_dma_mr uses): the region's
+  // bytes follow each other from the address kept in mtt_seg, which iova
+  // `start` names. An implicit ODP region (start 0, the whole address
+  // space, mtt_seg 0: identity) and a device-memory region (zero-based,
+  // mtt_seg the DM's bytes) are such entries.
+  MPT_FLAG_PHYSICAL = 1u << 1,
   MPT_FLAG_FMR = 1u << 2,       // remapped by map_phys_fmr, not firmware
   MPT_FLAG_FAST_REG = 1u << 3,  // FRWR: registered by REG_MR work requests
   // The MTT entries are consecutive pages (each the one before plus the
@@ -61,7 +66,7 @@ struct MptFields {
   std::uint32_t mtt_count = 0;  // MTT entries used (a window: the key of its region)
   std::uint64_t start = 0;      // iova of the first byte (a window: in its region's iova space)
   std::uint64_t length = 0;     // bytes
-  std::uint64_t mtt_seg = 0;    // first MTT segment
+  std::uint64_t mtt_seg = 0;    // first MTT segment (PHYSICAL: the address of iova `start`)
   std::uint32_t map_count = 0;  // FMR: maps since the last unmap (a type 2 window: its QPN)
   std::uint32_t reserved = 0;   // FRWR MR, window: the key alloc_key() handed out
 

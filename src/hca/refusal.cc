@@ -11,6 +11,7 @@ std::string_view refusal_name(Refusal r) {
     case Refusal::kQpMismatch: return "qp_mismatch";
     case Refusal::kAccessDenied: return "access_denied";
     case Refusal::kOutOfBounds: return "out_of_bounds";
+    case Refusal::kPageFault: return "page_fault";
   }
   return "unknown";
 }
@@ -24,6 +25,8 @@ std::string_view refusal_reason(Refusal r) {
     case Refusal::kQpMismatch: return "the type 2 memory window is bound through another QP";
     case Refusal::kAccessDenied: return "the region does not grant this access";
     case Refusal::kOutOfBounds: return "the range is not inside the region";
+    case Refusal::kPageFault:
+      return "an on-demand region's page is not mapped with the access's permission (the fault-in failed)";
   }
   return "unknown refusal";
 }

@@ -546,6 +546,9 @@ Responder::State Responder::execute_atomic(Packet& pkt) {
     auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, qp_.init_.pdn, qp_.qpn());
     if (!t) return false;
     std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
+    // A zero-based region (device memory) may put an aligned iova on an
+    // unaligned address: no atomic there (C9-33's alignment is the memory's).
+    if (reinterpret_cast<std::uintptr_t>(target) % 8 != 0) return false;
     auto word = atomic_at(target);
     if (pkt.op == Opcode::kCmpSwap) {
       orig = pkt.compare_add;

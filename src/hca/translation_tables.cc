@@ -90,6 +90,61 @@ Result<std::uint32_t> TranslationTables::reg_mr(const MrAttr& attr, std::span<co
   return *key;
 }
 
+Result<std::uint32_t> TranslationTables::reg_phys_mr(const MrAttr& attr, std::uint64_t base) {
+  // Length 0 is a region no access of a byte or more fits (mlx5 takes a
+  // zero-length device-memory MR; pyverbs registers one).
+  if (attr.access & ~(kMrAccessAll | ACCESS_ON_DEMAND))
+    return make_error(EINVAL, fmt::format("unknown access bits {:#x}", attr.access));
+  if (attr.length > 0 && attr.length - 1 > ~std::uint64_t{0} - base)
+    return make_error(EINVAL, "the region runs past the address space");
+  if (attr.length > 0 && attr.length - 1 > ~std::uint64_t{0} - attr.iova)
+    return make_error(EINVAL, "the region's iova range wraps");
+  std::lock_guard lock(mu_);
+  if (!pd_alloc_.is_allocated(attr.pdn))
+    return make_error(EINVAL, fmt::format("PD {} is not allocated", attr.pdn));
+  auto key = mpt_.alloc_key();
+  if (!key) return std::unexpected(key.error());
+  MptFields f;
+  f.status = kMptStatusHw;
+  f.flags = MPT_FLAG_REGION | MPT_FLAG_PHYSICAL;
+  f.access = static_cast<std::uint8_t>(attr.access);
+  f.page_shift = 12;
+  f.key = *key;
+  f.pd = attr.pdn;
+  f.start = attr.iova;
+  f.length = attr.length;
+  f.mtt_seg = base;
+  mpt_.write(mpt_.index_of(*key), f);
+  return *key;
+}
+
+bool TranslationTables::fault_in_translation(const Translation& t, std::uint32_t access) {
+  const bool write = access & (ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC);
+  bool ok = true;
+  t.for_each_piece([&](MemPiece p) { ok = ok && fault_in(p.addr, p.length, write); });
+  return ok;
+}
+
+Result<void> TranslationTables::prefetch(std::uint32_t key, std::uint64_t iova, std::uint64_t length,
+                                         std::uint32_t access, std::uint32_t pdn, bool fault) const {
+  const std::uint32_t index = mpt_.index_of(key);
+  const MptFields f = index < mpt_.reserved() ? MptFields{} : mpt_.read(index);
+  if (f.is_window()) return make_error(EINVAL, fmt::format("key {:#x} is a memory window's, not a region's", key));
+  if (!f.is_region() || f.key != key || f.status != kMptStatusHw)
+    return make_error(EFAULT, fmt::format("lkey {:#x} is not a valid memory region", key));
+  if (f.pd != pdn) return make_error(EPERM, fmt::format("lkey {:#x} belongs to another protection domain", key));
+  if (!(f.access & ACCESS_ON_DEMAND))
+    return make_error(EINVAL, fmt::format("lkey {:#x} is not an on-demand paging region", key));
+  if ((access & ~std::uint32_t{f.access}) != 0)
+    return make_error(EPERM, fmt::format("lkey {:#x} does not grant {}", key, access_to_string(access)));
+  if (length == 0) return {};
+  if (iova < f.start || iova - f.start > f.length || length > f.length - (iova - f.start))
+    return make_error(EFAULT, fmt::format("[{:#x}, +{}) is not inside lkey {:#x}'s region", iova, length, key));
+  if (fault && !fault_in_translation(region_translation(f, iova, length), access))
+    return make_error(EFAULT, fmt::format("[{:#x}, +{}) of lkey {:#x} cannot be faulted in", iova, length, key));
+  return {};
+}
+
 Result<void> TranslationTables::rereg_mr(std::uint32_t key, const MrAttr& attr,
                                          std::span<const std::uint64_t> page_addrs) {
   if (auto ok = check_page_list(attr, page_addrs); !ok) return ok;
@@ -98,6 +153,8 @@ Result<void> TranslationTables::rereg_mr(std::uint32_t key, const MrAttr& attr,
   const MptFields old = index < mpt_.reserved() ? MptFields{} : mpt_.read(index);
   if (!old.is_region() || old.key != key || old.status != kMptStatusHw || (old.flags & (MPT_FLAG_FMR | MPT_FLAG_FAST_REG)))
     return make_error(EINVAL, fmt::format("key {:#x} is not a registered memory region", key));
+  if (old.flags & MPT_FLAG_PHYSICAL)
+    return make_error(EINVAL, fmt::format("key {:#x} is an implicit ODP or device-memory region: no pages to re-point", key));
   if (!pd_alloc_.is_allocated(attr.pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", attr.pdn));
   // As for dereg: a bound window names this region (its PD, its bounds).
   if (mr_windows_.contains(index))
@@ -141,8 +198,9 @@ Result<void> TranslationTables::dereg_mr(std::uint32_t key) {
   lock.unlock();
   quiesce_translations(key);
   lock.lock();
-  mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
-                     MttPool::kMain});
+  if (!(f.flags & MPT_FLAG_PHYSICAL))  // a PHYSICAL entry's mtt_seg is an address, not MTTs
+    mtt_.free(MttRange{static_cast<std::uint32_t>(f.mtt_seg), mtt_order_for(f.mtt_count, mtt_.log_mtts_per_seg()),
+                       MttPool::kMain});
   (void)mpt_.free_key(key);
   return {};
 }

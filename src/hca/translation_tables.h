@@ -25,7 +25,9 @@
 #include "alloc/index_allocator.h"
 #include "hca/mpt_table.h"
 #include "hca/mtt_table.h"
+#include "hca/page_fault.h"
 #include "hca/tpt_cache.h"
+#include "srdma/access.h"
 #include "srdma/profile.h"
 #include "srdma/status.h"
 #include "srdma/translation.h"
@@ -58,8 +60,27 @@ class TranslationTables {
   // iova % 2^page_shift). Returns the key (lkey == rkey). ENOMEM names the
   // MPT or MTT table that is exhausted.
   Result<std::uint32_t> reg_mr(const MrAttr& attr, std::span<const std::uint64_t> page_addrs);
+  // Registers a region without MTTs (MPT_FLAG_PHYSICAL): iova attr.iova
+  // is the byte at `base` and the rest follow it, for attr.length bytes.
+  // Two users: implicit ODP (iova 0, the whole address space, base 0: one
+  // key for every address of the process, access ON_DEMAND) and device
+  // memory (zero-based: iova 0, base the DM's bytes). PD, access and
+  // bounds are checked as for any region; length 0 (a DM MR may have it)
+  // is a region no access fits. EINVAL: PD not allocated, unknown access bits, base + length beyond the address space;
+  // ENOMEM: the MPT table is exhausted.
+  Result<std::uint32_t> reg_phys_mr(const MrAttr& attr, std::uint64_t base);
   // EINVAL if `key` is not a registered region's current key.
   Result<void> dereg_mr(std::uint32_t key);
+  // ibv_advise_mr's PREFETCH for one SGE: (key, iova, length) must name an
+  // ODP region (not a window) of PD `pdn` that grants `access` (0, or
+  // LOCAL_WRITE for PREFETCH_WRITE); with `fault` its pages are faulted
+  // in, without it nothing is touched (PREFETCH_NO_FAULT: the device
+  // holds no page tables to fill). Errors as ibv_advise_mr(3): EFAULT for
+  // an unknown or stale key, a range outside the region or a page that
+  // cannot be faulted in; EPERM for another PD's key or write access not
+  // granted; EINVAL for a window's key or a region that is not ODP.
+  Result<void> prefetch(std::uint32_t key, std::uint64_t iova, std::uint64_t length, std::uint32_t access,
+                        std::uint32_t pdn, bool fault) const;
   // Points the region `key` at new pages, PD and access (ibv_rereg_mr),
   // keeping its key, as mlx5 and rxe keep it: the new entry replaces the
   // old one at once, and this returns only after every store translated
@@ -240,11 +261,25 @@ class TranslationTables {
   // The translation of [iova, iova + length) inside region entry `f`, once
   // every check passed.
   Translation region_translation(const MptFields& f, std::uint64_t iova, std::uint64_t length) const {
+    if (f.flags & MPT_FLAG_PHYSICAL) [[unlikely]]
+      return Translation::direct(reinterpret_cast<std::byte*>(f.mtt_seg + (iova - f.start)), length);
     std::uint64_t page_mask = (std::uint64_t{1} << f.page_shift) - 1;
     std::uint64_t offset = (iova - f.start) + (f.start & page_mask);
     const std::uint64_t* mtt = mtt_.entry_ptr(f.mtt_seg << mtt_.log_mtts_per_seg());
     return Translation(mtt, offset, length, f.page_shift, (f.flags & MPT_FLAG_CONTIGUOUS) != 0);
   }
+  // region_translation, and for an ODP region (ACCESS_ON_DEMAND in the
+  // entry: the one place that decides) the fault-in of its pages for
+  // `access`, which refuses with kPageFault where the kernel cannot.
+  std::expected<Translation, Refusal> region_access(const MptFields& f, std::uint64_t iova, std::uint64_t length,
+                                                    std::uint32_t access) const {
+    const Translation t = region_translation(f, iova, length);
+    if (f.access & ACCESS_ON_DEMAND) [[unlikely]]
+      if (!fault_in_translation(t, access)) return std::unexpected(Refusal::kPageFault);
+    return t;
+  }
+  // fault_in() of every piece of `t`, for writing if `access` writes.
+  [[gnu::noinline]] static bool fault_in_translation(const Translation& t, std::uint32_t access);
   // Both translations' checks of a region entry `f`, in translate()'s
   // order from the key on.
   std::expected<Translation, Refusal> checked_region(const MptFields& f, std::uint32_t key, std::uint64_t iova,
@@ -322,7 +357,7 @@ inline std::expected<Translation, Refusal> TranslationTables::translate(std::uin
       return std::unexpected(Refusal::kNotHwOwned);
     if (hop.va < r.start || hop.va - r.start > r.length || length > r.length - (hop.va - r.start))
       return std::unexpected(Refusal::kOutOfBounds);
-    return region_translation(r, hop.va, length);
+    return region_access(r, hop.va, length, access);
   }
   return checked_region(f, key, iova, length, access, pdn);
 }
@@ -337,7 +372,7 @@ inline std::expected<Translation, Refusal> TranslationTables::checked_region(con
   // Overflow-safe: iova >= start and iova + length <= start + mr length.
   if (iova < f.start || iova - f.start > f.length || length > f.length - (iova - f.start)) [[unlikely]]
     return std::unexpected(Refusal::kOutOfBounds);
-  return region_translation(f, iova, length);
+  return region_access(f, iova, length, access);
 }
 
 }  // namespace srdma::hca

@@ -22,12 +22,15 @@ ibv_mtu mtu_enum(std::uint32_t bytes) {
 Result<std::uint32_t> access_flags(unsigned int a) {
   a &= ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
   a &= ~static_cast<unsigned int>(IBV_ACCESS_HUGETLB);
-  constexpr unsigned int unsupported = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND;
-  if (a & unsupported) return make_error(EOPNOTSUPP, "zero-based and on-demand MRs are not supported");
+  // As rxe: zero-based addressing is for device memory (ibv_reg_dm_mr,
+  // which takes the flag off before it comes here), not for process memory.
+  if (a & IBV_ACCESS_ZERO_BASED)
+    return make_error(EOPNOTSUPP, "zero-based MRs are for device memory (ibv_reg_dm_mr) only");
   constexpr unsigned int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
+                                 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
   if (a & ~known) return make_error(EINVAL, "unknown access flags");
   std::uint32_t out = 0;
+  if (a & IBV_ACCESS_ON_DEMAND) out |= ACCESS_ON_DEMAND;
   if (a & IBV_ACCESS_MW_BIND) out |= ACCESS_MW_BIND;
   if (a & IBV_ACCESS_LOCAL_WRITE) out |= ACCESS_LOCAL_WRITE;
   if (a & IBV_ACCESS_REMOTE_WRITE) out |= ACCESS_REMOTE_WRITE;

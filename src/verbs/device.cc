@@ -230,6 +230,21 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
   full.hca_core_clock = 1'000'000;
   // As libibverbs fills it from the kernel: the same capabilities, 64 bits wide.
   full.device_cap_flags_ex = static_cast<unsigned>(full.orig_attr.device_cap_flags);
+  // On-demand paging: every access through an ODP region faults its pages
+  // in (hca/page_fault.h), whatever the transport or the role of the
+  // memory; implicit regions too. No XRC, so no xrc_odp_caps.
+  const DeviceAttr da = to_ctx(c)->dev.query();
+  if (da.on_demand_paging) {
+    full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    full.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                   IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                                   IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+    full.odp_caps.per_transport_caps.uc_odp_caps =
+        IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
+    full.odp_caps.per_transport_caps.ud_odp_caps =
+        IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  }
+  full.max_dm_size = da.max_dm_size;
   // CQ moderation is the core's (CompletionQueue::modify), but
   // ibv_modify_cq is not wired to it: none is reported.
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
@@ -255,6 +270,7 @@ void destroy_leftovers(Context& ctx) {
         case Kind::kSrq: delete_object(static_cast<Srq*>(obj)); break;
         case Kind::kMw: delete static_cast<Mw*>(obj); break;
         case Kind::kMr: delete static_cast<Mr*>(obj); break;
+        case Kind::kDm: delete static_cast<Dm*>(obj); break;
         case Kind::kCq: delete_object(static_cast<Cq*>(obj)); break;
         case Kind::kChannel: delete static_cast<CompChannelObj*>(obj); break;
         case Kind::kPd: delete static_cast<Pd*>(obj); break;
@@ -439,6 +455,10 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->vctx.alloc_td = alloc_td_op;
   ctx->vctx.dealloc_td = dealloc_td_op;
   ctx->vctx.alloc_parent_domain = alloc_parent_domain_op;
+  ctx->vctx.advise_mr = advise_mr_op;
+  ctx->vctx.alloc_dm = alloc_dm_op;
+  ctx->vctx.free_dm = free_dm_op;
+  ctx->vctx.reg_dm_mr = reg_dm_mr_op;
   ibv_context& c = ctx->vctx.context;
   c.device = &g_device;
   c.cmd_fd = ctx->cmd_fd;

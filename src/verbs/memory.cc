@@ -1,10 +1,13 @@
 // Protection domains and memory regions.
 #include <cstdint>
 #include <new>
+#include <vector>
 
 #include "convert.h"
 #include "errors.h"
 #include "objects.h"
+#include "ops.h"
+#include "srdma/access.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -20,14 +23,22 @@ ibv_mr* reg_mr(const char* verb, ibv_pd* pd, void* addr, size_t length, std::uin
     return fail_null<ibv_mr>(verb, EOPNOTSUPP, "an iova other than the buffer's address");
   auto flags = access_flags(access);
   if (!flags) return fail_null<ibv_mr>(verb, flags.error());
+  // Implicit ODP (ibv_reg_mr(3)): NULL and SIZE_MAX with ON_DEMAND name the
+  // whole address space. Without ON_DEMAND they fail reg_mr's checks.
+  const bool implicit = !addr && length == SIZE_MAX && (*flags & ACCESS_ON_DEMAND);
+  auto core = implicit ? pd_core(pd).reg_implicit_odp_mr(*flags) : pd_core(pd).reg_mr(addr, length, *flags);
+  if (!core) return fail_null<ibv_mr>(verb, core.error());
+  return adopt_mr(verb, pd, std::move(*core), addr, length, access);
+}
+
+}  // namespace
+
+namespace srdma::verbs {
+
+ibv_mr* adopt_mr(const char* verb, ibv_pd* pd, MemoryRegion core, void* addr, size_t length, unsigned access) {
   auto* mr = new (std::nothrow) Mr{};
-  if (!mr) return fail_null<ibv_mr>(verb, ENOMEM, "out of memory");
-  auto core = pd_core(pd).reg_mr(addr, length, *flags);
-  if (!core) {
-    delete mr;
-    return fail_null<ibv_mr>(verb, core.error());
-  }
-  mr->core = std::move(*core);
+  if (!mr) return fail_null<ibv_mr>(verb, ENOMEM, "out of memory");  // `core` deregisters as it goes
+  mr->core = std::move(core);
   mr->access = access;
   mr->ibv.context = pd->context;
   mr->ibv.pd = pd;
@@ -40,7 +51,30 @@ ibv_mr* reg_mr(const char* verb, ibv_pd* pd, void* addr, size_t length, std::uin
   return &mr->ibv;
 }
 
-}  // namespace
+// ibv_advise_mr(3): every SGE an ODP region of this PD (errors as the man
+// page gives them, from TranslationTables::prefetch). The prefetch is done
+// when this returns, so FLUSH asks for nothing more.
+int advise_mr_op(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, ibv_sge* sg_list,
+                 std::uint32_t num_sge) {
+  constexpr const char* verb = "ibv_advise_mr";
+  if (!pd) return fail(verb, EINVAL, "NULL PD");
+  ProtectionDomain::MrAdvice a;
+  switch (advice) {
+    case IBV_ADVISE_MR_ADVICE_PREFETCH: a = ProtectionDomain::MrAdvice::kPrefetch; break;
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE: a = ProtectionDomain::MrAdvice::kPrefetchWrite; break;
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT: a = ProtectionDomain::MrAdvice::kPrefetchNoFault; break;
+    default: return fail(verb, EOPNOTSUPP, "an advice other than PREFETCH, PREFETCH_WRITE, PREFETCH_NO_FAULT");
+  }
+  if (flags & ~std::uint32_t{IBV_ADVISE_MR_FLAG_FLUSH}) return fail(verb, EINVAL, "flags other than FLUSH");
+  if (!sg_list || num_sge == 0) return fail(verb, EINVAL, "an empty scatter/gather list");
+  std::vector<Sge> sges(num_sge);
+  for (std::uint32_t i = 0; i < num_sge; ++i) sges[i] = Sge{sg_list[i].addr, sg_list[i].length, sg_list[i].lkey};
+  if (auto r = pd_core(pd).advise_mr(a, sges); !r) return fail(verb, r.error());
+  return 0;
+}
+
+}  // namespace srdma::verbs
+
 
 namespace srdma::verbs {
 

@@ -43,8 +43,10 @@ struct Context;
 // the application left behind (a QP before its SRQ and CQs, an MR before
 // its PD, a window before the MR it may be bound to), as the kernel's uverbs
 // cleanup does.
-enum class Kind { kAh, kQp, kSrq, kMw, kMr, kCq, kChannel, kPd, kTd };
-inline constexpr std::size_t kKinds = 9;
+// In the order destroy_leftovers destroys them (an MR before the DM it is
+// on, a parent domain's objects before it).
+enum class Kind { kAh, kQp, kSrq, kMw, kMr, kDm, kCq, kChannel, kPd, kTd };
+inline constexpr std::size_t kKinds = 10;
 
 // One ibv_context: the verbs_context (which ends with the ibv_context the
 // application sees), a handle on the process's device, and the async
@@ -107,6 +109,13 @@ struct Mr {
 struct Mw {
   ibv_mw ibv;
   MemoryWindow core;
+};
+
+// ibv_dm's memcpy_to_dm/memcpy_from_dm are its own function pointers
+// (device_memory.cc sets them).
+struct Dm {
+  ibv_dm ibv;
+  DeviceMemory core;
 };
 
 struct CompChannelObj {
@@ -242,6 +251,7 @@ void delete_object(T* obj) {
 }
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 inline Mw* to_mw(ibv_mw* m) { return reinterpret_cast<Mw*>(m); }
+inline Dm* to_dm(ibv_dm* d) { return reinterpret_cast<Dm*>(d); }
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannelObj* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannelObj*>(c); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }

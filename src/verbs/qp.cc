@@ -13,6 +13,7 @@
 #include "objects.h"
 #include "ops.h"
 #include "signals.h"
+#include "srdma/access.h"
 #include "post_list.h"
 #include "srdma/net.h"
 
@@ -165,7 +166,9 @@ Result<QpAttr> to_core_attr(const Context& ctx, const ibv_qp_attr& a, int mask) 
   if (mask & IBV_QP_ACCESS_FLAGS) {
     auto f = access_flags(static_cast<unsigned>(a.qp_access_flags));
     if (!f) return std::unexpected(f.error());
-    out.qp_access_flags = *f;
+    // ON_DEMAND is a region's attribute; a QP's rights do not carry it
+    // (pyverbs' ODP tests pass the MR's flags to the QP, mlx5 ignores it).
+    out.qp_access_flags = *f & ~std::uint32_t{ACCESS_ON_DEMAND};
   }
   out.pkey_index = a.pkey_index;
   out.port_num = a.port_num;
