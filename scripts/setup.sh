@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcli11-dev nlohmann-json3-dev liburing-dev zlib1g-dev clang libclang-rt-14-dev clang-16
   libisal-dev libssl-dev tshark python3 iproute2
-  libibverbs-dev ibverbs-utils perftest librdmacm-dev rdmacm-utils ucx-utils libucx-dev libfabric-bin python3-pyverbs openmpi-bin libopenmpi-dev iperf3
+  libibverbs-dev ibverbs-utils perftest librdmacm-dev rdmacm-utils ucx-utils libucx-dev libfabric-bin python3-pyverbs openmpi-bin libopenmpi-dev mpich libmpich-dev iperf3
   dpkg-dev lintian man-db systemd)  # the Debian packages and their tests (tests/package_test.sh, cli_docs_test.sh)
 missing=()
 for p in "${packages[@]}"; do

@@ -6,6 +6,9 @@
 #  - 2 ranks and 4 ranks over UCX's rc_verbs (UCX_TLS=rc_verbs,
 #    ud_verbs:aux for wireup, self),
 #  - 2 ranks over ud_verbs alone (UCX_TLS=ud_verbs,self),
+# and, given MPICH's build of it (MPICH_CHECK; Debian 12's MPICH runs on
+# UCX, ch4:ucx), with MPICH's mpirun.mpich: 2 and 4 ranks over rc_verbs,
+# MPIR_CVAR_NOLOCAL=1 so that ranks on one node use UCX, not MPICH's shm.
 # UCX restricted to the device srdma0:1, so that nothing else (shared
 # memory, TCP) can carry a byte: pml ucx then either runs on softrdma or
 # fails. Each rank's device has an address of its own (mpi_rank_env.sh:
@@ -14,13 +17,15 @@
 # UCX needs /dev/infiniband/srdma0 (`srdma devnode`): created here when
 # missing (root only) and removed at exit. Skips (77) without mpirun.
 #
-#   mpi_programs_test.sh SRDMA LIBDIR MPI_CHECK
+#   mpi_programs_test.sh SRDMA LIBDIR MPI_CHECK [MPICH_CHECK]
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 srdma=${1:?usage: mpi_programs_test.sh SRDMA LIBDIR MPI_CHECK}
 libdir=$(cd "${2:?}" 2>/dev/null && pwd) || { echo "FAIL: no directory '$2'" >&2; exit 1; }
 prog=${3:?}
+mpich_prog=${4:-}
 [[ -x $prog ]] || { echo "FAIL: no program '$prog'" >&2; exit 1; }
+[[ -z $mpich_prog || -x $mpich_prog ]] || { echo "FAIL: no program '$mpich_prog'" >&2; exit 1; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun is not installed (apt-get install openmpi-bin)"; exit 77; }
 
 logs=$(mktemp -d)
@@ -37,17 +42,26 @@ if [[ ! -c $node ]]; then
   created=1
 fi
 status=0
-run() {  # NAME RANKS TLS
-  local name=$1 np=$2 tls=$3 log=$logs/$1.log
+run() {  # NAME RANKS TLS [mpich]
+  local name=$1 np=$2 tls=$3 flavour=${4:-openmpi} log=$logs/$1.log
   local net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
-  timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np "$np" \
-    --mca pml ucx --mca btl self,tcp --mca osc ^ucx \
-    -x "LD_LIBRARY_PATH=$libdir" -x "SRDMA_NET=$net" -x SRDMA_VERBS_DEBUG=1 \
-    -x UCX_NET_DEVICES=srdma0:1 -x "UCX_TLS=$tls" -x UCX_WARN_UNUSED_ENV_VARS=n \
-    "$here/mpi_rank_env.sh" "$prog" >"$log" 2>&1
+  local -a cmd
+  if [[ $flavour == mpich ]]; then
+    # hydra passes the whole environment to every rank. MPIR_CVAR_NOLOCAL:
+    # ranks on one node talk through the netmod (UCX), not MPICH's own
+    # shared memory.
+    cmd=(env "LD_LIBRARY_PATH=$libdir" "SRDMA_NET=$net" MPIR_CVAR_NOLOCAL=1 SRDMA_VERBS_DEBUG=1 UCX_NET_DEVICES=srdma0:1 "UCX_TLS=$tls"
+         UCX_WARN_UNUSED_ENV_VARS=n mpirun.mpich -np "$np" "$here/mpi_rank_env.sh" "$mpich_prog")
+  else
+    cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ucx --mca btl self,tcp --mca osc ^ucx
+         -x "LD_LIBRARY_PATH=$libdir" -x "SRDMA_NET=$net" -x SRDMA_VERBS_DEBUG=1
+         -x UCX_NET_DEVICES=srdma0:1 -x "UCX_TLS=$tls" -x UCX_WARN_UNUSED_ENV_VARS=n
+         "$here/mpi_rank_env.sh" "$prog")
+  fi
+  timeout -k 5 120 "${cmd[@]}" >"$log" 2>&1
   local rc=$?
   if ((rc == 0)) && grep -q "^ok: 0 check(s) failed on $np ranks" "$log"; then
-    echo "ok   $name: $np ranks, UCX_TLS=$tls, $(grep -c '^ok:' "$log") checks passed"
+    echo "ok   $name: $flavour, $np ranks, UCX_TLS=$tls, $(grep -c '^ok:' "$log") checks passed"
     grep -E "^ok: ping-pong (8|1048576) B" "$log" | sed 's/^/       /'
   else
     echo "FAIL $name: exit $rc ($( ((rc == 124)) && echo "timed out" || echo "see below"))"
@@ -58,4 +72,9 @@ run() {  # NAME RANKS TLS
 run rc-2 2 rc_verbs,ud_verbs:aux,self
 run rc-4 4 rc_verbs,ud_verbs:aux,self
 run ud-2 2 ud_verbs,self
+if [[ -n $mpich_prog ]]; then
+  command -v mpirun.mpich >/dev/null || { echo "FAIL: mpirun.mpich is missing beside $mpich_prog"; exit 1; }
+  run mpich-rc-2 2 rc_verbs,ud_verbs:aux,self mpich
+  run mpich-rc-4 4 rc_verbs,ud_verbs:aux,self mpich
+fi
 exit $status
