@@ -51,8 +51,6 @@ not_yet=(
   'Create XRCD is not supported'           # XRC
   'Extended CQ is not supported'           # tag matching SRQs (IBV_WC_EX_WITH_TM_INFO)
   "doesn't have net interface"             # sysfs netdev: the host model (one address, many processes)
-  'Importing a device is not supported'    # ibv_import_device: a context's objects live in its process
-  'Some object imports are not supported'  # the same, for test_import_dm
 )
 
 log=$work/log

@@ -261,9 +261,10 @@ bool gid_populated(std::uint32_t index) { return index == 0; }
 }  // namespace
 
 void destroy_leftovers(Context& ctx) {
-  std::lock_guard lock(ctx.owned_mu);
+  CommandFile& f = *ctx.file;
+  std::lock_guard lock(f.owned_mu);
   for (std::size_t k = 0; k < kKinds; ++k) {
-    for (void* obj : ctx.owned[k]) {
+    for (void* obj : f.owned[k]) {
       switch (static_cast<Kind>(k)) {
         case Kind::kAh: delete static_cast<Ah*>(obj); break;
         case Kind::kQp: delete_object(static_cast<Qp*>(obj)); break;
@@ -277,7 +278,7 @@ void destroy_leftovers(Context& ctx) {
         case Kind::kTd: delete static_cast<Td*>(obj); break;
       }
     }
-    ctx.owned[k].clear();
+    f.owned[k].clear();
   }
 }
 
@@ -406,9 +407,12 @@ __be64 ibv_get_device_guid(ibv_device* device) {
   return ip ? node_guid(*ip) : 0;
 }
 
-ibv_context* ibv_open_device(ibv_device* device) {
-  if (device != &g_device) return fail_null<ibv_context>("ibv_open_device", ENODEV, "not a softrdma device");
-  std::lock_guard lock(g_mu);
+namespace {
+
+// A context on `file` whose command fd is `cmd_fd` (taken over: closed
+// with the context), on the process's device (opened by the first).
+// REQUIRES g_mu. NULL with errno set.
+ibv_context* open_context(const char* verb, std::shared_ptr<CommandFile> file, int cmd_fd) {
   SignalsBlocked quiet;  // the device's threads start here
   Device dev;
   if (g_dev) {
@@ -418,31 +422,23 @@ ibv_context* ibv_open_device(ibv_device* device) {
     if (!opened) {
       // The one failure a user must see to fix (SRDMA_ADDR, a taken port).
       std::fprintf(stderr, "softrdma: cannot open %s: %s\n", kDeviceName, opened.error().to_string().c_str());
-      return fail_null<ibv_context>("ibv_open_device", opened.error());
+      return fail_null<ibv_context>(verb, opened.error());
     }
     dev = std::move(*opened);
     dev.set_async_event_handler(dispatch_async_event);
     g_dev = new (std::nothrow) Device(dev.share());
-    if (!g_dev) return fail_null<ibv_context>("ibv_open_device", ENOMEM, "out of memory");
+    if (!g_dev) return fail_null<ibv_context>(verb, ENOMEM, "out of memory");
   }
   auto* ctx = new (std::nothrow) Context;
-  if (!ctx) return fail_null<ibv_context>("ibv_open_device", ENOMEM, "out of memory");
+  if (!ctx) return fail_null<ibv_context>(verb, ENOMEM, "out of memory");
   ctx->async_fd = eventfd(0, EFD_CLOEXEC);
   if (ctx->async_fd < 0) {
     int e = errno;
     delete ctx;
-    return fail_null<ibv_context>("ibv_open_device", e, "eventfd for the async event channel");
+    return fail_null<ibv_context>(verb, e, "eventfd for the async event channel");
   }
-  // The context's command fd: no kernel behind it, but a real descriptor,
-  // as programs dup it (to hand to ibv_import_device) or poll it. A memfd
-  // of its own, so that an fd names exactly one context.
-  ctx->cmd_fd = memfd_create("srdma0-context", MFD_CLOEXEC);
-  if (ctx->cmd_fd < 0) {
-    int e = errno;
-    ::close(ctx->async_fd);
-    delete ctx;
-    return fail_null<ibv_context>("ibv_open_device", e, "memfd for the command fd");
-  }
+  ctx->cmd_fd = cmd_fd;
+  ctx->file = std::move(file);
   ctx->dev = std::move(dev);
   ctx->ipv4 = roce_ipv4(ctx->dev.address());
   std::memset(&ctx->vctx, 0, sizeof ctx->vctx);
@@ -471,20 +467,75 @@ ibv_context* ibv_open_device(ibv_device* device) {
   return &c;
 }
 
+}  // namespace
+
+ibv_context* ibv_open_device(ibv_device* device) {
+  if (device != &g_device) return fail_null<ibv_context>("ibv_open_device", ENODEV, "not a softrdma device");
+  // The context's command fd: no kernel behind it, but a real descriptor,
+  // as programs dup it (to hand to ibv_import_device) or poll it. A memfd
+  // of its own: its identity names the context's command file.
+  const int fd = memfd_create("srdma0-context", MFD_CLOEXEC);
+  if (fd < 0) return fail_null<ibv_context>("ibv_open_device", errno, "memfd for the command fd");
+  struct stat st;
+  auto file = std::make_shared<CommandFile>();
+  if (::fstat(fd, &st) == 0) {
+    file->dev = st.st_dev;
+    file->ino = st.st_ino;
+  }
+  file->pid = ::getpid();
+  std::lock_guard lock(g_mu);
+  ibv_context* c = open_context("ibv_open_device", std::move(file), fd);
+  if (!c) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+  }
+  return c;
+}
+
+// Another context on the command file `cmd_fd` names (a dup of a context's
+// cmd_fd, in this process): it shares that context's objects, as contexts
+// on one uverbs file do (ibv_import_pd / ibv_import_mr reach them). The fd
+// is the new context's (closed by ibv_close_device). A context's objects
+// live in its process: an fd from another process names no file here
+// (EOPNOTSUPP), anything else is not a command fd (EINVAL).
+ibv_context* ibv_import_device(int cmd_fd) {
+  struct stat st;
+  if (cmd_fd < 0 || ::fstat(cmd_fd, &st) != 0) return fail_null<ibv_context>("ibv_import_device", EBADF, "not an open fd");
+  std::lock_guard lock(g_mu);
+  std::shared_ptr<CommandFile> file;
+  for (Context* c : g_contexts)
+    if (c->file->dev == st.st_dev && c->file->ino == st.st_ino && c->file->pid == ::getpid()) file = c->file;
+  if (!file) {
+    char name[64] = {};
+    const std::string link = "/proc/self/fd/" + std::to_string(cmd_fd);
+    const ssize_t n = ::readlink(link.c_str(), name, sizeof name - 1);
+    if (n > 0 && std::string_view(name, static_cast<std::size_t>(n)).starts_with("/memfd:srdma0-context"))
+      return fail_null<ibv_context>("ibv_import_device", EOPNOTSUPP,
+                                    "a softrdma context of another process: its objects live there");
+    return fail_null<ibv_context>("ibv_import_device", EINVAL, "not a softrdma command fd");
+  }
+  return open_context("ibv_import_device", std::move(file), cmd_fd);
+}
+
 int ibv_close_device(ibv_context* context) {
   if (!context) return fail("ibv_close_device", EINVAL, "NULL context");
   Context* ctx = to_ctx(context);
   Device* last = nullptr;
+  bool last_on_file = false;
   {
     std::lock_guard lock(g_mu);
     if (!is_open_context(ctx)) return fail("ibv_close_device", EINVAL, "not an open context");
     g_contexts.erase(std::find(g_contexts.begin(), g_contexts.end(), ctx));
+    last_on_file = std::none_of(g_contexts.begin(), g_contexts.end(), [&](Context* c) { return c->file == ctx->file; });
     if (g_contexts.empty()) std::swap(last, g_dev);
   }
   // Outside g_mu: the device's event thread may be dispatching into it.
   // The device closes with its last handle, ctx->dev below.
   delete last;
-  destroy_leftovers(*ctx);
+  // The objects belong to the command file: the last context on it
+  // destroys what the application left.
+  if (last_on_file) destroy_leftovers(*ctx);
   ::close(ctx->async_fd);
   ::close(ctx->cmd_fd);
   pthread_mutex_destroy(&context->mutex);
@@ -609,14 +660,6 @@ ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 int ibv_dontfork_range(void*, size_t) { return 0; }
 int ibv_dofork_range(void*, size_t) { return 0; }
 
-ibv_context* ibv_import_device(int cmd_fd) {
-  struct stat st;
-  if (cmd_fd < 0 || ::fstat(cmd_fd, &st) != 0) return fail_null<ibv_context>("ibv_import_device", EBADF, "not an open fd");
-  // A context's objects live in its process (there is no kernel to hold
-  // them for another): a softrdma command fd is not importable.
-  return fail_null<ibv_context>("ibv_import_device", EOPNOTSUPP,
-                                "a softrdma context's objects live in its own process; there is none to import");
-}
 
 void ibv_register_driver(const char*, void*) {}
 

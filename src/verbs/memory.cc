@@ -149,6 +149,13 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
 int ibv_dealloc_pd(ibv_pd* pd) {
   if (!pd) return fail("ibv_dealloc_pd", EINVAL, "NULL PD");
   Pd* d = to_pd(pd);
+  if (d->imported_from) {
+    // The PD it stands for goes (the kernel's object is shared); its
+    // original's wrapper goes with its context.
+    if (auto r = d->imported_from->core.dealloc(); !r) return fail("ibv_dealloc_pd", r.error());
+    delete d;
+    return 0;
+  }
   if (int n = d->users.load(); n > 0)
     return fail("ibv_dealloc_pd", EBUSY,
                 d->is_parent() ? "QPs, CQs or SRQs made through the parent domain remain" : "parent domains on the PD remain");
@@ -181,7 +188,13 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, std::uint64_t, size_t, std::uint64_t, int, in
 
 int ibv_dereg_mr(ibv_mr* mr) {
   if (!mr) return fail("ibv_dereg_mr", EINVAL, "NULL MR");
-  if (auto r = to_mr(mr)->core.dereg(); !r) return fail("ibv_dereg_mr", r.error());
+  // An imported MR deregisters the region it stands for (the kernel's
+  // object is shared); its original's wrapper goes with its context.
+  if (auto r = mr_of(mr).core.dereg(); !r) return fail("ibv_dereg_mr", r.error());
+  if (to_mr(mr)->imported_from) {
+    delete to_mr(mr);
+    return 0;
+  }
   to_ctx(mr->context)->release(Kind::kMr, mr);
   delete to_mr(mr);
   return 0;
@@ -215,7 +228,7 @@ int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
     return IBV_REREG_MR_ERR_INPUT;
   }
   if (flags == 0) return 0;  // nothing to change
-  Mr& mr = *to_mr(ibmr);
+  Mr& mr = mr_of(ibmr);
   ibv_pd* npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : ibmr->pd;
   void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : ibmr->addr;
   const size_t nlength = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : ibmr->length;
@@ -241,17 +254,59 @@ int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
   return 0;
 }
 
-ibv_pd* ibv_import_pd(ibv_context*, std::uint32_t) {
-  return fail_null<ibv_pd>("ibv_import_pd", EOPNOTSUPP, "no kernel objects to import");
+// Importing: a context opened with ibv_import_device shares its command
+// file's objects; these hand out wrappers of its own for them (by the
+// handles the original reports), freed by unimport alone.
+ibv_pd* ibv_import_pd(ibv_context* context, std::uint32_t pd_handle) {
+  if (!context) return fail_null<ibv_pd>("ibv_import_pd", EINVAL, "NULL context");
+  Context* ctx = to_ctx(context);
+  Pd* found = nullptr;
+  {
+    std::lock_guard lock(ctx->file->owned_mu);
+    for (void* o : ctx->file->owned[static_cast<std::size_t>(Kind::kPd)]) {
+      Pd* p = static_cast<Pd*>(o);
+      if (!p->is_parent() && p->core.valid() && p->ibv.handle == pd_handle) found = p;
+    }
+  }
+  if (!found) return fail_null<ibv_pd>("ibv_import_pd", ENOENT, "no PD with that handle on this command file");
+  auto* pd = new (std::nothrow) Pd{};
+  if (!pd) return fail_null<ibv_pd>("ibv_import_pd", ENOMEM, "out of memory");
+  pd->imported_from = found;
+  pd->ibv.context = context;
+  pd->ibv.handle = pd_handle;
+  return &pd->ibv;
 }
-void ibv_unimport_pd(ibv_pd*) {}
-ibv_mr* ibv_import_mr(ibv_pd*, std::uint32_t) {
-  return fail_null<ibv_mr>("ibv_import_mr", EOPNOTSUPP, "no kernel objects to import");
+
+void ibv_unimport_pd(ibv_pd* pd) {
+  if (pd && to_pd(pd)->imported_from) delete to_pd(pd);
 }
-void ibv_unimport_mr(ibv_mr*) {}
-ibv_dm* ibv_import_dm(ibv_context*, std::uint32_t) {
-  return fail_null<ibv_dm>("ibv_import_dm", EOPNOTSUPP, "no device memory");
+
+ibv_mr* ibv_import_mr(ibv_pd* pd, std::uint32_t mr_handle) {
+  if (!pd) return fail_null<ibv_mr>("ibv_import_mr", EINVAL, "NULL PD");
+  Context* ctx = to_ctx(pd->context);
+  Mr* found = nullptr;
+  {
+    std::lock_guard lock(ctx->file->owned_mu);
+    for (void* o : ctx->file->owned[static_cast<std::size_t>(Kind::kMr)]) {
+      Mr* m = static_cast<Mr*>(o);
+      if (m->core.valid() && m->ibv.handle == mr_handle) found = m;
+    }
+  }
+  if (!found) return fail_null<ibv_mr>("ibv_import_mr", ENOENT, "no MR with that handle on this command file");
+  if (found->core.pd_num() != pd_core(pd).pd_num())
+    return fail_null<ibv_mr>("ibv_import_mr", EINVAL, "the MR is of another PD");
+  auto* mr = new (std::nothrow) Mr{};
+  if (!mr) return fail_null<ibv_mr>("ibv_import_mr", ENOMEM, "out of memory");
+  mr->imported_from = found;
+  mr->access = found->access;
+  mr->ibv = found->ibv;
+  mr->ibv.context = pd->context;
+  mr->ibv.pd = pd;
+  return &mr->ibv;
 }
-void ibv_unimport_dm(ibv_dm*) {}
+
+void ibv_unimport_mr(ibv_mr* mr) {
+  if (mr && to_mr(mr)->imported_from) delete to_mr(mr);
+}
 
 }  // extern "C"

@@ -48,6 +48,18 @@ struct Context;
 enum class Kind { kAh, kQp, kSrq, kMw, kMr, kDm, kCq, kChannel, kPd, kTd };
 inline constexpr std::size_t kKinds = 10;
 
+// What a command fd stands for, as the kernel's uverbs file does: the
+// objects made through any context on it. ibv_import_device opens another
+// context on the same file (a dup of the fd, in this process), which then
+// shares them; they are destroyed when the last context on the file closes.
+struct CommandFile {
+  dev_t dev = 0;  // the memfd's identity (fstat): a dup names the same file
+  ino_t ino = 0;
+  pid_t pid = 0;  // the process it was made in (a forked child has a copy, not it)
+  std::mutex owned_mu;
+  std::array<std::unordered_set<void*>, kKinds> owned;
+};
+
 // One ibv_context: the verbs_context (which ends with the ibv_context the
 // application sees), a handle on the process's device, and the async
 // event queue behind async_fd.
@@ -61,19 +73,17 @@ struct Context {
   std::condition_variable async_cv;
   std::deque<ibv_async_event> async_events;
   int async_fd = -1;
-  int cmd_fd = -1;  // ibv_context.cmd_fd: a memfd, see ibv_open_device
-
-  std::mutex owned_mu;
-  std::array<std::unordered_set<void*>, kKinds> owned;
+  int cmd_fd = -1;  // ibv_context.cmd_fd: a memfd (see ibv_open_device), or the fd imported
+  std::shared_ptr<CommandFile> file;
 
   ibv_context* ibv() { return &vctx.context; }
   void adopt(Kind k, void* obj) {
-    std::lock_guard lock(owned_mu);
-    owned[static_cast<std::size_t>(k)].insert(obj);
+    std::lock_guard lock(file->owned_mu);
+    file->owned[static_cast<std::size_t>(k)].insert(obj);
   }
   void release(Kind k, void* obj) {
-    std::lock_guard lock(owned_mu);
-    owned[static_cast<std::size_t>(k)].erase(obj);
+    std::lock_guard lock(file->owned_mu);
+    file->owned[static_cast<std::size_t>(k)].erase(obj);
   }
 };
 
@@ -97,12 +107,16 @@ struct Pd {
   // Of a protection domain: the parent domains on it. Of a parent domain:
   // the objects made through it. Either deallocates at 0 only (EBUSY).
   std::atomic<int> users{0};
+  // ibv_import_pd's wrapper: the PD of another context on the same
+  // command file it stands for (ibv_unimport_pd frees only the wrapper).
+  Pd* imported_from = nullptr;
   bool is_parent() const { return protection != nullptr; }
 };
 
 struct Mr {
   ibv_mr ibv;
   MemoryRegion core;
+  Mr* imported_from = nullptr;  // ibv_import_mr's wrapper: the MR it stands for
   unsigned access = 0;  // the ibv access flags it was registered with (ibv_rereg_mr keeps them)
 };
 
@@ -116,6 +130,7 @@ struct Mw {
 struct Dm {
   ibv_dm ibv;
   DeviceMemory core;
+  Dm* imported_from = nullptr;  // ibv_import_dm's wrapper: the DM it stands for
 };
 
 struct CompChannelObj {
@@ -204,6 +219,7 @@ inline Td* to_td(ibv_td* t) { return reinterpret_cast<Td*>(t); }
 // The protection domain a verb given `p` acts on.
 inline ProtectionDomain& pd_core(ibv_pd* p) {
   Pd* d = to_pd(p);
+  if (d->imported_from) d = d->imported_from;
   return d->is_parent() ? d->protection->core : d->core;
 }
 
@@ -250,8 +266,18 @@ void delete_object(T* obj) {
   if (m.parent) --m.parent->users;
 }
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
+// The region a verb given `m` acts on (an imported MR's original).
+inline Mr& mr_of(ibv_mr* m) {
+  Mr* r = to_mr(m);
+  return r->imported_from ? *r->imported_from : *r;
+}
 inline Mw* to_mw(ibv_mw* m) { return reinterpret_cast<Mw*>(m); }
 inline Dm* to_dm(ibv_dm* d) { return reinterpret_cast<Dm*>(d); }
+// The device memory a verb given `d` acts on (an imported DM's original).
+inline DeviceMemory& dm_core(ibv_dm* d) {
+  Dm* m = to_dm(d);
+  return m->imported_from ? m->imported_from->core : m->core;
+}
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 inline CompChannelObj* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannelObj*>(c); }
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }

@@ -60,7 +60,7 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   if (bind->send_flags & IBV_SEND_FENCE) flags |= SEND_FENCE;
   if (bind->send_flags & IBV_SEND_SIGNALED) flags |= SEND_SIGNALED;
   if (bind->send_flags & IBV_SEND_SOLICITED) flags |= SEND_SOLICITED;
-  const MwBindInfo info{bi.mr ? &to_mr(bi.mr)->core : nullptr, bi.addr, bi.length, *access};
+  const MwBindInfo info{bi.mr ? &mr_of(bi.mr).core : nullptr, bi.addr, bi.length, *access};
   auto rkey = to_qp(qp)->core->bind_mw(to_mw(mw)->core, info, bind->wr_id, flags);
   if (!rkey) return fail(kVerb, rkey.error());
   mw->rkey = *rkey;  // the new key, as ibv_bind_mw promises

@@ -93,7 +93,7 @@ Result<SendWr> to_send_wr(const ibv_send_wr& in, bool ud) {
       if (!access) return std::unexpected(access.error());
       out.bind_mw.mw = &to_mw(in.bind_mw.mw)->core;
       out.bind_mw.rkey = in.bind_mw.rkey;
-      out.bind_mw.info = {in.bind_mw.bind_info.mr ? &to_mr(in.bind_mw.bind_info.mr)->core : nullptr,
+      out.bind_mw.info = {in.bind_mw.bind_info.mr ? &mr_of(in.bind_mw.bind_info.mr).core : nullptr,
                           in.bind_mw.bind_info.addr, in.bind_mw.bind_info.length, *access};
       break;
     }

@@ -163,7 +163,7 @@ void wr_bind_mw(ibv_qp_ex* qx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind
   if (!access) return refuse(p, EINVAL, "ibv_wr_bind_mw: a window grants remote access (and ZERO_BASED) only");
   s->wr.bind_mw.mw = &to_mw(mw)->core;
   s->wr.bind_mw.rkey = rkey;
-  s->wr.bind_mw.info = {info->mr ? &to_mr(info->mr)->core : nullptr, info->addr, info->length, *access};
+  s->wr.bind_mw.info = {info->mr ? &mr_of(info->mr).core : nullptr, info->addr, info->length, *access};
 }
 void wr_send_tso(ibv_qp_ex* qx, void*, std::uint16_t, std::uint16_t) {
   if (post_of(qx).started) refuse(post_of(qx), EOPNOTSUPP, "TSO is for raw packet QPs");
