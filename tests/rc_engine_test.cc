@@ -35,11 +35,14 @@ class RcEngine : public ::testing::TestWithParam<LinkKind> {
     return pair::side_on(GetParam(), k, cqe, caps, clock);
   }
   // pair::connect, but on RoCEv2 with a transport timeout of at least 67 ms
-  // (14) for the default's 4 ms (10): there the timer runs on real time
+  // (14) for the default's 4 ms (10), and 7 retries: there the timer runs on real time
   // against a real wire and receive threads that share two cores with the
   // test's, and a busy host must not look like a lost peer.
   void connect(Side& a, Side& b, pair::PathParams p = {}) {
-    if (GetParam() == LinkKind::kUdp) p.timeout = std::max<std::uint8_t>(p.timeout, 14);
+    if (GetParam() == LinkKind::kUdp) {
+      p.timeout = std::max<std::uint8_t>(p.timeout, 14);
+      p.retry_cnt = std::max<std::uint8_t>(p.retry_cnt, 7);  // half a second of silence before retry exceeded
+    }
     pair::connect(a, b, p);
   }
 };

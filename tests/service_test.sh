@@ -103,7 +103,7 @@ bench() {  # NAME IP HOSTNQN EXTRA...
   "$BIN" blk bench --connect "$T_IP" --ip "$ip" --nqn "$KEEP" --hostnqn "$host" --size "$SIZE" --queues 1 --qd 4 \
     --cq pool "$@" >"$TMP/bench_$name.log" 2>&1 &
 }
-bench a "$A_IP" "$HOST_A" --rw randrw --verify --runtime 6
+bench a "$A_IP" "$HOST_A" --rw randrw --verify --runtime 15  # outlasts the reloads on a busy host
 A_PID=$!
 PIDS+=("$A_PID")
 bench b "$B_IP" "$HOST_B" --rw randread --runtime 30 --reconnect-delay 0.2 --ctrl-loss-tmo 1
