@@ -41,8 +41,9 @@ int main(void) {
   check_ret(ibv_query_device_ex(ctx, NULL, &dx), 0, "ibv_query_device_ex");
   check(dx.orig_attr.phys_port_cnt == 1 && dx.phys_port_cnt_ex == 1 && dx.hca_core_clock == 1000000 &&
             dx.completion_timestamp_mask == UINT64_MAX && dx.orig_attr.max_qp > 0 &&
-            dx.device_cap_flags_ex == (uint64_t)(unsigned)dx.orig_attr.device_cap_flags,
-        "ibv_query_device_ex: one port, a 1 GHz completion clock, a 64-bit timestamp mask, the same capabilities");
+            dx.device_cap_flags_ex == ((uint64_t)(unsigned)dx.orig_attr.device_cap_flags | (1ull << 40)),
+        "ibv_query_device_ex: one port, a 1 GHz completion clock, a 64-bit timestamp mask, the same capabilities "
+        "and ATOMIC WRITE (bit 40)");
   struct ibv_query_device_ex_input in = {.comp_mask = 1};
   check_ret(ibv_query_device_ex(ctx, &in, &dx), EINVAL, "ibv_query_device_ex(input comp_mask)");
   struct ibv_port_attr pa;

@@ -228,8 +228,11 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
   // (cq_ex.cc): a 64-bit counter at 1 GHz (hca_core_clock is in kHz).
   full.completion_timestamp_mask = ~std::uint64_t{0};
   full.hca_core_clock = 1'000'000;
-  // As libibverbs fills it from the kernel: the same capabilities, 64 bits wide.
-  full.device_cap_flags_ex = static_cast<unsigned>(full.orig_attr.device_cap_flags);
+  // As libibverbs fills it from the kernel: the same capabilities, 64 bits
+  // wide, and above bit 31 IBA 1.5's ATOMIC WRITE (the kernel's
+  // IB_UVERBS_DEVICE_ATOMIC_WRITE, Linux 6.2; newer than rdma-core 44's headers).
+  constexpr std::uint64_t kDeviceAtomicWrite = std::uint64_t{1} << 40;
+  full.device_cap_flags_ex = static_cast<unsigned>(full.orig_attr.device_cap_flags) | kDeviceAtomicWrite;
   // On-demand paging: every access through an ODP region faults its pages
   // in (hca/page_fault.h), whatever the transport or the role of the
   // memory; implicit regions too. No XRC, so no xrc_odp_caps.
