@@ -19,6 +19,7 @@
 #include <mutex>
 #include <new>
 #include <cstdint>
+#include <sys/types.h>
 #include <condition_variable>
 #include <unordered_set>
 #include <vector>
@@ -42,9 +43,8 @@ struct Context;
 // What a context has handed out, in the order close_device destroys what
 // the application left behind (a QP before its SRQ and CQs, an MR before
 // its PD, a window before the MR it may be bound to), as the kernel's uverbs
-// cleanup does.
-// In the order destroy_leftovers destroys them (an MR before the DM it is
-// on, a parent domain's objects before it).
+// cleanup does (and an MR before the device memory it is on, a parent
+// domain's objects before it, a thread domain last).
 enum class Kind { kAh, kQp, kSrq, kMw, kMr, kDm, kCq, kChannel, kPd, kTd };
 inline constexpr std::size_t kKinds = 10;
 
