@@ -145,6 +145,32 @@ TEST(Xrc, WriteReadAndAtomicsCheckTheirRkeysInTheSrqsPd) {
   EXPECT_EQ(x.tgt->state(), QpState::kErr);
 }
 
+TEST(Xrc, TheTgtHoldsNoSrqBetweenMessages) {
+  XrcPair x;
+  auto& engine = x.b.dev->engine();
+  auto cq = engine.create_cq(16, 0, nullptr).value();
+  auto srq = engine.create_srq(x.b.pdn, 8, 1, 0, nullptr, SrqXrcBinding{x.xrcdn, cq}).value();
+  x.post_srq_recv(*srq, 1, 0, 64);
+  Sge sge{x.a.addr(), 16, x.a.key};
+  ASSERT_TRUE(x.post(wr(WrOpcode::kSend, sge), srq->srqn()));
+  ASSERT_EQ(poll_n(*x.a.scq, 1).size(), 1u);
+  ASSERT_EQ(poll_n(*cq, 1).size(), 1u);
+  // Its CQ is busy while the SRQ lives, and free once it is destroyed: the
+  // TGT that received into it keeps nothing of it.
+  EXPECT_EQ(engine.destroy_cq(cq).error().code, EBUSY);
+  std::weak_ptr<Srq> weak = srq;
+  const std::uint32_t gone = srq->srqn();
+  ASSERT_TRUE(engine.destroy_srq(srq));
+  srq.reset();
+  EXPECT_TRUE(weak.expired());
+  EXPECT_TRUE(engine.destroy_cq(cq));
+  // Its number now names nothing: refused.
+  ASSERT_TRUE(x.post(wr(WrOpcode::kSend, sge), gone));
+  auto s = poll_n(*x.a.scq, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, WcStatus::kRemInvReqErr);
+}
+
 // The three SRQs a TGT must refuse, each on a pair of its own.
 enum class BadSrq { kOtherDomain, kBasic, kUnknown };
 

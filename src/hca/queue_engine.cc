@@ -281,7 +281,6 @@ Result<std::shared_ptr<Srq>> QueueEngine::create_srq(std::uint32_t pdn, std::uin
     srqn = *n;
   }
   const bool is_xrc = xrc.xrcdn != 0;
-  if (xrc.cq) xrc.cq->usecnt.fetch_add(1);  // destroy_cq is EBUSY while the SRQ completes on it
   auto srq = std::make_shared<Srq>(srqn, pdn, max_wr, max_sge, srq_limit, context, *async_, std::move(xrc));
   if (is_xrc) {  // published built: a TGT QP can find it from now on
     std::lock_guard lock(xrc_mu_);
@@ -322,7 +321,6 @@ Result<void> QueueEngine::destroy_srq(const std::shared_ptr<Srq>& srq) {
     std::lock_guard lock(xrc_mu_);
     xrc_srqs_.erase(srq->srqn());
   }
-  if (srq->cq()) srq->cq()->usecnt.fetch_sub(1);
   std::lock_guard lock(alloc_mu_);
   (void)srq_alloc_.free(srq->srqn());
   return {};

@@ -30,11 +30,12 @@ class RecvQueue {
   // The SRQ it takes from (null: the QP's own ring).
   const std::shared_ptr<Srq>& srq() const { return srq_; }
   // An XRC TGT QP takes from the XRC SRQ each message names: from the
-  // start of a message on, `srq`. A WQE still held from the one before
-  // stays held (only a failed message leaves one, and it ends the QP).
+  // start of a message on, `srq` (null between messages: it holds no SRQ it
+  // has no use for). A WQE still held from the one before stays held (only
+  // a failed message leaves one, and it ends the QP).
   void select_srq(std::shared_ptr<Srq> srq) {
     if (srq_held_ || srq_ == srq) return;
-    pdn_ = srq->pdn();
+    pdn_ = srq ? srq->pdn() : 0;
     srq_ = std::move(srq);
   }
 

@@ -246,6 +246,18 @@ void Responder::advance_expected(std::uint32_t next_psn) {
 }
 
 void Responder::execute(Packet& pkt) {
+  execute_states(pkt);
+  // An XRC TGT lets go of the SRQ its message named once the message is
+  // done and no receive of it is held: a destroyed SRQ (and its CQ) is not
+  // kept alive by the QP that last received into it.
+  if (qp_.init_.type == QpType::kXrcTgt && resp_.xrc_srq &&
+      resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone && qp_.rq_.empty()) {
+    resp_.xrc_srq.reset();
+    qp_.rq_.select_srq(nullptr);
+  }
+}
+
+void Responder::execute_states(Packet& pkt) {
   State s = State::kCheckPsn;
   while (s != State::kDone) {
     switch (s) {

@@ -225,6 +225,7 @@ class Responder {
   void uc_abandon_message(Counter& why) REQUIRES(rq_mutex(qp_));
   // The RC machine and its states, REQUIRES rq_mu_.
   void execute(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  void execute_states(Packet& pkt) REQUIRES(rq_mutex(qp_));  // the loop; execute() adds XRC's release
   // The checks only read (the states they lead to act): the unlocked
   // entry runs them too.
   State check_psn(const Packet& pkt) const;

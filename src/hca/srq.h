@@ -44,6 +44,12 @@ class Srq {
   // `context` is what the limit event carries (the core's public object).
   Srq(std::uint32_t srqn, std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
       void* context, AsyncEventDispatcher& events, XrcBinding xrc = {});
+  // An XRC SRQ's CQ is in use (Cq::usecnt, destroy_cq is EBUSY) from
+  // creation until the last holder lets go: the engine, or a TGT QP placing
+  // a message into it after destroy_srq.
+  ~Srq();
+  Srq(const Srq&) = delete;
+  Srq& operator=(const Srq&) = delete;
 
   std::uint32_t srqn() const { return srqn_; }
   std::uint32_t pdn() const { return pdn_; }
