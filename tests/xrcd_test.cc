@@ -73,10 +73,45 @@ TEST_P(Xrcd, TwoTgtQpsOfOneDomainReceiveIntoTheSrqEachMessageNames) {
   EXPECT_EQ(xrcd->close().error().code, EBUSY);
   ASSERT_TRUE(srq->destroy());
   EXPECT_TRUE(xrcd->close());
-  EXPECT_FALSE(xrcd->create_tgt_qp(QpInitAttr{.qp_type = QpType::kXrcTgt}));
+  QpInitAttr again;
+  again.qp_type = QpType::kXrcTgt;
+  EXPECT_FALSE(xrcd->create_tgt_qp(again));
 }
 
 INSTANTIATE_TEST_SUITE_P(Links, Xrcd, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), link_name);
+
+TEST(XrcdApi, AnOpenedTgtQpIsTheSameQpAndOutlivesItsCreator) {
+  LinkNode a(LinkKind::kInproc, 1), b(LinkKind::kInproc, 2);
+  auto xrcd = b.dev.open_xrcd().value(), other = b.dev.open_xrcd().value();
+  SrqInitAttr si{4, 1, 0, nullptr};
+  si.xrcd = xrcd.get();
+  si.cq = b.rcq.get();
+  auto srq = b.pd.create_srq(si).value();
+  auto ini = ini_qp(a);
+  auto tgt = tgt_qp(*xrcd);
+  connect_qps(*ini, a.dev, *tgt, b.dev, RcConnection{.access = kAccessAll});
+  auto opened = xrcd->open_tgt_qp(tgt->qp_num());
+  ASSERT_TRUE(opened) << opened.error().reason;
+  EXPECT_EQ((*opened)->qp_num(), tgt->qp_num());
+  EXPECT_EQ((*opened)->state(), QpState::kRts);
+  EXPECT_EQ(other->open_tgt_qp(tgt->qp_num()).error().code, ENOENT) << "only in its own domain";
+  EXPECT_EQ(xrcd->open_tgt_qp(tgt->qp_num() + 1).error().code, ENOENT);
+  const std::uint32_t qpn = tgt->qp_num();
+  tgt.reset();  // the creator's handle goes; the QP stays for the opened one
+  EXPECT_EQ(xrcd->usecnt(), 2);
+  const Sge r = b.sge(0, 64), s = a.sge(0, 8);
+  ASSERT_TRUE(srq->post_recv(recv_wr(1, r)));
+  SendWr w = send_wr(2, s);
+  w.xrc.remote_srqn = srq->srq_num();
+  ASSERT_TRUE(ini->post_send(w));
+  auto got = poll_n(*b.rcq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].qp_num, qpn);
+  ASSERT_EQ(poll_n(*a.scq, 1).size(), 1u);
+  opened->reset();  // the last handle: the QP is destroyed
+  EXPECT_EQ(xrcd->usecnt(), 1);
+  EXPECT_EQ(xrcd->open_tgt_qp(qpn).error().code, ENOENT);
+}
 
 TEST(XrcdApi, EachQpTypeIsMadeWhereItBelongs) {
   LinkNode n(LinkKind::kInproc, 1);

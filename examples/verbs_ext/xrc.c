@@ -14,8 +14,9 @@
  * matching SRQ (EOPNOTSUPP), an XRC_RECV QP without an XRCD (EINVAL),
  * receives posted to either XRC QP and sends to the XRC_RECV one (EINVAL),
  * a wr_* WR without its SRQN (EINVAL), closing a domain an SRQ uses
- * (EBUSY), and a SEND naming an SRQ of another domain: the target NAKs it
- * (IBV_WC_REM_INV_REQ_ERR) and places nothing.
+ * (EBUSY), a SEND naming an SRQ of another domain: the target NAKs it
+ * (IBV_WC_REM_INV_REQ_ERR) and places nothing, ibv_open_qp through another
+ * domain (ENOENT) or of another type (EINVAL).
  *
  * Run with LD_LIBRARY_PATH at softrdma's drop-in and SRDMA_ADDR set.
  */
@@ -164,7 +165,23 @@ int main(void) {
         "the target refuses it: IBV_WC_REM_INV_REQ_ERR");
   check(buf[512] == 0 && ibv_poll_cq(rcq, 1, &wc) == 0, "nothing placed, no receive completed");
 
+  /* ibv_open_qp: the same XRC_RECV QP through the other handle of its domain. */
+  struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
+                                .qp_num = tgt->qp_num, .xrcd = x1, .qp_type = IBV_QPT_XRC_RECV};
+  struct ibv_qp *opened = ibv_open_qp(ctx, &oa);
+  check(opened != NULL && opened->qp_num == tgt->qp_num && opened->qp_type == IBV_QPT_XRC_RECV,
+        "ibv_open_qp of the XRC_RECV QP through the domain's first handle");
+  oa.xrcd = x3;
+  check_null(ibv_open_qp(ctx, &oa), ENOENT, "ibv_open_qp through another domain");
+  oa.xrcd = x1;
+  oa.qp_type = IBV_QPT_RC;
+  check_null(ibv_open_qp(ctx, &oa), EINVAL, "ibv_open_qp of an RC QP");
   check(ibv_destroy_qp(ini) == 0 && ibv_destroy_qp(tgt) == 0, "ibv_destroy_qp of both");
+  struct ibv_qp_attr qa;
+  struct ibv_qp_init_attr qi;
+  check(opened != NULL && ibv_query_qp(opened, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR,
+        "the opened handle outlives its creator (the QP, in ERR since the refused SEND)");
+  check(opened != NULL && ibv_destroy_qp(opened) == 0, "ibv_destroy_qp of the opened handle: the QP goes");
   check(ibv_destroy_srq(foreign) == 0 && ibv_close_xrcd(x3) == 0, "the second domain closes once its SRQ is gone");
   check(ibv_close_xrcd(x2) == 0, "ibv_close_xrcd of one handle while the other remains");
   check_ret(ibv_close_xrcd(x1), EBUSY, "ibv_close_xrcd of the last handle while its SRQ lives");

@@ -34,6 +34,11 @@ class XrcDomain {
   // empty and qp_type kXrcTgt (EINVAL otherwise). What it receives
   // completes on the CQ of the XRC SRQ each message names, with its qp_num.
   Result<std::unique_ptr<QueuePair>> create_tgt_qp(const QpInitAttr& init);
+  // Another handle on this domain's TGT QP `qp_num` (ibv_open_qp): the
+  // same QP, which lives until its last handle is destroyed. Its async
+  // events and completions carry the creator's qp_context. ENOENT: no TGT
+  // QP of that number in this domain.
+  Result<std::unique_ptr<QueuePair>> open_tgt_qp(std::uint32_t qp_num);
   // EBUSY while XRC SRQs or TGT QPs use it; afterwards it may only be
   // destroyed.
   Result<void> close();

@@ -15,11 +15,7 @@ QueuePair::QueuePair(std::unique_ptr<detail::QpImpl> s) : state_(std::move(s)) {
 
 QueuePair::~QueuePair() {
   if (!state_ || state_->destroyed) return;
-  if (!state_->pd) {  // an XRC TGT QP: its domain's
-    (void)state_->xrcd->device->hca->engine().destroy_qp(state_->qp);
-    state_->xrcd->usecnt.fetch_sub(1);
-    return;
-  }
+  if (state_->tgt) return;  // an XRC TGT QP: its share destroys it with the last handle
   (void)state_->pd->device->hca->engine().destroy_qp(state_->qp);
   state_->pd->usecnt.fetch_sub(1);
   // The assigned CQs' entries go back to the pool with the QP (the leases).

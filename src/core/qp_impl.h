@@ -14,7 +14,7 @@ namespace srdma::detail {
 
 struct QpImpl {
   std::shared_ptr<PdImpl> pd;  // null for an XRC TGT QP, which has its domain instead
-  std::shared_ptr<XrcdImpl> xrcd;
+  std::shared_ptr<TgtQpShare> tgt;  // an XRC TGT QP: its share (the device QP goes with the last)
   std::shared_ptr<hca::Qp> qp;
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;

@@ -39,10 +39,31 @@ Result<std::unique_ptr<QueuePair>> XrcDomain::create_tgt_qp(const QpInitAttr& in
   hi.xrcdn = state_->xrcdn;
   auto qp = dev->hca->engine().create_qp(std::move(hi));
   if (!qp) return std::unexpected(qp.error());
-  auto s = std::make_unique<detail::QpImpl>();
-  s->xrcd = state_;
-  s->qp = std::move(*qp);
+  auto share = std::make_shared<detail::TgtQpShare>();
+  share->xrcd = state_;
+  share->qp = std::move(*qp);
   state_->usecnt.fetch_add(1);
+  {
+    std::lock_guard lock(state_->tgt_mu);
+    state_->tgt_qps[share->qp->qpn()] = share;
+  }
+  auto s = std::make_unique<detail::QpImpl>();
+  s->qp = share->qp;
+  s->tgt = std::move(share);
+  return std::unique_ptr<QueuePair>(new QueuePair(std::move(s)));
+}
+
+Result<std::unique_ptr<QueuePair>> XrcDomain::open_tgt_qp(std::uint32_t qp_num) {
+  if (state_->closed.load()) return make_error(EINVAL, "the XRC domain is closed");
+  std::shared_ptr<detail::TgtQpShare> share;
+  {
+    std::lock_guard lock(state_->tgt_mu);
+    if (auto it = state_->tgt_qps.find(qp_num); it != state_->tgt_qps.end()) share = it->second.lock();
+  }
+  if (!share) return make_error(ENOENT, fmt::format("no XRC TGT QP {:#x} in XRC domain {}", qp_num, state_->xrcdn));
+  auto s = std::make_unique<detail::QpImpl>();
+  s->qp = share->qp;
+  s->tgt = std::move(share);
   return std::unique_ptr<QueuePair>(new QueuePair(std::move(s)));
 }
 

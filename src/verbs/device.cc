@@ -456,6 +456,7 @@ ibv_context* open_context(const char* verb, std::shared_ptr<CommandFile> file, i
   ctx->vctx.close_xrcd = close_xrcd_op;
   ctx->vctx.create_srq_ex = create_srq_ex_op;
   ctx->vctx.get_srq_num = get_srq_num_op;
+  ctx->vctx.open_qp = open_qp_op;
   ctx->vctx.alloc_td = alloc_td_op;
   ctx->vctx.dealloc_td = dealloc_td_op;
   ctx->vctx.alloc_parent_domain = alloc_parent_domain_op;

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "convert.h"
 #include "errors.h"
 #include "objects.h"
 #include "ops.h"
@@ -51,6 +52,25 @@ constexpr std::uint32_t kKnownSrqMask =
 }  // namespace
 
 XrcDomain& xrcd_core(ibv_xrcd* x) { return *to_xrcd(x)->shared->core; }
+
+namespace {
+// An XRC_RECV QP's wrapper, made or opened: no PD, CQs or SRQ of its own.
+Qp* adopt_tgt_qp(ibv_context* context, Qp* qp, std::unique_ptr<QueuePair> core, void* qp_context) {
+  qp->core = std::move(core);
+  qp->caps = QpCaps{0, 0, 0, 0, 0};
+  ibv_qp& q = qp->ibv;
+  q.context = context;
+  q.qp_context = qp_context;
+  q.qp_num = qp->core->qp_num();
+  q.handle = q.qp_num;
+  q.state = IBV_QPS_RESET;
+  q.qp_type = IBV_QPT_XRC_RECV;
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  to_ctx(context)->adopt(Kind::kQp, qp);
+  return qp;
+}
+}  // namespace
 
 ibv_xrcd* open_xrcd_op(ibv_context* context, ibv_xrcd_init_attr* attr) {
   constexpr const char* verb = "ibv_open_xrcd";
@@ -188,20 +208,33 @@ ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     delete_object(qp);
     return fail_null<ibv_qp>(verb, core.error());
   }
-  qp->core = std::move(*core);
-  qp->caps = QpCaps{0, 0, 0, 0, 0};
   attr->cap = ibv_qp_cap{};
-  ibv_qp& q = qp->ibv;
-  q.context = context;
-  q.qp_context = attr->qp_context;
-  q.qp_num = qp->core->qp_num();
-  q.handle = q.qp_num;
-  q.state = IBV_QPS_RESET;
-  q.qp_type = IBV_QPT_XRC_RECV;
-  pthread_mutex_init(&q.mutex, nullptr);
-  pthread_cond_init(&q.cond, nullptr);
-  to_ctx(context)->adopt(Kind::kQp, qp);
-  return &q;
+  return &adopt_tgt_qp(context, qp, std::move(*core), attr->qp_context)->ibv;
+}
+
+ibv_qp* open_qp_op(ibv_context* context, ibv_qp_open_attr* attr) {
+  constexpr const char* verb = "ibv_open_qp";
+  constexpr std::uint32_t kNeeds = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (!context || !attr) return fail_null<ibv_qp>(verb, EINVAL, "NULL context or attribute");
+  if (attr->comp_mask & ~(kNeeds | IBV_QP_OPEN_ATTR_CONTEXT))
+    return fail_null<ibv_qp>(verb, EINVAL, "unknown comp_mask bits");
+  if ((attr->comp_mask & kNeeds) != kNeeds || !attr->xrcd)
+    return fail_null<ibv_qp>(verb, EINVAL, "the QP's number, XRCD and type are required");
+  if (attr->qp_type != IBV_QPT_XRC_RECV) return fail_null<ibv_qp>(verb, EINVAL, "only XRC_RECV QPs are opened");
+  if (attr->xrcd->context != context) return fail_null<ibv_qp>(verb, EINVAL, "the XRCD is of another context");
+  auto* qp = new_object<Qp>(nullptr);
+  if (!qp) return fail_null<ibv_qp>(verb, ENOMEM, "out of memory");
+  std::memset(&qp->ex, 0, sizeof qp->ex);
+  SignalsBlocked quiet;
+  auto core = xrcd_core(attr->xrcd).open_tgt_qp(attr->qp_num);
+  if (!core) {
+    delete_object(qp);
+    return fail_null<ibv_qp>(verb, core.error());
+  }
+  Qp* w = adopt_tgt_qp(context, qp, std::move(*core),
+                       (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : nullptr);
+  w->ibv.state = ibv_state(w->core->state());
+  return &w->ibv;
 }
 
 }  // namespace srdma::verbs
