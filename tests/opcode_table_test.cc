@@ -42,6 +42,19 @@ constexpr Expect kIba[] = {
     {0x2a, 28, true, true, true, true},        {0x2b, 32, true, true, true, true},
     // UD: SEND ONLY (with Immediate), DETH after the BTH.
     {0x64, 20, true, true, true, true},        {0x65, 24, true, true, true, true},
+    // XRC (annex A14): RC's opcodes, every request with an XRCETH (4) after the BTH.
+    {0xa0, 16, true, true, false, true},       {0xa1, 16, true, false, false, true},
+    {0xa2, 16, true, false, true, true},       {0xa3, 20, true, false, true, true},
+    {0xa4, 16, true, true, true, true},        {0xa5, 20, true, true, true, true},
+    {0xa6, 32, true, true, false, true},       {0xa7, 16, true, false, false, true},
+    {0xa8, 16, true, false, true, true},       {0xa9, 20, true, false, true, true},
+    {0xaa, 32, true, true, true, true},        {0xab, 36, true, true, true, true},
+    {0xac, 32, true, true, true, false},       {0xad, 16, false, true, false, true},
+    {0xae, 12, false, false, false, true},     {0xaf, 16, false, false, true, true},
+    {0xb0, 16, false, true, true, true},       {0xb1, 16, false, true, true, false},
+    {0xb2, 24, false, true, true, false},      {0xb3, 44, true, true, true, false},
+    {0xb4, 44, true, true, true, false},       {0xb6, 20, true, false, true, true},
+    {0xb7, 20, true, true, true, true},        {0xbd, 32, true, true, true, true},
 };
 
 TEST(OpcodeTable, EveryRowIsIbasAndNothingElseIsValid) {
@@ -71,6 +84,18 @@ TEST(OpcodeTable, TransportBitsRoundTrip) {
   EXPECT_EQ(transport_of_wire(0x29), QpType::kUc);
   EXPECT_EQ(transport_of_wire(0x64), QpType::kUd);
   EXPECT_EQ(transport_of_wire(0x11), QpType::kRc);
+  // XRC's requests are for a TGT QP, its responses for an INI QP.
+  EXPECT_EQ(wire_opcode(QpType::kXrcIni, Opcode::kSendOnly), 0xa4);
+  EXPECT_EQ(wire_opcode(QpType::kXrcTgt, Opcode::kAck), 0xb1);
+  EXPECT_EQ(transport_of_wire(0xa4), QpType::kXrcTgt);
+  EXPECT_EQ(transport_of_wire(0xb3), QpType::kXrcTgt);
+  EXPECT_EQ(transport_of_wire(0xb1), QpType::kXrcIni);
+  EXPECT_EQ(transport_of_wire(0xb0), QpType::kXrcIni);
+  EXPECT_EQ(peer_transport(QpType::kXrcIni), QpType::kXrcTgt);
+  EXPECT_EQ(peer_transport(QpType::kXrcTgt), QpType::kXrcIni);
+  EXPECT_EQ(peer_transport(QpType::kRc), QpType::kRc);
+  EXPECT_TRUE(opcode_row(0xa6).has(kOpXrcEth));
+  EXPECT_FALSE(opcode_row(0xad).has(kOpXrcEth));
   // What UC and UD lack: UC has no READ, atomic, ACK or SEND with Invalidate;
   // UD sends only SEND ONLY.
   for (Opcode op : {Opcode::kReadRequest, Opcode::kAck, Opcode::kCmpSwap, Opcode::kSendOnlyInv, Opcode::kAtomicWrite})
@@ -133,6 +158,9 @@ TEST(WrOpcodeTable, ValidityPerTransportIsIbas) {
   };
   for (const Row& r : kRows) {
     SCOPED_TRACE(wr_row(r.op).name);
+    // XRC INI sends what RC sends; a TGT QP has no send queue.
+    EXPECT_EQ(wr_row(r.op).valid_on(QpType::kXrcIni), r.rc);
+    EXPECT_FALSE(wr_row(r.op).valid_on(QpType::kXrcTgt));
     EXPECT_EQ(wr_row(r.op).valid_on(QpType::kRc), r.rc);
     EXPECT_EQ(wr_row(r.op).valid_on(QpType::kUc), r.uc);
     EXPECT_EQ(wr_row(r.op).valid_on(QpType::kUd), r.ud);

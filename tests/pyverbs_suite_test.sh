@@ -48,7 +48,6 @@ hardware=(
   'There are no huge pages of size 2M allocated'
 )
 not_yet=(
-  'Create XRCD is not supported'           # XRC
   'Extended CQ is not supported'           # tag matching SRQs (IBV_WC_EX_WITH_TM_INFO)
   "doesn't have net interface"             # sysfs netdev: the host model (one address, many processes)
 )

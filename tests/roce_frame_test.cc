@@ -549,9 +549,11 @@ TEST(RoceFrame, RefusesOpcodesThatAreNotRcUcOrUdSend) {
     const FrameError e = parse(f, false);
     // IBA table 38, spelled out here apart from the opcode table: RC
     // 0x00..0x14, 0x16, 0x17 and IBA 1.5's ATOMIC WRITE 0x1d; UC's SENDs and
-    // WRITEs 0x20..0x2b; UD SEND ONLY 0x64, 0x65.
+    // WRITEs 0x20..0x2b; UD SEND ONLY 0x64, 0x65; XRC (annex A14) RC's
+    // again at 0xa0..0xb4, 0xb6, 0xb7, 0xbd.
     const bool defined = (opcode <= 0x17 && opcode != 0x15) || opcode == 0x1d || (opcode >= 0x20 && opcode <= 0x2b) ||
-                         opcode == 0x64 || opcode == 0x65;
+                         opcode == 0x64 || opcode == 0x65 || (opcode >= 0xa0 && opcode <= 0xb7 && opcode != 0xb5) ||
+                         opcode == 0xbd;
     EXPECT_EQ(opcode_row(static_cast<std::uint8_t>(opcode)).valid(), defined) << opcode;
     if (defined) {
       EXPECT_NE(e, FrameError::kBadOpcode) << opcode;
@@ -669,6 +671,65 @@ TEST(RoceFrame, UdSendParsesWithItsDeth) {
     // Its DETH counts as a header: cut into it, the frame is too short.
     EXPECT_EQ(parse(std::span<const std::byte>(f).first(kBthBytes + kDethBytes - 1 + kIcrcBytes), false),
               FrameError::kTooShort);
+  }
+}
+
+TEST(RoceFrame, XrcRequestCarriesItsXrcEthAfterTheBth) {
+  Packet p;
+  p.transport = QpType::kXrcTgt;  // an INI's request: for a TGT QP
+  p.op = Opcode::kWriteOnly;
+  p.dst_qpn = 0x000010;
+  p.psn = 0x123456;
+  p.xrc_srqn = 0xfabcde;
+  p.va = 0x1122334455667788;
+  p.rkey = 0xa1b2c3d4;
+  p.dma_length = 4;
+  p.ack_req = true;
+  Bytes data = pattern(4);
+  put_payload(p, data);
+  const FrameHeaders h = build_headers(p);
+  EXPECT_EQ(Bytes(h.bytes.begin(), h.bytes.begin() + h.length),
+            bytes({0xaa, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x10, 0x80, 0x12, 0x34, 0x56,  // BTH
+                   0x00, 0xfa, 0xbc, 0xde,                                                  // XRCETH
+                   0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0xa1, 0xb2, 0xc3, 0xd4,  // RETH
+                   0x00, 0x00, 0x00, 0x04}));
+  ParsedFrame out;
+  const Bytes f = assemble(p, test_ip());
+  ASSERT_EQ(parse(f, out), FrameError::kNone);
+  EXPECT_EQ(out.pkt.transport, QpType::kXrcTgt);
+  EXPECT_EQ(out.pkt.xrc_srqn, 0xfabcdeu);
+  expect_same_fields(out.pkt, p);
+  expect_payload(out, f, data);
+  // The reserved byte is not read; bits above 24 of the SRQN are not the wire's.
+  Bytes g = f;
+  g[kBthBytes] = std::byte{0xff};
+  reseal(g, test_ip());
+  ASSERT_EQ(parse(g, out), FrameError::kNone);
+  EXPECT_EQ(out.pkt.xrc_srqn, 0xfabcdeu);
+  p.xrc_srqn = 0xff000001;
+  ASSERT_EQ(parse(assemble(p, test_ip()), out), FrameError::kNone);
+  EXPECT_EQ(out.pkt.xrc_srqn, 1u);
+  // Cut into the XRCETH: too short, whatever the rest says.
+  EXPECT_EQ(parse(std::span<const std::byte>(f).first(kBthBytes + kXrcEthBytes - 1 + kIcrcBytes), false),
+            FrameError::kTooShort);
+}
+
+TEST(RoceFrame, EveryXrcOpcodeRoundTripsWithItsFields) {
+  for (Opcode op : kAllRcOpcodes) {
+    const bool request = is_request(op);
+    Bytes storage;
+    Packet p = packet_of(op, 0x0123456789abcdef, storage, has_payload(op) ? 5 : 0);
+    p.transport = request ? QpType::kXrcTgt : QpType::kXrcIni;
+    p.xrc_srqn = request ? 0x345678 : 0;  // a response has no XRCETH
+    SCOPED_TRACE(opcode_str(op));
+    const Bytes f = assemble(p, test_ip());
+    EXPECT_EQ(f.size(), frame_bytes(header_bytes(op) + (request ? kXrcEthBytes : 0), p.payload_length));
+    ParsedFrame out;
+    ASSERT_EQ(parse(f, out), FrameError::kNone);
+    EXPECT_EQ(out.pkt.transport, p.transport);
+    EXPECT_EQ(out.pkt.xrc_srqn, p.xrc_srqn);
+    expect_same_fields(out.pkt, p);
+    expect_payload(out, f, storage);
   }
 }
 

@@ -11,6 +11,8 @@
 #    ibv_srq_pingpong with -g 0, and rc, srq and ud with -e (completion
 #    events): both sides exit 0 and print "N iters in X
 #    seconds = Y usec/iter" with N the iterations asked for, Y > 0 and sane;
+#  - ibv_xsrq_pingpong -g 0 (XRC: XRC domain, XRC SRQs, XRC_SEND and
+#    XRC_RECV QPs): both sides exit 0 and print "success";
 #  - perftest ib_{write,read,send,atomic}_{bw,lat} and ib_send_bw --use-srq,
 #    each once plain and once with -a (every size 2 .. 8 MiB; not the
 #    atomics, which perftest runs at 8 bytes only):
@@ -40,7 +42,7 @@ if [[ ! -e $libdir/libibverbs.so.1 ]]; then
   exit 1
 fi
 missing=()
-for p in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong \
+for p in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_xsrq_pingpong \
   ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat ib_atomic_lat; do
   command -v "$p" >/dev/null 2>&1 || missing+=("$p")
 done
@@ -169,6 +171,15 @@ pingpong rc_pingpong-8k ibv_rc_pingpong -g 0 -s 8192
 pingpong uc_pingpong ibv_uc_pingpong -g 0
 pingpong ud_pingpong ibv_ud_pingpong -g 0 -s 1024
 pingpong srq_pingpong ibv_srq_pingpong -g 0
+# XRC between two processes: each side's XRC_SEND QP sends into the other's
+# XRC SRQ through its XRC_RECV QP (it prints no timing, only "success").
+if two_sides xsrq_pingpong ibv_xsrq_pingpong -g 0 -n 50; then
+  if grep -q '^success' "$CLIENT_OUT" && grep -q '^success' "$SERVER_OUT"; then
+    echo "ok   ibv_xsrq_pingpong -g 0 -n 50 (XRC), both sides"
+  else
+    bad xsrq_pingpong "$CLIENT_OUT" "no 'success' from both sides"
+  fi
+fi
 # Event-driven (-e): each side sleeps in ibv_get_cq_event on one channel for
 # its send and receive CQs; a lost or reordered wakeup hangs the pair.
 pingpong rc_pingpong-e ibv_rc_pingpong -g 0 -e

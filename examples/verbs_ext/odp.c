@@ -72,8 +72,11 @@ int main(void) {
   check(ibv_query_device_ex(ctx, NULL, &attr) == 0 &&
             (attr.odp_caps.general_caps & (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT)) ==
                 (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT) &&
-            (attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_ATOMIC) && attr.xrc_odp_caps == 0,
-        "ibv_query_device_ex: ODP, implicit ODP, RC atomics; no XRC ODP");
+            (attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_ATOMIC) &&
+            (attr.xrc_odp_caps & (IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_SRQ_RECV)) ==
+                (IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_SRQ_RECV) &&
+            !(attr.xrc_odp_caps & IBV_ODP_SUPPORT_RECV),
+        "ibv_query_device_ex: ODP, implicit ODP, RC atomics; XRC sends and SRQ receives, no RECV of its own");
 
   const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   char *src = aligned_alloc(PAGE, PAGE);

@@ -9,12 +9,12 @@
  * wr_rdma_read, wr_atomic_fetch_add, wr_atomic_cmp_swp, wr_atomic_write, three WRs in one
  * wr_start..wr_complete; UD: wr_send with wr_set_ud_addr.
  * Refusals: at create (TSO: EOPNOTSUPP; an
- * opcode the QP type does not send (ATOMIC_WRITE on UC too), unknown comp_mask: EINVAL; XRC,
- * create_flags: EOPNOTSUPP), ibv_qp_to_qp_ex on a classic QP (NULL), and in
+ * opcode the QP type does not send (ATOMIC_WRITE on UC too), unknown comp_mask, an XRCD on an
+ * RC QP: EINVAL; create_flags: EOPNOTSUPP), ibv_qp_to_qp_ex on a classic QP (NULL), and in
  * a batch (an opcode not in send_ops_flags -- bind_mw on a QP created
  * without BIND_MW too --, unknown wr_flags, too many SGEs, inline data over
  * the limit, a UD WR without an address, atomic_write on a QP without it:
- * EINVAL; set_xrc_srqn: EOPNOTSUPP). Memory windows themselves: examples/verbs_ext/mw.c. After each refusal and after
+ * EINVAL; set_xrc_srqn on an RC QP: EINVAL; XRC itself: examples/verbs_ext/xrc.c). Memory windows themselves: examples/verbs_ext/mw.c. After each refusal and after
  * wr_abort, the next completion is the next good WR's: nothing was posted.
  *
  * Run with LD_LIBRARY_PATH at softrdma's drop-in and SRDMA_ADDR set.
@@ -206,7 +206,7 @@ int main(void) {
                                     .comp_mask = IBV_QP_INIT_ATTR_PD | (1u << 30), .pd = pd};
   check_null(ibv_create_qp_ex(ctx, &bad), EINVAL, "ibv_create_qp_ex(unknown comp_mask bit)");
   bad.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD;
-  check_null(ibv_create_qp_ex(ctx, &bad), EOPNOTSUPP, "ibv_create_qp_ex(XRCD)");
+  check_null(ibv_create_qp_ex(ctx, &bad), EINVAL, "ibv_create_qp_ex(an RC QP with an XRCD)");
   bad.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   bad.create_flags = IBV_QP_CREATE_SCATTER_FCS;
   check_null(ibv_create_qp_ex(ctx, &bad), EOPNOTSUPP, "ibv_create_qp_ex(create_flags)");
@@ -386,7 +386,7 @@ int main(void) {
   refused_batch(ax, ax, EINVAL, "ibv_wr_set_inline_data above max_inline_data", build_big_inline);
   refused_batch(ax, ax, EINVAL, "ibv_wr_bind_mw without BIND_MW in send_ops_flags (a good WR before it)",
                 build_good_then_bind_mw);
-  refused_batch(ax, ax, EOPNOTSUPP, "ibv_wr_set_xrc_srqn", build_xrc);
+  refused_batch(ax, ax, EINVAL, "ibv_wr_set_xrc_srqn on an RC QP", build_xrc);
   if (cx) refused_batch(cx, ax, EINVAL, "ibv_wr_atomic_write on a QP without ATOMIC_WRITE", build_atomic_write);
   check_ret(ibv_wr_complete(ax), EINVAL, "ibv_wr_complete without wr_start");
 

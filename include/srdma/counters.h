@@ -44,8 +44,9 @@ enum class NakCause : std::uint8_t {
   kAccessNotEnabled,        // Remote Access Error: the QP's access flags refuse the operation
   kAccessKeyRefused,        // Remote Access Error: the R_Key (its validity, PD, rights or bounds) refuses it
   kOperationalPlacement,    // Remote Operational Error: the receive WQE's memory refused the data
+  kXrcSrqRefused,           // Invalid RD Request: an XRCETH naming no XRC SRQ of the TGT QP's XRC domain
 };
-inline constexpr std::size_t kNumNakCauses = 9;
+inline constexpr std::size_t kNumNakCauses = 10;
 std::string_view nak_cause_str(NakCause c);
 
 // The class C NAK codes a requester receives (IBA 9.7.5.2.5, AETH NAK codes 1..4).

@@ -24,6 +24,7 @@
 #include "srdma/status.h"
 #include "srdma/translation.h"
 #include "srdma/usage.h"
+#include "srdma/xrcd.h"
 
 namespace srdma {
 
@@ -162,6 +163,8 @@ class Device {
   std::size_t table_bytes() const;
 
   Result<ProtectionDomain> alloc_pd();
+  // An XRC domain (xrcd.h): its XRC SRQs and TGT QPs. ENODEV once removed.
+  Result<std::unique_ptr<XrcDomain>> open_xrcd();
   // Device memory (dm.h) of `length` bytes, 1..max_dm_size, its start
   // aligned to 2^log_align (at most a page, 12). EINVAL for a length or
   // alignment out of range; ENOMEM when the device's memory is used up.

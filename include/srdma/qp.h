@@ -55,6 +55,9 @@ struct QpInitAttr {
   // own queue: cap.max_recv_wr and max_recv_sge are ignored and post_recv
   // on the QP is EINVAL. Several QPs may share one.
   SharedReceiveQueue* srq = nullptr;
+  // kXrcIni (through ProtectionDomain::create_qp): a send CQ only, no
+  // receive CQ, SRQ or receive caps; each WR names the remote XRC SRQ
+  // (wr.xrc.remote_srqn). kXrcTgt QPs are made by XrcDomain::create_tgt_qp.
   QpType qp_type = QpType::kRc;
 };
 
@@ -122,6 +125,7 @@ class QueuePair {
 
  private:
   friend class ProtectionDomain;
+  friend class XrcDomain;
   friend struct detail::MrPoolAccess;
   explicit QueuePair(std::unique_ptr<detail::QpImpl> s);
   std::unique_ptr<detail::QpImpl> state_;

@@ -7,9 +7,14 @@
 namespace srdma {
 
 // The transport service of a QP (IBA 9.8): reliable connected, unreliable
-// connected, unreliable datagram.
-enum class QpType : std::uint8_t { kRc, kUc, kUd };
-constexpr bool is_valid(QpType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(QpType::kUd); }
+// connected, unreliable datagram, and the two halves of an XRC connection
+// (IBA annex A14, eXtended Reliable Connection): the initiator (XRC INI,
+// ibv's XRC_SEND: an RC send queue whose WRs name the remote SRQ) and the
+// target (XRC TGT, ibv's XRC_RECV: an RC responder that receives into the
+// XRC SRQ each request names, in its XRC domain).
+enum class QpType : std::uint8_t { kRc, kUc, kUd, kXrcIni, kXrcTgt };
+constexpr bool is_valid(QpType t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(QpType::kXrcTgt); }
+constexpr bool is_xrc(QpType t) { return t == QpType::kXrcIni || t == QpType::kXrcTgt; }
 std::string_view qp_type_str(QpType t);
 
 // The GSI QP (QP1) and the Q_Key its MADs carry (IBA 13.5.1).

@@ -20,6 +20,8 @@
 
 namespace srdma {
 
+class CompletionQueue;
+class XrcDomain;
 namespace detail {
 struct SrqImpl;
 }
@@ -29,6 +31,11 @@ struct SrqInitAttr {
   std::uint32_t max_sge = 1;    // 1..DeviceAttr::max_srq_sge
   std::uint32_t srq_limit = 0;  // armed from creation when non-zero (at most max_wr)
   void* srq_context = nullptr;
+  // An XRC SRQ (ibv's IBV_SRQT_XRC), both or neither: the XRC domain
+  // whose TGT QPs may receive into it (xrcd.h) and the CQ (of the same
+  // device) its receives complete on; srq_num() is what an INI's WRs name.
+  XrcDomain* xrcd = nullptr;
+  CompletionQueue* cq = nullptr;
 };
 
 // Which SrqAttr fields modify() sets (like enum ibv_srq_attr_mask).
@@ -66,6 +73,8 @@ class SharedReceiveQueue {
 
   std::uint32_t srq_num() const;
   void* context() const;
+  // An XRC SRQ (SrqInitAttr::xrcd).
+  bool is_xrc() const;
   // QPs attached to it.
   int usecnt() const;
 

@@ -98,6 +98,11 @@ struct SendWr {
     std::uint32_t remote_qpn = 0;
     std::uint32_t remote_qkey = 0;
   } ud;
+  // XRC INI (like ibv_send_wr's qp_type.xrc): the XRC SRQ on the target
+  // the message lands in (24 bits), carried in each packet's XRCETH.
+  struct Xrc {
+    std::uint32_t remote_srqn = 0;
+  } xrc;
 };
 
 struct RecvWr {

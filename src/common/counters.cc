@@ -29,6 +29,7 @@ std::string_view nak_cause_str(NakCause c) {
     case NakCause::kAccessNotEnabled: return "remote_access_error_not_enabled";
     case NakCause::kAccessKeyRefused: return "remote_access_error_rkey";
     case NakCause::kOperationalPlacement: return "remote_operational_error_placement";
+    case NakCause::kXrcSrqRefused: return "invalid_rd_request_xrc_srq";
   }
   return "?";
 }

@@ -22,6 +22,7 @@ Result<void> mr_pool_init(QueuePair& qp, int nr, MrType type, std::uint32_t max_
   if (nr < 1) return make_error(EINVAL, fmt::format("an MR pool of {} MRs", nr));
   if (type != MrType::kMemReg) return make_error(EINVAL, "MR pools hold kMemReg MRs");
   auto& qs = detail::MrPoolAccess::state(qp);
+  if (!qs.pd) return make_error(EINVAL, "an XRC TGT QP has no PD and no send queue: no MR pool");
   auto& pool = qs.mr_pool;
   std::lock_guard lock(pool.mu);
   if (!pool.all.empty()) return make_error(EBUSY, fmt::format("QP {:#x} already has an MR pool", qp.qp_num()));

@@ -15,6 +15,7 @@ QueuePair::QueuePair(std::unique_ptr<detail::QpImpl> s) : state_(std::move(s)) {
 
 QueuePair::~QueuePair() {
   if (!state_ || state_->destroyed) return;
+  if (state_->tgt) return;  // an XRC TGT QP: its share destroys it with the last handle
   (void)state_->pd->device->hca->engine().destroy_qp(state_->qp);
   state_->pd->usecnt.fetch_sub(1);
   // The assigned CQs' entries go back to the pool with the QP (the leases).
@@ -142,6 +143,11 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
     return make_error(EINVAL, "unknown create_flags");
   const bool gsi = init.create_flags & QP_CREATE_GSI;
   if (gsi && init.qp_type != QpType::kUd) return make_error(EINVAL, "the GSI QP is a UD QP");
+  if (init.qp_type == QpType::kXrcTgt)
+    return make_error(EINVAL, "an XRC TGT QP has no PD: XrcDomain::create_tgt_qp makes it");
+  const bool ini = init.qp_type == QpType::kXrcIni;
+  if (ini && (init.recv_cq || init.srq || (init.create_flags & QP_CREATE_ASSIGN_CQS)))
+    return make_error(EINVAL, "an XRC INI QP has a send CQ only (no receive CQ, SRQ or assigned CQs)");
   auto s = std::make_unique<detail::QpImpl>();
   if (init.create_flags & QP_CREATE_ASSIGN_CQS) {
     if (init.send_cq || init.recv_cq) return make_error(EINVAL, "QP_CREATE_ASSIGN_CQS takes no CQs from the caller");
@@ -158,15 +164,15 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
     s->send_lease = std::move(*send);
     s->recv_lease = std::move(*recv);
   } else {
-    if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
+    if (!init.send_cq || (!init.recv_cq && !ini)) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
     s->send_cq = init.send_cq;
     s->recv_cq = init.recv_cq;
   }
   for (CompletionQueue* cq : {s->send_cq, s->recv_cq})
-    if (cq->state_->destroyed || cq->state_->owner != dev)
+    if (cq && (cq->state_->destroyed || cq->state_->owner != dev))
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
-  hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq->state_->cq, init.cap, init.sq_sig_all,
-                 init.qp_context, nullptr, init.qp_type, gsi};
+  hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq ? s->recv_cq->state_->cq : nullptr,
+                 init.cap, init.sq_sig_all, init.qp_context, nullptr, init.qp_type, gsi};
   if (init.srq) {
     if (detail::SrqImpl::destroyed_of(*init.srq) || detail::SrqImpl::device_of(*init.srq) != dev)
       return make_error(EINVAL, "the SRQ is destroyed or belongs to another device");

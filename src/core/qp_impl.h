@@ -6,13 +6,15 @@
 
 #include "core/mr_pool_impl.h"
 #include "core/pd_impl.h"
+#include "core/xrcd_impl.h"
 #include "hca/qp.h"
 #include "srdma/cq_pool.h"
 
 namespace srdma::detail {
 
 struct QpImpl {
-  std::shared_ptr<PdImpl> pd;
+  std::shared_ptr<PdImpl> pd;  // null for an XRC TGT QP, which has its domain instead
+  std::shared_ptr<TgtQpShare> tgt;  // an XRC TGT QP: its share (the device QP goes with the last)
   std::shared_ptr<hca::Qp> qp;
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;

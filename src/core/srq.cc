@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/cq_impl.h"
 #include "core/srq_impl.h"
 #include "srdma/pd.h"
 
@@ -46,28 +47,44 @@ Result<void> SharedReceiveQueue::destroy() {
   if (auto r = state_->pd->device->hca->engine().destroy_srq(state_->srq); !r) return r;
   state_->destroyed = true;
   state_->pd->usecnt.fetch_sub(1);
+  if (state_->xrcd) state_->xrcd->usecnt.fetch_sub(1);
   return {};
 }
 
 std::uint32_t SharedReceiveQueue::srq_num() const { return state_->srq->srqn(); }
 void* SharedReceiveQueue::context() const { return state_->context; }
 int SharedReceiveQueue::usecnt() const { return state_->srq->usecnt.load(); }
+bool SharedReceiveQueue::is_xrc() const { return state_->srq->is_xrc(); }
 
 Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(const SrqInitAttr& init) {
   if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
   auto* dev = state_->device.get();
   if (dev->removed) return make_error(ENODEV, "the device has been removed");
+  hca::SrqXrcBinding xrc;
+  std::shared_ptr<detail::XrcdImpl> xrcd;
+  if (init.xrcd || init.cq) {
+    if (!init.xrcd || !init.cq) return make_error(EINVAL, "an XRC SRQ needs both its XRC domain and its CQ");
+    xrcd = detail::XrcdImpl::of(*init.xrcd);
+    if (xrcd->closed.load() || xrcd->device.get() != dev)
+      return make_error(EINVAL, "the XRC domain is closed or belongs to another device");
+    if (init.cq->state_->destroyed || init.cq->state_->owner != dev)
+      return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
+    xrc = hca::SrqXrcBinding{xrcd->xrcdn, init.cq->state_->cq};
+  }
   auto s = std::make_unique<detail::SrqImpl>();
   s->pd = state_;
+  s->xrcd = xrcd;
   s->context = init.srq_context;
   s->destroyed = true;  // until the device SRQ exists
   auto q = std::unique_ptr<SharedReceiveQueue>(new SharedReceiveQueue(std::move(s)));
   // The limit event's context is the public object (as a CQ's event's).
-  auto srq = dev->hca->engine().create_srq(state_->pdn, init.max_wr, init.max_sge, init.srq_limit, q.get());
+  auto srq = dev->hca->engine().create_srq(state_->pdn, init.max_wr, init.max_sge, init.srq_limit, q.get(),
+                                           std::move(xrc));
   if (!srq) return std::unexpected(srq.error());
   q->state_->srq = std::move(*srq);
   q->state_->destroyed = false;
   state_->usecnt.fetch_add(1);
+  if (xrcd) xrcd->usecnt.fetch_add(1);
   return q;
 }
 

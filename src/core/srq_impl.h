@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/pd_impl.h"
+#include "core/xrcd_impl.h"
 #include "hca/srq.h"
 #include "srdma/srq.h"
 
@@ -12,6 +13,7 @@ namespace srdma::detail {
 
 struct SrqImpl {
   std::shared_ptr<PdImpl> pd;
+  std::shared_ptr<XrcdImpl> xrcd;  // an XRC SRQ's domain
   std::shared_ptr<hca::Srq> srq;
   void* context = nullptr;
   bool destroyed = false;

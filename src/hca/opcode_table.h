@@ -1,5 +1,6 @@
 // The transport's one opcode table (IBA vol. 1 9.2, table 38): a row per
-// 8-bit BTH opcode, transport bits included (RC 000, UC 001, UD 011), with
+// 8-bit BTH opcode, transport bits included (RC 000, UC 001, UD 011, XRC
+// 101), with
 // the headers the packet carries, its header length, its place in a message
 // and the kind of message it belongs to. Every predicate the roles ask of an
 // opcode, every header length, every trace name and every step of building
@@ -77,7 +78,8 @@ enum OpFlag : std::uint16_t {
   kOpImmDt = 1u << 8,
   kOpIeth = 1u << 9,
   kOpDeth = 1u << 10,
-  kOpAtomicWrite = 1u << 11,  // an RDMA WRITE of 8 aligned bytes the responder stores at once (RC only)
+  kOpAtomicWrite = 1u << 11,  // an RDMA WRITE of 8 aligned bytes the responder stores at once (RC, XRC)
+  kOpXrcEth = 1u << 12,       // XRCETH (XRC requests): right after the BTH, before RETH/AtomicETH
 };
 
 // Header sizes (IBA 9.3).
@@ -89,13 +91,18 @@ constexpr std::uint8_t kAtomicAckEthBytes = 8;
 constexpr std::uint8_t kImmDtBytes = 4;
 constexpr std::uint8_t kIethBytes = 4;
 constexpr std::uint8_t kDethBytes = 8;
+constexpr std::uint8_t kXrcEthBytes = 4;  // reserved byte, 24-bit XRC SRQ number (IBA A14.4.1)
 
 // The transport bits of the BTH opcode (its top three).
 constexpr std::uint8_t kRcOpcodeBits = 0x00;
 constexpr std::uint8_t kUcOpcodeBits = 0x20;
 constexpr std::uint8_t kUdOpcodeBits = 0x60;
+constexpr std::uint8_t kXrcOpcodeBits = 0xa0;
 constexpr std::uint8_t transport_bits(QpType t) {
-  return t == QpType::kUd ? kUdOpcodeBits : t == QpType::kUc ? kUcOpcodeBits : kRcOpcodeBits;
+  return t == QpType::kUd ? kUdOpcodeBits
+         : t == QpType::kUc ? kUcOpcodeBits
+         : is_xrc(t)        ? kXrcOpcodeBits
+                            : kRcOpcodeBits;
 }
 constexpr std::uint8_t wire_opcode(QpType t, Opcode op) {
   return static_cast<std::uint8_t>(transport_bits(t) | static_cast<std::uint8_t>(op));
@@ -116,7 +123,8 @@ struct OpcodeRow {
 namespace opcode_table_detail {
 
 constexpr std::uint8_t headers_of(std::uint16_t f) {
-  return static_cast<std::uint8_t>(kBthBytes + ((f & kOpDeth) ? kDethBytes : 0) + ((f & kOpReth) ? kRethBytes : 0) +
+  return static_cast<std::uint8_t>(kBthBytes + ((f & kOpDeth) ? kDethBytes : 0) + ((f & kOpXrcEth) ? kXrcEthBytes : 0) +
+                                   ((f & kOpReth) ? kRethBytes : 0) +
                                    ((f & kOpAtomicEth) ? kAtomicEthBytes : 0) + ((f & kOpAeth) ? kAethBytes : 0) +
                                    ((f & kOpAtomicAckEth) ? kAtomicAckEthBytes : 0) +
                                    ((f & kOpImmDt) ? kImmDtBytes : 0) + ((f & kOpIeth) ? kIethBytes : 0));
@@ -134,7 +142,8 @@ constexpr std::uint16_t kFirst = kOpStarts, kMiddle = 0, kLast = kOpEnds, kOnly 
 constexpr std::uint16_t kReq = kOpRequest, kData = kOpPayload;
 
 // RC's rows (IBA table 38, 000xxxxx). UC takes the SEND and WRITE rows
-// (001xxxxx), UD the SEND ONLY rows with a DETH (011xxxxx).
+// (001xxxxx), UD the SEND ONLY rows with a DETH (011xxxxx), XRC every row
+// (101xxxxx), its requests with an XRCETH.
 constexpr Def kRcDefs[] = {
     {Opcode::kSendFirst, "SEND FIRST", MsgKind::kSend, kReq | kFirst | kData, Opcode::kSendMiddle},
     {Opcode::kSendMiddle, "SEND MIDDLE", MsgKind::kSend, kReq | kMiddle | kData, Opcode::kSendMiddle},
@@ -177,6 +186,8 @@ constexpr std::array<OpcodeRow, 256> make_table() {
         t[kUdOpcodeBits | v] = {d.name, d.kind, static_cast<std::uint16_t>(d.flags | kOpDeth),
                                 headers_of(d.flags | kOpDeth), d.middle};
     }
+    const std::uint16_t xrc = static_cast<std::uint16_t>(d.flags | ((d.flags & kOpRequest) ? kOpXrcEth : 0));
+    t[kXrcOpcodeBits | v] = {d.name, d.kind, xrc, headers_of(xrc), d.middle};
   }
   return t;
 }
@@ -192,9 +203,21 @@ constexpr const OpcodeRow& opcode_row(QpType t, Opcode op) { return kOpcodeTable
 // The row of an operation: RC's, which every transport's agrees with.
 constexpr const OpcodeRow& opcode_row(Opcode op) { return kOpcodeTable[static_cast<std::uint8_t>(op)]; }
 
-// The transport a valid wire byte belongs to.
+// The transport a valid wire byte belongs to: the type of QP it is for.
+// XRC's two halves share the transport bits: a request goes to a TGT QP, a
+// response to an INI QP.
 constexpr QpType transport_of_wire(std::uint8_t wire) {
-  return (wire & 0xe0) == kUdOpcodeBits ? QpType::kUd : (wire & 0xe0) == kUcOpcodeBits ? QpType::kUc : QpType::kRc;
+  switch (wire & 0xe0) {
+    case kUdOpcodeBits: return QpType::kUd;
+    case kUcOpcodeBits: return QpType::kUc;
+    case kXrcOpcodeBits: return (kOpcodeTable[wire].flags & kOpRequest) ? QpType::kXrcTgt : QpType::kXrcIni;
+    default: return QpType::kRc;
+  }
+}
+// The transport a QP of type `t` puts on what it sends: the type of QP it
+// goes to (an INI's requests are for a TGT, a TGT's answers for an INI).
+constexpr QpType peer_transport(QpType t) {
+  return t == QpType::kXrcIni ? QpType::kXrcTgt : t == QpType::kXrcTgt ? QpType::kXrcIni : t;
 }
 
 // The trace name, IBA's ("RDMA WRITE ONLY").
@@ -219,6 +242,8 @@ constexpr bool has_imm(Opcode op) { return opcode_row(op).has(kOpImmDt); }
 constexpr bool is_atomic_write(Opcode op) { return opcode_row(op).has(kOpAtomicWrite); }
 constexpr bool has_ieth(Opcode op) { return opcode_row(op).has(kOpIeth); }
 constexpr bool has_aeth(Opcode op) { return opcode_row(op).has(kOpAeth); }
+static_assert(opcode_row(QpType::kXrcIni, Opcode::kCmpSwap).header_bytes == kBthBytes + kXrcEthBytes + kAtomicEthBytes);
+static_assert(!opcode_row(QpType::kXrcTgt, Opcode::kAck).has(kOpXrcEth));
 constexpr bool has_payload(Opcode op) { return opcode_row(op).has(kOpPayload); }
 // IBA 9.8.3: the packet that may come next. Inside a multi-packet message of
 // kind `in_message`, only its MIDDLE or LAST; outside one (kNone), only a
@@ -229,7 +254,7 @@ constexpr bool continues_sequence(MsgKind in_message, Opcode op) {
   return r.kind == in_message && !r.has(kOpStarts);
 }
 
-// The longest set of headers: BTH and AtomicETH.
+// The longest set of headers: BTH, XRCETH and AtomicETH.
 constexpr std::uint8_t max_header_bytes() {
   std::uint8_t m = 0;
   for (const OpcodeRow& r : kOpcodeTable) m = r.header_bytes > m ? r.header_bytes : m;

@@ -68,7 +68,9 @@ constexpr std::uint32_t kGrhBytes = 40;
 
 struct Packet {
   // The transport (the BTH opcode's top three bits: RC 000, UC 001, UD
-  // 011) and the operation (`op`, its low five bits, with RC's values).
+  // 011, XRC 101) and the operation (`op`, its low five bits, with RC's
+  // values). For XRC, the type of QP the packet is for: kXrcTgt on a
+  // request, kXrcIni on a response (transport_of_wire).
   QpType transport = QpType::kRc;
   Opcode op = Opcode::kAck;
   std::uint64_t src_addr = 0;  // sending device
@@ -91,6 +93,7 @@ struct Packet {
   std::uint64_t swap = 0;
   std::uint64_t atomic_orig = 0;  // AtomicAckETH
   std::uint32_t qkey = 0;         // DETH (UD; src_qpn is its source QP)
+  std::uint32_t xrc_srqn = 0;     // XRCETH (an XRC request): the XRC SRQ it is for (24 bits)
   // UD: the GRH's (on RoCEv2 the IPv4 header's) hop limit and traffic
   // class: the sender's AH on the in-process link, what arrived on UDP.
   std::uint8_t hop_limit = 64;
@@ -183,6 +186,7 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
     p.src_qpn = train.src_qpn;
     p.dst_qpn = train.dst_qpn;
     p.udp_sport = train.udp_sport;
+    p.xrc_srqn = train.xrc_srqn;  // every XRC request packet carries it
     p.psn = psn_add(train.psn, i);
     p.op = first ? train.op : last ? train.last_op : opcode_row(train.op).middle;
     if (first) {

@@ -128,6 +128,9 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     // of its previous life (a flush from before would read as a new error).
     if (init_.send_cq) init_.send_cq->clean(qpn_);
     if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->clean(qpn_);
+    // A TGT's receives completed on the CQ of the XRC SRQ they came from.
+    if (const auto& srq = rq_.srq(); srq && srq->cq() && srq->cq() != init_.send_cq && srq->cq() != init_.recv_cq)
+      srq->cq()->clean(qpn_);
   }
   state_.store(next, std::memory_order_release);
   if (next == QpState::kErr && cur != QpState::kErr) {
@@ -200,6 +203,7 @@ void Qp::fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.xrc_srqn = wr.xrc.remote_srqn;
   w.length = static_cast<std::uint32_t>(length);
   w.is_inline = wr.send_flags & SEND_INLINE;
   // (Element by element: assign() calls memmove, dearer than one SGE.)
@@ -233,8 +237,13 @@ Result<void> Qp::post_one_checked(const SendWr& wr, const PostResolvers& resolve
   const WrOpcodeRow& row = wr_row(wr.opcode);
   // UD sends datagrams (IBA 9.8.4: SEND, SEND with immediate); UC has
   // no responder that answers (no READ, no atomics) and no invalidation.
+  if (init_.type == QpType::kXrcTgt) return make_error(EINVAL, "an XRC TGT QP has no send queue");
   if (!row.valid_on(init_.type))
     return make_error(EINVAL, fmt::format("a {} QP does not send {}", qp_type_str(init_.type), row.name));
+  // Whether the SRQ exists is the target's to say (a NAK); its number must
+  // fit the XRCETH.
+  if (init_.type == QpType::kXrcIni && row.cls != WrClass::kLocal && wr.xrc.remote_srqn > kPsnMask)
+    return make_error(EINVAL, fmt::format("remote_srqn {:#x} is beyond 24 bits", wr.xrc.remote_srqn));
   UdAddress ud;
   if (init_.type == QpType::kUd) {
     if (!wr.ud.ah || !resolve_ah || !resolve_ah(wr.ud.ah, ud))
@@ -324,9 +333,10 @@ Result<void> Qp::post_one_checked(const SendWr& wr, const PostResolvers& resolve
 }
 
 Result<void> Qp::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {
-  if (init_.srq) {
+  if (init_.srq || is_xrc(init_.type)) {
     if (bad_wr) *bad_wr = wr;
-    return make_error(EINVAL, "the QP takes its receives from an SRQ: post them there");
+    return make_error(EINVAL, init_.srq ? "the QP takes its receives from an SRQ: post them there"
+                                        : "an XRC QP has no receive queue: post to the XRC SRQ");
   }
   FastLock lock(rq_mu_);
   const QpState s = state();

@@ -83,6 +83,11 @@ struct QpInit {
   std::shared_ptr<Srq> srq = nullptr;
   QpType type = QpType::kRc;
   bool gsi = false;  // QP1 (see QP_CREATE_GSI)
+  // An XRC TGT QP: its XRC domain (QueueEngine::alloc_xrcd). It has no PD,
+  // no CQs and no send queue: each request names the XRC SRQ of this
+  // domain it lands in, whose PD and CQ serve it. An XRC INI QP has a PD
+  // and a send CQ only.
+  std::uint32_t xrcdn = 0;
   // The machines' early entries (the plain-WR post, the whole-message send,
   // the unlocked WRITE, the compact ACK) are on. false runs every WR and
   // packet through the full machines only: the differential test's
@@ -159,6 +164,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   const std::shared_ptr<Cq>& send_cq() const { return init_.send_cq; }
   const std::shared_ptr<Cq>& recv_cq() const { return init_.recv_cq; }
   const std::shared_ptr<Srq>& srq() const { return init_.srq; }
+  std::uint32_t xrcdn() const { return init_.xrcdn; }
   QpState state() const { return state_.load(std::memory_order_acquire); }
   QpAttr attr() const;
   // What the transport did on this QP so far (any thread; see qp_counters.h).

@@ -89,13 +89,48 @@ constexpr Rules make_uc_rules() {
   return r;
 }
 
+// XRC (the tables of ib_modify_qp_is_ok for IB_QPT_XRC_INI and
+// IB_QPT_XRC_TGT): RC's path. An INI has no responder: RTR requires no
+// max_dest_rd_atomic or min_rnr_timer; a TGT has no requester: RTS
+// requires only the timeout and SQ PSN. Each accepts the other's as
+// optional, as pyverbs' to_rts and rdma_cm set them for any connected QP.
+constexpr Rules make_xrc_rules(QpType t) {
+  using S = QpState;
+  Rules r = make_rc_rules();
+  constexpr std::uint32_t kResponderAttrs = QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER;
+  constexpr std::uint32_t kRequesterAttrs = QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC;
+  Rule& rtr = r[idx(S::kInit)][idx(S::kRtr)];
+  Rule& rts = r[idx(S::kRtr)][idx(S::kRts)];
+  if (t == QpType::kXrcIni) {
+    rtr.required &= ~kResponderAttrs;
+    rtr.optional |= kResponderAttrs;
+  } else {
+    rts.required &= ~kRequesterAttrs;
+    rts.optional |= kRequesterAttrs;
+  }
+  return r;
+}
+
 constexpr Rules kRcRules = make_rc_rules();
 constexpr Rules kUcRules = make_uc_rules();
 constexpr Rules kUdRules = make_ud_rules();
+constexpr Rules kXrcIniRules = make_xrc_rules(QpType::kXrcIni);
+constexpr Rules kXrcTgtRules = make_xrc_rules(QpType::kXrcTgt);
+static_assert(!(kXrcTgtRules[idx(QpState::kRtr)][idx(QpState::kRts)].required & QP_RETRY_CNT));
+static_assert(kXrcIniRules[idx(QpState::kInit)][idx(QpState::kRtr)].optional & QP_MAX_DEST_RD_ATOMIC);
 static_assert(!kRcRules[idx(QpState::kReset)][idx(QpState::kRtr)].valid);
 static_assert(kRcRules[idx(QpState::kRts)][idx(QpState::kSqd)].valid);
 
-const Rules& rules_of(QpType t) { return t == QpType::kUd ? kUdRules : t == QpType::kUc ? kUcRules : kRcRules; }
+const Rules& rules_of(QpType t) {
+  switch (t) {
+    case QpType::kRc: return kRcRules;
+    case QpType::kUc: return kUcRules;
+    case QpType::kUd: return kUdRules;
+    case QpType::kXrcIni: return kXrcIniRules;
+    case QpType::kXrcTgt: return kXrcTgtRules;
+  }
+  return kRcRules;
+}
 
 const char* attr_name(std::uint32_t bit) {
   switch (bit) {
@@ -151,6 +186,8 @@ std::string_view qp_type_str(QpType t) {
     case QpType::kRc: return "RC";
     case QpType::kUc: return "UC";
     case QpType::kUd: return "UD";
+    case QpType::kXrcIni: return "XRC INI";
+    case QpType::kXrcTgt: return "XRC TGT";
   }
   return "?";
 }

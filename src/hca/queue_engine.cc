@@ -165,10 +165,27 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
   auto beyond = [](const char* cap, std::uint64_t v, std::int64_t max) {
     return make_error(EINVAL, fmt::format("{} {} beyond the device's {}", cap, v, max));
   };
-  if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
   if (!is_valid(init.type))
     return make_error(EINVAL, fmt::format("qp_type {} is not a QP type", static_cast<unsigned>(init.type)));
-  if (c.max_send_wr < 1 || c.max_send_wr > profile_.max_qp_wr) return beyond("max_send_wr", c.max_send_wr, profile_.max_qp_wr);
+  const bool tgt = init.type == QpType::kXrcTgt, ini = init.type == QpType::kXrcIni;
+  if (tgt) {
+    // IBA A14.2.2: a TGT QP has an XRC domain and nothing else; what it
+    // receives completes on the CQ of the XRC SRQ each request names.
+    if (init.send_cq || init.recv_cq || init.srq || init.gsi)
+      return make_error(EINVAL, "an XRC TGT QP has no CQs, no SRQ of its own and is not the GSI QP");
+    if (!xrcd_allocated(init.xrcdn)) return make_error(EINVAL, fmt::format("XRCD {} is not allocated", init.xrcdn));
+    init.caps = QpCaps{0, 0, 0, 0, 0};
+  } else if (ini) {
+    // An INI QP sends only: no receive CQ, queue or SRQ.
+    if (!init.send_cq) return make_error(EINVAL, "an XRC INI QP needs a send CQ");
+    if (init.srq || init.caps.max_recv_wr || init.caps.max_recv_sge)
+      return make_error(EINVAL, "an XRC INI QP has no receive queue (max_recv_wr, max_recv_sge 0, no SRQ)");
+    init.recv_cq = nullptr;
+  } else if (!init.send_cq || !init.recv_cq) {
+    return make_error(EINVAL, "a QP needs a send CQ and a receive CQ");
+  }
+  if (!tgt && (c.max_send_wr < 1 || c.max_send_wr > profile_.max_qp_wr))
+    return beyond("max_send_wr", c.max_send_wr, profile_.max_qp_wr);
   // With an SRQ the receive caps are ignored (IBA 11.2.5.2).
   if (init.srq) {
     init.caps.max_recv_wr = 0;
@@ -181,7 +198,8 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
     return beyond("max_inline_data", c.max_inline_data, profile_.max_inline_data);
   start_engine();
   std::uint32_t qpn;
-  if (!tables_.pd_allocated(init.pdn)) return make_error(EINVAL, fmt::format("PD {} is not allocated", init.pdn));
+  if (!tgt && !tables_.pd_allocated(init.pdn))
+    return make_error(EINVAL, fmt::format("PD {} is not allocated", init.pdn));
   if (init.gsi) {
     // QP1 is among the profile's reserved QPNs: never handed out by the
     // allocator, taken by the one GSI QP.
@@ -197,8 +215,8 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
     if (!n) return make_error(ENOMEM, "QP table exhausted: " + n.error().reason);
     qpn = *n;
   }
-  init.send_cq->usecnt.fetch_add(1);
-  init.recv_cq->usecnt.fetch_add(1);
+  if (init.send_cq) init.send_cq->usecnt.fetch_add(1);
+  if (init.recv_cq) init.recv_cq->usecnt.fetch_add(1);
   if (init.srq) init.srq->usecnt.fetch_add(1);
   auto qp = std::make_shared<Qp>(*this, tables_, qpn, std::move(init));
   // Published only once built: a message can find it from now on.
@@ -224,8 +242,8 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
     std::lock_guard lock(retired_mu_);
     retired_counters_ += qp->counters();  // the device's totals keep what it did
   }
-  qp->send_cq()->usecnt.fetch_sub(1);
-  qp->recv_cq()->usecnt.fetch_sub(1);
+  if (qp->send_cq()) qp->send_cq()->usecnt.fetch_sub(1);
+  if (qp->recv_cq()) qp->recv_cq()->usecnt.fetch_sub(1);
   if (qp->srq()) qp->srq()->usecnt.fetch_sub(1);
   std::lock_guard lock(alloc_mu_);
   if (qp->qpn() == kGsiQpn)
@@ -240,7 +258,14 @@ std::uint32_t QueueEngine::max_srq_wr() const { return static_cast<std::uint32_t
 std::uint32_t QueueEngine::max_srq_sge() const { return static_cast<std::uint32_t>(profile_.max_sge); }
 
 Result<std::shared_ptr<Srq>> QueueEngine::create_srq(std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge,
-                                                     std::uint32_t srq_limit, void* context) {
+                                                     std::uint32_t srq_limit, void* context, Srq::XrcBinding xrc) {
+  if (xrc.xrcdn != 0 || xrc.cq) {
+    if (!xrcd_allocated(xrc.xrcdn)) return make_error(EINVAL, fmt::format("XRCD {} is not allocated", xrc.xrcdn));
+    if (!xrc.cq) return make_error(EINVAL, "an XRC SRQ needs the CQ its receives complete on");
+    std::shared_lock lock(queues_mu_);
+    auto it = cqs_.find(xrc.cq->cqn());
+    if (it == cqs_.end() || it->second.lock() != xrc.cq) return make_error(EINVAL, "the CQ is not of this device");
+  }
   if (max_wr < 1 || max_wr > max_srq_wr())
     return make_error(EINVAL, fmt::format("max_wr {} outside 1..max_srq_wr {}", max_wr, max_srq_wr()));
   if (max_sge < 1 || max_sge > max_srq_sge())
@@ -255,12 +280,47 @@ Result<std::shared_ptr<Srq>> QueueEngine::create_srq(std::uint32_t pdn, std::uin
     if (!n) return make_error(ENOMEM, "SRQ table exhausted: " + n.error().reason);
     srqn = *n;
   }
-  return std::make_shared<Srq>(srqn, pdn, max_wr, max_sge, srq_limit, context, *async_);
+  const bool is_xrc = xrc.xrcdn != 0;
+  auto srq = std::make_shared<Srq>(srqn, pdn, max_wr, max_sge, srq_limit, context, *async_, std::move(xrc));
+  if (is_xrc) {  // published built: a TGT QP can find it from now on
+    std::lock_guard lock(xrc_mu_);
+    xrc_srqs_[srqn] = srq;
+  }
+  return srq;
+}
+
+std::shared_ptr<Srq> QueueEngine::find_xrc_srq(std::uint32_t srqn) const {
+  std::lock_guard lock(xrc_mu_);
+  auto it = xrc_srqs_.find(srqn);
+  return it == xrc_srqs_.end() ? nullptr : it->second.lock();
+}
+
+std::uint32_t QueueEngine::alloc_xrcd() {
+  std::lock_guard lock(xrc_mu_);
+  const std::uint32_t n = next_xrcdn_++;
+  xrcds_.insert(n);
+  return n;
+}
+
+void QueueEngine::free_xrcd(std::uint32_t xrcdn) {
+  std::lock_guard lock(xrc_mu_);
+  xrcds_.erase(xrcdn);
+}
+
+bool QueueEngine::xrcd_allocated(std::uint32_t xrcdn) const {
+  std::lock_guard lock(xrc_mu_);
+  return xrcdn != 0 && xrcds_.contains(xrcdn);
 }
 
 Result<void> QueueEngine::destroy_srq(const std::shared_ptr<Srq>& srq) {
   if (int n = srq->usecnt.load(); n > 0)
     return make_error(EBUSY, fmt::format("SRQ {:#x} is used by {} QP(s)", srq->srqn(), n));
+  if (srq->is_xrc()) {
+    // Unpublished first: a TGT QP that already holds it finishes the
+    // message it is placing; the next request naming it is refused.
+    std::lock_guard lock(xrc_mu_);
+    xrc_srqs_.erase(srq->srqn());
+  }
   std::lock_guard lock(alloc_mu_);
   (void)srq_alloc_.free(srq->srqn());
   return {};

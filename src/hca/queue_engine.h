@@ -17,6 +17,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "alloc/index_allocator.h"
@@ -71,8 +72,18 @@ class QueueEngine {
   // An SRQ of `max_wr` WQEs of `max_sge` SGEs in PD `pdn` (EINVAL naming
   // the field beyond the device's limits; srq_limit above max_wr);
   // `context` is what its limit event carries.
+  // `xrc`: an XRC SRQ of that (live) domain, completing on that CQ of this
+  // device (EINVAL otherwise); it can be found by its SRQN (find_xrc_srq).
   Result<std::shared_ptr<Srq>> create_srq(std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge,
-                                          std::uint32_t srq_limit, void* context);
+                                          std::uint32_t srq_limit, void* context, Srq::XrcBinding xrc = {});
+  // The live XRC SRQ numbered `srqn` here, or null (a TGT QP's lookup of
+  // an XRCETH; a basic SRQ is never returned).
+  std::shared_ptr<Srq> find_xrc_srq(std::uint32_t srqn) const;
+  // XRC domains (IBA A14.2): a number each, never reused while the device
+  // lives, so a stale one names no domain. alloc never fails.
+  std::uint32_t alloc_xrcd();
+  void free_xrcd(std::uint32_t xrcdn);
+  bool xrcd_allocated(std::uint32_t xrcdn) const;
   // EBUSY while QPs use it.
   Result<void> destroy_srq(const std::shared_ptr<Srq>& srq);
   // The device's SRQ limits: the SRQ table is as large as the QP table
@@ -193,6 +204,10 @@ class QueueEngine {
   std::unique_ptr<EngineTimer> timer_;
   std::unique_ptr<AsyncEventDispatcher> async_;
   std::vector<std::unique_ptr<EventQueue>> eqs_;
+  mutable std::mutex xrc_mu_;  // guards xrc_srqs_, xrcds_, next_xrcdn_
+  std::unordered_map<std::uint32_t, std::weak_ptr<Srq>> xrc_srqs_;
+  std::unordered_set<std::uint32_t> xrcds_;
+  std::uint32_t next_xrcdn_ = 1;
   mutable std::shared_mutex queues_mu_;  // guards qps_ and cqs_
   std::unordered_map<std::uint32_t, std::shared_ptr<Qp>> qps_;
   std::unordered_map<std::uint32_t, std::weak_ptr<Cq>> cqs_;

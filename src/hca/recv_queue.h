@@ -27,6 +27,17 @@ class RecvQueue {
 
   // The PD the WQEs' lkeys belong to (with an SRQ, the SRQ's).
   std::uint32_t pdn() const { return pdn_; }
+  // The SRQ it takes from (null: the QP's own ring).
+  const std::shared_ptr<Srq>& srq() const { return srq_; }
+  // An XRC TGT QP takes from the XRC SRQ each message names: from the
+  // start of a message on, `srq` (null between messages: it holds no SRQ it
+  // has no use for). A WQE still held from the one before stays held (only
+  // a failed message leaves one, and it ends the QP).
+  void select_srq(std::shared_ptr<Srq> srq) {
+    if (srq_held_ || srq_ == srq) return;
+    pdn_ = srq ? srq->pdn() : 0;
+    srq_ = std::move(srq);
+  }
 
   // post_recv's side (the QP's own ring only).
   bool full() const { return tail_ - head_ >= depth_; }
@@ -60,9 +71,9 @@ class RecvQueue {
   }
 
  private:
-  const std::shared_ptr<Srq> srq_;
+  std::shared_ptr<Srq> srq_;  // changes only by select_srq (an XRC TGT QP)
   const std::uint64_t depth_;
-  const std::uint32_t pdn_;
+  std::uint32_t pdn_;
   std::vector<RecvWqe> ring_;  // [head_, tail_) are posted, oldest first; a power of two long
   const std::uint64_t mask_;
   std::uint64_t head_ = 0, tail_ = 0;

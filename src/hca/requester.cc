@@ -223,7 +223,7 @@ void Requester::note_sent(const Packet& p, std::uint32_t psns) {
 }
 
 void Requester::start_request(Packet& p) const {
-  p.transport = qp_.init_.type;
+  p.transport = peer_transport(qp_.init_.type);  // an XRC INI's requests are for a TGT
   p.src_addr = qp_.engine_.address();
   p.dst_addr = qp_.path_.dest_addr;
   p.src_qpn = qp_.qpn_;
@@ -323,6 +323,7 @@ void Requester::send_packet(SendWqe& w) {
   begin_wqe(w, row.cls == WrClass::kAtomic ? 1 : path.packets_at_mtu(w.length));
   Packet p;
   start_request(p);
+  p.xrc_srqn = w.xrc_srqn;  // XRCETH (read only by XRC's rows)
   std::uint32_t psns = 1;  // this packet takes
   bool last = true;        // of the WQE
 

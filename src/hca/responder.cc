@@ -35,6 +35,7 @@ std::string_view Responder::state_str(State s) {
   switch (s) {
     case State::kCheckPsn: return "check_psn";
     case State::kCheckOpSequence: return "check_op_sequence";
+    case State::kCheckXrcSrq: return "check_xrc_srq";
     case State::kCheckLength: return "check_length";
     case State::kCheckResources: return "check_resources";
     case State::kExecuteSend: return "execute_send";
@@ -54,6 +55,7 @@ std::string_view Responder::state_str(State s) {
     case State::kNakAccessNotEnabled: return "nak_access_not_enabled";
     case State::kNakAccessRkey: return "nak_access_rkey";
     case State::kNakOperational: return "nak_operational";
+    case State::kNakXrcSrq: return "nak_xrc_srq";
     case State::kDrop: return "drop";
     case State::kDone: return "done";
   }
@@ -80,6 +82,7 @@ void Responder::set_rq_psn(std::uint32_t psn) {
 
 void Responder::reset() {
   last_wqe_reported_ = false;
+  resp_.xrc_srq.reset();
   resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
   for (auto& r : resp_.resources) r.valid = false;
   respq_.queued.clear();  // a turn that is sending finds the queue empty and ends it
@@ -118,7 +121,8 @@ void Responder::receive(Packet&& pkt) {
   // machine without the lock; whatever that entry does not finish, the
   // locked machine runs from the start.
   if (qp_.rc_entries_ && takes_unlocked_entry(pkt) && write_unlocked(pkt)) return;
-  if (qp_.init_.type != QpType::kRc) [[unlikely]]
+  // An XRC TGT QP runs RC's machine (its checks choose the XRC SRQ).
+  if (qp_.init_.type != QpType::kRc && qp_.init_.type != QpType::kXrcTgt) [[unlikely]]
     return qp_.init_.type == QpType::kUd ? receive_datagram(pkt) : receive_uc(pkt);
   FastLock lock(qp_.rq_mu_);
   if (count_refusal(admit(pkt))) return;
@@ -162,6 +166,7 @@ bool Responder::write_unlocked(Packet& pkt) {
 }
 
 void Responder::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32_t psn) {
+  resp.transport = peer_transport(qp_.init_.type);  // an XRC TGT answers an INI
   resp.op = op;
   resp.src_addr = qp_.engine_.address();
   resp.dst_addr = req.src_addr;
@@ -178,6 +183,8 @@ void Responder::respond(const Packet& req, Opcode op, Packet&& resp, std::uint32
 
 void Responder::acknowledge(const Packet& req, std::uint32_t psn) {
   if (resp_.answers_queued.load(std::memory_order_relaxed)) [[unlikely]] return acknowledge_queued(req, psn);
+  // The compact ACK (Link::send_ack) is RC's: an XRC ACK is a Packet.
+  if (qp_.init_.type == QpType::kXrcTgt) [[unlikely]] return respond(req, Opcode::kAck, Packet{}, psn);
   qp_.recv_counters_.responses_sent.bump();
   qp_.engine_.link().send_ack(Ack{qp_.engine_.address(), req.src_addr, qp_.qpn_, req.src_qpn, psn,
                               resp_.msn.load(std::memory_order_relaxed), qp_.udp_sport_});
@@ -197,7 +204,7 @@ void Responder::nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer) {
   }
   respond(req, Opcode::kAck, std::move(m), psn);
   if (code == Syndrome::kInvalidRequest || code == Syndrome::kRemoteAccessError ||
-      code == Syndrome::kRemoteOperationalError) {
+      code == Syndrome::kRemoteOperationalError || code == Syndrome::kInvalidRdRequest) {
     qp_.state_.store(QpState::kErr, std::memory_order_release);
     resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
     flush();
@@ -207,17 +214,23 @@ void Responder::nak(const Packet& req, Syndrome code, std::uint8_t rnr_timer) {
 
 namespace {
 // The AETH syndrome each cause is answered with (IBA 9.7.5.2.5).
+// An XRCETH naming no XRC SRQ of the TGT's domain: Invalid RD Request, the
+// NAK of RD's domain violation (an RDD that does not match, IBA 9.7.5.2.5):
+// the XRC domain is what the RD domain was, and the requester's count
+// (NakCode::kInvalidRdRequest) says it was the SRQ it named, not its rkey
+// or the request's form.
 constexpr Syndrome kNakCauseSyndrome[kNumNakCauses] = {
     Syndrome::kInvalidRequest,      Syndrome::kInvalidRequest,    Syndrome::kInvalidRequest,
     Syndrome::kInvalidRequest,      Syndrome::kInvalidRequest,    Syndrome::kInvalidRequest,
     Syndrome::kRemoteAccessError,   Syndrome::kRemoteAccessError, Syndrome::kRemoteOperationalError,
+    Syndrome::kInvalidRdRequest,
 };
 static_assert(kNakCauseSyndrome[static_cast<std::size_t>(NakCause::kAccessNotEnabled)] == Syndrome::kRemoteAccessError);
 // The NAK states are NakCause's values, in order, from kNakInvalidSequence.
-static_assert(static_cast<std::size_t>(Responder::State::kNakOperational) -
+static_assert(static_cast<std::size_t>(Responder::State::kNakXrcSrq) -
                   static_cast<std::size_t>(Responder::State::kNakInvalidSequence) ==
-              static_cast<std::size_t>(NakCause::kOperationalPlacement));
-static_assert(static_cast<std::size_t>(NakCause::kOperationalPlacement) + 1 == kNumNakCauses);
+              static_cast<std::size_t>(NakCause::kXrcSrqRefused));
+static_assert(static_cast<std::size_t>(NakCause::kXrcSrqRefused) + 1 == kNumNakCauses);
 static_assert(kNakCauseSyndrome[static_cast<std::size_t>(NakCause::kOperationalPlacement)] ==
               Syndrome::kRemoteOperationalError);
 }  // namespace
@@ -233,11 +246,24 @@ void Responder::advance_expected(std::uint32_t next_psn) {
 }
 
 void Responder::execute(Packet& pkt) {
+  execute_states(pkt);
+  // An XRC TGT lets go of the SRQ its message named once the message is
+  // done and no receive of it is held: a destroyed SRQ (and its CQ) is not
+  // kept alive by the QP that last received into it.
+  if (qp_.init_.type == QpType::kXrcTgt && resp_.xrc_srq &&
+      resp_.in_message.load(std::memory_order_relaxed) == ResponderState::InMessage::kNone && qp_.rq_.empty()) {
+    resp_.xrc_srq.reset();
+    qp_.rq_.select_srq(nullptr);
+  }
+}
+
+void Responder::execute_states(Packet& pkt) {
   State s = State::kCheckPsn;
   while (s != State::kDone) {
     switch (s) {
       case State::kCheckPsn: s = check_psn(pkt); break;
       case State::kCheckOpSequence: s = check_op_sequence(pkt); break;
+      case State::kCheckXrcSrq: s = check_xrc_srq(pkt); break;
       case State::kCheckLength: s = check_length(pkt); break;
       case State::kCheckResources: s = check_resources(pkt); break;
       case State::kExecuteSend: s = execute_send(pkt); break;
@@ -264,6 +290,7 @@ void Responder::execute(Packet& pkt) {
       case State::kNakAccessNotEnabled:
       case State::kNakAccessRkey:
       case State::kNakOperational:
+      case State::kNakXrcSrq:
         nak_fatal(pkt, static_cast<NakCause>(static_cast<std::uint8_t>(s) -
                                              static_cast<std::uint8_t>(State::kNakInvalidSequence)));
         s = State::kDone;
@@ -296,9 +323,26 @@ Responder::State Responder::check_psn(const Packet& pkt) const {
 // a message. Anything else (a MIDDLE without its FIRST) is an invalid
 // request (class C, as rxe's missing FIRST/LAST).
 Responder::State Responder::check_op_sequence(const Packet& pkt) const {
-  return continues_sequence(resp_.in_message.load(std::memory_order_relaxed), pkt.op)
-             ? State::kCheckLength
-             : State::kNakInvalidSequence;
+  if (!continues_sequence(resp_.in_message.load(std::memory_order_relaxed), pkt.op)) return State::kNakInvalidSequence;
+  return qp_.init_.type == QpType::kXrcTgt ? State::kCheckXrcSrq : State::kCheckLength;
+}
+
+// IBA A14.4.1: each XRC request carries the XRC SRQ it is for; the SRQ must
+// be an XRC SRQ of this device in the TGT QP's XRC domain (the domain is
+// the boundary an INI may reach through a TGT). A message keeps the SRQ its
+// first packet named: the XRCETH of the packets that follow is not read
+// again. A refusal places nothing and ends the QP (nak_fatal).
+Responder::State Responder::check_xrc_srq(const Packet& pkt) {
+  if (!starts_message(pkt.op)) return resp_.xrc_srq ? State::kCheckLength : State::kNakXrcSrq;
+  std::shared_ptr<Srq> srq = qp_.engine_.find_xrc_srq(pkt.xrc_srqn);
+  if (!srq || srq->xrcdn() != qp_.init_.xrcdn) return State::kNakXrcSrq;
+  qp_.rq_.select_srq(srq);
+  resp_.xrc_srq = std::move(srq);
+  return State::kCheckLength;
+}
+
+std::uint32_t Responder::request_pdn() const {
+  return qp_.init_.type == QpType::kXrcTgt && resp_.xrc_srq ? resp_.xrc_srq->pdn() : qp_.init_.pdn;
 }
 
 // IBA 9.7.5.1.4 (length checks): FIRST and MIDDLE carry exactly the path
@@ -403,7 +447,7 @@ Responder::State Responder::execute_send(Packet& pkt) {
     // If not, we choose (and IBA's class C handling allows) NAK Invalid
     // Request: the sender sees kRemInvReqErr, the receive completes with
     // kMemMgmtOpErr carrying the key, and both QPs go to error.
-    if (!qp_.tables_.local_invalidate(pkt.imm, qp_.init_.pdn, qp_.qpn())) {
+    if (!qp_.tables_.local_invalidate(pkt.imm, request_pdn(), qp_.qpn())) {
       complete_recv(done, WcStatus::kMemMgmtOpErr, WcOpcode::kRecv, byte_len, pkt.imm, WC_WITH_INVALIDATE,
                     pkt.src_qpn);
       return State::kNakInvalidInvalidate;
@@ -438,11 +482,13 @@ Responder::State Responder::execute_write(Packet& pkt) {
     resp_.offset = 0;
   }
   const std::uint32_t rkey = whole ? pkt.rkey : resp_.write_rkey;
+  // (The unlocked entry runs this too, never for an XRC TGT: rc_entries_.)
+  const std::uint32_t pdn = qp_.init_.type == QpType::kXrcTgt ? request_pdn() : qp_.init_.pdn;
   const std::uint64_t va = whole ? pkt.va : resp_.write_va + resp_.offset;
   const bool placed = [&] {
     TranslationWindow window(rkey);
     auto t =
-        qp_.tables_.translate(rkey, va, pkt.payload_length, ACCESS_REMOTE_WRITE, qp_.init_.pdn, qp_.qpn());
+        qp_.tables_.translate(rkey, va, pkt.payload_length, ACCESS_REMOTE_WRITE, pdn, qp_.qpn());
     if (!t) return false;
     if (is_atomic_write(pkt.op)) [[unlikely]] {
       // Its 8 bytes as one store, never torn for a reader of the word (8
@@ -483,8 +529,10 @@ Responder::State Responder::execute_write(Packet& pkt) {
 // answered packet by packet; its PSNs are the responses'.
 Responder::State Responder::execute_read(Packet& pkt) {
   if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_READ)) return State::kNakAccessNotEnabled;
-  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return State::kNakAccessRkey;
+  const std::uint32_t pdn = request_pdn();
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length, pdn)) return State::kNakAccessRkey;
   RdAtomicResource& res = take_resource();
+  res.pdn = pdn;
   res.atomic = false;
   res.first_psn = pkt.psn;
   res.last_psn = psn_add(pkt.psn, packets_for(pkt.dma_length, resp_.mtu.load(std::memory_order_relaxed)) - 1);
@@ -499,7 +547,7 @@ Responder::State Responder::execute_read(Packet& pkt) {
 }
 
 bool Responder::send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
-                             std::uint32_t length) {
+                             std::uint32_t length, std::uint32_t pdn) {
   // The key, access and bounds are checked for every READ, a duplicate's
   // too: an rkey invalidated since the first answer answers nothing more.
   // The responses' payload is the MR's memory, read when the link hands it
@@ -509,7 +557,7 @@ bool Responder::send_read_responses(const Packet& req, std::uint32_t first_psn, 
   const std::uint32_t mtu = resp_.mtu.load(std::memory_order_relaxed);
   const std::uint32_t n = packets_for(length, mtu);
   const ReadTrain train{req.src_addr, req.src_qpn, first_psn, n, 0, va, rkey, length, mtu,
-                        resp_.msn.load(std::memory_order_relaxed)};
+                        resp_.msn.load(std::memory_order_relaxed), pdn};
   if (!qp_.trains_) {
     // A link of single packets: never more than a burst here, on the
     // thread that received the request.
@@ -523,7 +571,7 @@ bool Responder::send_read_responses(const Packet& req, std::uint32_t first_psn, 
   // requester's completer copies.
   TranslationWindow window(rkey);
   SendBatch batch(qp_.engine_.link(), SendBatch::kOrdered);
-  auto t = qp_.tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, qp_.init_.pdn, qp_.qpn());
+  auto t = qp_.tables_.translate(rkey, va, length, ACCESS_REMOTE_READ, pdn, qp_.qpn());
   if (!t) return false;
   Packet r;
   t->for_each_piece([&](MemPiece p) { r.payload.push_back(p); });
@@ -543,7 +591,7 @@ Responder::State Responder::execute_atomic(Packet& pkt) {
   std::uint64_t orig = 0;
   const bool executed = [&] {
     TranslationWindow window(pkt.rkey);
-    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, qp_.init_.pdn, qp_.qpn());
+    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, request_pdn(), qp_.qpn());
     if (!t) return false;
     std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
     // A zero-based region (device memory) may put an aligned iova on an
@@ -593,7 +641,7 @@ Responder::State Responder::acknowledge_state(Packet& pkt) {
 // the receive batch (the ordered batch ends with it). UC has no ACK (its
 // caller moves the PSN on).
 void Responder::acknowledge_before_completion(Packet& pkt) {
-  if (qp_.init_.type != QpType::kRc) return;
+  if (qp_.init_.type != QpType::kRc && qp_.init_.type != QpType::kXrcTgt) return;
   SendBatch now(qp_.engine_.link(), SendBatch::kOrdered);
   acknowledge_state(pkt);
 }
@@ -630,7 +678,7 @@ Responder::State Responder::duplicate(Packet& pkt) {
     qp_.recv_counters_.dropped_rate_limited.bump();
     return State::kDone;
   }
-  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length)) return State::kNakAccessRkey;
+  if (!send_read_responses(pkt, pkt.psn, pkt.va, pkt.rkey, pkt.dma_length, res->pdn)) return State::kNakAccessRkey;
   return State::kDone;
 }
 
@@ -663,7 +711,9 @@ void Responder::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op,
   wc.qp_num = qp_.qpn_;
   wc.qp_context = qp_.init_.qp_context;
   wc.src_qp = src_qp;
-  qp_.push_cqe(*qp_.init_.recv_cq, wc, solicited);
+  // An XRC TGT QP has no CQ: its receives complete on their SRQ's.
+  Cq* cq = qp_.init_.recv_cq ? qp_.init_.recv_cq.get() : qp_.rq_.srq() ? qp_.rq_.srq()->cq().get() : nullptr;
+  if (cq) qp_.push_cqe(*cq, wc, solicited);
 }
 
 void Responder::flush() {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,7 @@
 namespace srdma::hca {
 
 class Qp;
+class Srq;
 
 // The responder's bounds. Where the link takes single packets, a READ's
 // responses go out at most kResponseBurst packets per turn: the first burst
@@ -55,11 +57,12 @@ class Responder {
   // The RC state machine, as rxe's rxe_resp.c: one small function per
   // state, each returning the next; named for tracing.
   enum class State : std::uint8_t {
-    kCheckPsn, kCheckOpSequence, kCheckLength, kCheckResources, kExecuteSend, kExecuteWrite, kExecuteRead,
+    kCheckPsn, kCheckOpSequence, kCheckXrcSrq, kCheckLength, kCheckResources, kExecuteSend, kExecuteWrite, kExecuteRead,
     kExecuteAtomic, kAcknowledge, kDuplicate, kNakSequence, kNakRnr,
     // The class C NAKs, one state per cause, in NakCause's order.
     kNakInvalidSequence, kNakInvalidLength, kNakInvalidNoResources, kNakInvalidRecvTooShort,
     kNakInvalidInvalidate, kNakInvalidUnaligned, kNakAccessNotEnabled, kNakAccessRkey, kNakOperational,
+    kNakXrcSrq,
     kDrop, kDone,
   };
   static std::string_view state_str(State s);
@@ -101,6 +104,7 @@ class Responder {
     std::uint32_t rkey = 0;
     std::uint32_t length = 0;
     std::uint64_t orig = 0;  // an atomic's result
+    std::uint32_t pdn = 0;   // the PD its rkey was checked in (an XRC TGT's: its SRQ's)
   };
   // READ responses still to send: packets [next, n) of the answer to the
   // READ request at `psn` (a new READ, or a duplicate asking again from
@@ -115,6 +119,7 @@ class Responder {
     std::uint32_t length = 0;
     std::uint32_t mtu = 0;
     std::uint32_t msn = 0;
+    std::uint32_t pdn = 0;  // the PD the rkey is checked in (an XRC TGT's: the SRQ's)
   };
   // An answer waiting its turn: the rest of a READ's responses, or a packet
   // (ACK, NAK, atomic ACK) that may not overtake them.
@@ -160,6 +165,9 @@ class Responder {
     std::atomic<std::uint64_t> peer_addr{0};
     std::atomic<std::uint32_t> peer_qpn{0};
     std::atomic<std::uint32_t> qkey{0};  // UD: what a datagram must carry
+    // XRC TGT: the XRC SRQ the message in progress (or the last one) named
+    // in its XRCETH: its receives, its PD for rkeys, its CQ.
+    std::shared_ptr<Srq> xrc_srq;
   };
   // The responder's bounds, guarded by rq_mu_; apart from ResponderState,
   // whose lines every request reads, as these are not.
@@ -217,12 +225,19 @@ class Responder {
   void uc_abandon_message(Counter& why) REQUIRES(rq_mutex(qp_));
   // The RC machine and its states, REQUIRES rq_mu_.
   void execute(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  void execute_states(Packet& pkt) REQUIRES(rq_mutex(qp_));  // the loop; execute() adds XRC's release
   // The checks only read (the states they lead to act): the unlocked
   // entry runs them too.
   State check_psn(const Packet& pkt) const;
   State check_op_sequence(const Packet& pkt) const;
   State check_length(const Packet& pkt) const;
   State check_resources(const Packet& pkt) const REQUIRES(rq_mutex(qp_));
+  // XRC TGT: the XRCETH of a packet that starts a message names an XRC SRQ
+  // of this device in the QP's XRC domain, which the message then uses.
+  State check_xrc_srq(const Packet& pkt) REQUIRES(rq_mutex(qp_));
+  // The PD a request's rkeys and IETH are checked in: the QP's, or an XRC
+  // TGT's, that of the SRQ its message named.
+  std::uint32_t request_pdn() const REQUIRES(rq_mutex(qp_));
   State execute_send(Packet& pkt) REQUIRES(rq_mutex(qp_));
   State execute_write(Packet& pkt) REQUIRES(rq_mutex(qp_));
   State execute_read(Packet& pkt) REQUIRES(rq_mutex(qp_));
@@ -236,7 +251,7 @@ class Responder {
   // it queued behind answers already waiting); false if the rkey does not
   // grant it.
   bool send_read_responses(const Packet& req, std::uint32_t first_psn, std::uint64_t va, std::uint32_t rkey,
-                           std::uint32_t length) REQUIRES(rq_mutex(qp_));
+                           std::uint32_t length, std::uint32_t pdn) REQUIRES(rq_mutex(qp_));
   // send_read_responses() of a READ longer than a burst, or behind answers
   // that wait: the key checked for all of it, then a burst now and the rest
   // queued, or all of it queued.

@@ -17,13 +17,15 @@
 namespace srdma::hca {
 
 void Responder::acknowledge_queued(const Packet& req, std::uint32_t psn) {
-  queue_answer(Ack{qp_.engine_.address(), req.src_addr, qp_.qpn_, req.src_qpn, psn, resp_.msn.load(std::memory_order_relaxed),
-                   qp_.udp_sport_}
-                   .packet());
+  Packet ack = Ack{qp_.engine_.address(), req.src_addr, qp_.qpn_, req.src_qpn, psn,
+                   resp_.msn.load(std::memory_order_relaxed), qp_.udp_sport_}
+                   .packet();
+  ack.transport = peer_transport(qp_.init_.type);
+  queue_answer(std::move(ack));
 }
 
 bool Responder::start_read_train(const ReadTrain& train) {
-  if (!qp_.tables_.translate(train.rkey, train.va, train.length, ACCESS_REMOTE_READ, qp_.init_.pdn, qp_.qpn()))
+  if (!qp_.tables_.translate(train.rkey, train.va, train.length, ACCESS_REMOTE_READ, train.pdn, qp_.qpn()))
     return false;
   if (resp_.answers_queued.load(std::memory_order_relaxed)) {  // behind what waits
     queue_train(train);
@@ -45,13 +47,14 @@ bool Responder::send_read_packets(const ReadTrain& t, std::uint32_t from, std::u
       static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{to} * t.mtu, t.length) - offset);
   TranslationWindow window(t.rkey);
   SendBatch batch(qp_.engine_.link(), SendBatch::kOrdered);
-  auto tr = qp_.tables_.translate(t.rkey, t.va + offset, bytes, ACCESS_REMOTE_READ, qp_.init_.pdn, qp_.qpn());
+  auto tr = qp_.tables_.translate(t.rkey, t.va + offset, bytes, ACCESS_REMOTE_READ, t.pdn, qp_.qpn());
   if (!tr) return false;
   PieceList all;
   tr->for_each_piece([&](MemPiece p) { all.push_back(p); });
   PieceCursor cursor(all);
   for (std::uint32_t i = from; i < to; ++i) {
     Packet r;
+    r.transport = peer_transport(qp_.init_.type);
     r.payload_length =
         static_cast<std::uint32_t>(std::min<std::uint64_t>(t.mtu, t.length - std::uint64_t{i} * t.mtu));
     cursor.take(r.payload_length, r.payload);

@@ -34,7 +34,7 @@ constexpr std::size_t kIcrcPrefixBytes = 8 + kIpv4HeaderBytes + kUdpHeaderBytes;
 constexpr std::size_t kIcrcIpIdOffset = 8 + 4;
 constexpr std::size_t kIpIdBytes = 2;
 
-static_assert(header_bytes(Opcode::kCmpSwap) == kMaxHeaderBytes);
+static_assert(opcode_row(QpType::kXrcTgt, Opcode::kCmpSwap).header_bytes == kMaxHeaderBytes);
 static_assert(opcode_row(QpType::kUd, Opcode::kSendOnlyImm).header_bytes == kBthBytes + kDethBytes + kImmDtBytes);
 static_assert(std::has_single_bit(unsigned{kIcrcIdWindow}), "the ICRC check walks the window in Gray code");
 
@@ -216,11 +216,15 @@ FrameHeaders build_headers(const Packet& p, std::uint16_t pkey) {
   FieldWriter w(h.bytes.data());
   const bool ud = row.has(kOpDeth);
   put_bth(w, wire, p.solicited, h.pad, pkey, p.dst_qpn, p.ack_req && !ud, p.psn);
-  // IBA order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
+  // IBA order: DETH, XRCETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
   if (ud) {
     w.put(p.qkey, 4);
     w.put(0, 1);  // Resv8
     w.put(p.src_qpn & kPsnMask, 3);
+  }
+  if (row.has(kOpXrcEth)) {
+    w.put(0, 1);  // reserved
+    w.put(p.xrc_srqn & kPsnMask, 3);
   }
   if (row.has(kOpReth)) {
     w.put(p.va, 8);
@@ -318,6 +322,10 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
     out.qkey = r.u32();
     r.skip(1);  // Resv8
     out.deth_src_qpn = r.u24();
+  }
+  if (row.has(kOpXrcEth)) {
+    r.skip(1);  // reserved: not ours to read
+    p.xrc_srqn = r.u24();  // whether it names an SRQ of ours is the responder's check
   }
   if (row.has(kOpReth)) {
     p.va = r.u64();

@@ -30,9 +30,10 @@ constexpr std::uint16_t kRoceV2Port = 4791;
 constexpr std::size_t kIcrcBytes = 4;
 constexpr std::size_t kIpv4HeaderBytes = 20;
 constexpr std::size_t kUdpHeaderBytes = 8;
-// BTH + the largest set of extended headers (AtomicETH, 28 bytes).
+// BTH + the largest set of extended headers (an XRC atomic: XRCETH and
+// AtomicETH, 32 bytes).
 constexpr std::size_t kMaxHeaderBytes = max_header_bytes();
-static_assert(kMaxHeaderBytes == kBthBytes + kAtomicEthBytes);
+static_assert(kMaxHeaderBytes == kBthBytes + kXrcEthBytes + kAtomicEthBytes);
 constexpr std::uint16_t kDefaultPkey = 0xffff;
 // The default partition with limited membership, also accepted on receive.
 constexpr std::uint16_t kLimitedDefaultPkey = 0x7fff;

@@ -54,6 +54,7 @@ struct SendWqe {
   std::uint32_t mr_key = 0;
   bool mw_type1_verb = false;
   // UD: the datagram's destination, from the WR and its AH at post time.
+  std::uint32_t xrc_srqn = 0;  // XRC INI: the remote SRQ (XRCETH)
   std::uint64_t ud_dest_addr = 0;
   std::uint32_t ud_qpn = 0;
   std::uint32_t ud_qkey = 0;

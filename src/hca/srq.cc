@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "hca/async_events.h"
+#include "hca/cq.h"
 
 namespace srdma::hca {
 namespace {
@@ -13,11 +14,16 @@ std::size_t ring_size(std::uint32_t max_wr) { return std::bit_ceil(std::max<std:
 }  // namespace
 
 Srq::Srq(std::uint32_t srqn, std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
-         void* context, AsyncEventDispatcher& events)
-    : srqn_(srqn), pdn_(pdn), max_sge_(max_sge), context_(context), events_(events), max_wr_(max_wr),
-      limit_(limit) {
+         void* context, AsyncEventDispatcher& events, XrcBinding xrc)
+    : srqn_(srqn), pdn_(pdn), max_sge_(max_sge), context_(context), xrc_(std::move(xrc)), events_(events),
+      max_wr_(max_wr), limit_(limit) {
+  if (xrc_.cq) xrc_.cq->usecnt.fetch_add(1);
   ring_.resize(ring_size(max_wr));
   for (RecvWqe& r : ring_) r.sges.reserve(max_sge);
+}
+
+Srq::~Srq() {
+  if (xrc_.cq) xrc_.cq->usecnt.fetch_sub(1);
 }
 
 Result<void> Srq::post_recv(const RecvWr* wr, const RecvWr** bad_wr) {

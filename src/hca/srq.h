@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "hca/fast_mutex.h"
@@ -27,15 +28,34 @@
 namespace srdma::hca {
 
 class AsyncEventDispatcher;
+class Cq;
+
+// An XRC SRQ (IBA A14, ibv_create_srq_ex's IBV_SRQT_XRC): the XRC domain
+// it belongs to (a TGT QP of that domain only may receive into it) and the
+// CQ its receives complete on (a TGT QP has none of its own).
+struct SrqXrcBinding {
+  std::uint32_t xrcdn = 0;  // 0: a basic SRQ
+  std::shared_ptr<Cq> cq;
+};
 
 class Srq {
  public:
+  using XrcBinding = SrqXrcBinding;
   // `context` is what the limit event carries (the core's public object).
   Srq(std::uint32_t srqn, std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
-      void* context, AsyncEventDispatcher& events);
+      void* context, AsyncEventDispatcher& events, XrcBinding xrc = {});
+  // An XRC SRQ's CQ is in use (Cq::usecnt, destroy_cq is EBUSY) from
+  // creation until the last holder lets go: the engine, or a TGT QP placing
+  // a message into it after destroy_srq.
+  ~Srq();
+  Srq(const Srq&) = delete;
+  Srq& operator=(const Srq&) = delete;
 
   std::uint32_t srqn() const { return srqn_; }
   std::uint32_t pdn() const { return pdn_; }
+  bool is_xrc() const { return xrc_.xrcdn != 0; }
+  std::uint32_t xrcdn() const { return xrc_.xrcdn; }
+  const std::shared_ptr<Cq>& cq() const { return xrc_.cq; }
   void* context() const { return context_; }
 
   // As QueuePair::post_recv: on error *bad_wr names the first WR not
@@ -67,6 +87,7 @@ class Srq {
   const std::uint32_t pdn_;
   const std::uint32_t max_sge_;
   void* const context_;
+  const XrcBinding xrc_;
   AsyncEventDispatcher& events_;
 
   mutable FastMutex mu_;  // guards everything below

@@ -83,6 +83,10 @@ inline constexpr std::array<WrOpcodeRow, 12> kWrOpcodeTable = [] {
   at(WrOpcode::kAtomicWrite) = {"ATOMIC_WRITE", WrClass::kMessage, kRc, O::kAtomicWrite, O::kAtomicWrite,
                                 O::kAtomicWrite, O::kAtomicWrite};
   at(WrOpcode::kAtomicWrite).wc = WcOpcode::kAtomicWrite;
+  // An XRC INI QP is an RC requester whose WRs also name the remote SRQ: it
+  // sends what RC sends. An XRC TGT QP has no send queue.
+  for (WrOpcodeRow& r : t)
+    if (r.valid_on(QpType::kRc)) r.qp_types |= qp_type_bit(QpType::kXrcIni);
   return t;
 }();
 
@@ -114,6 +118,8 @@ static_assert(wr_row(WrOpcode::kLocalInv).wc == WcOpcode::kLocalInv);
 static_assert(is_rd_atomic(WrOpcode::kRdmaRead) && is_rd_atomic(WrOpcode::kAtomicFetchAndAdd) &&
               !is_rd_atomic(WrOpcode::kRdmaWrite) && is_local_op(WrOpcode::kRegMr) && !is_local_op(WrOpcode::kSend) &&
               is_message_op(WrOpcode::kRdmaWriteWithImm) && !is_message_op(WrOpcode::kRdmaRead));
+static_assert(wr_row(WrOpcode::kAtomicFetchAndAdd).valid_on(QpType::kXrcIni) &&
+              !wr_row(WrOpcode::kSend).valid_on(QpType::kXrcTgt));
 static_assert(wr_row(WrOpcode::kBindMw).wc == WcOpcode::kBindMw && is_local_op(WrOpcode::kBindMw));
 static_assert(wr_row(WrOpcode::kRdmaWriteWithImm).packet(false, true) == Opcode::kWriteLastImm);
 

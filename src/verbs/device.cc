@@ -167,7 +167,7 @@ void fill_device_attr(Context& ctx, ibv_device_attr& a) {
   a.max_qp_wr = static_cast<int>(d.max_qp_wr);
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SHUTDOWN_PORT |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_SRQ_RESIZE |
-                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a.max_sge = static_cast<int>(d.max_sge);
   a.max_sge_rd = static_cast<int>(d.max_sge);
   a.max_cq = static_cast<int>(d.max_cq);
@@ -235,7 +235,7 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
   full.device_cap_flags_ex = static_cast<unsigned>(full.orig_attr.device_cap_flags) | kDeviceAtomicWrite;
   // On-demand paging: every access through an ODP region faults its pages
   // in (hca/page_fault.h), whatever the transport or the role of the
-  // memory; implicit regions too. No XRC, so no xrc_odp_caps.
+  // memory; implicit regions too, XRC's SRQ receives included.
   const DeviceAttr da = to_ctx(c)->dev.query();
   if (da.on_demand_paging) {
     full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
@@ -246,6 +246,9 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
     full.odp_caps.per_transport_caps.ud_odp_caps =
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+    // XRC receives only through its SRQs (no RECV of its own).
+    full.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                        IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
   }
   full.max_dm_size = da.max_dm_size;
   // CQ moderation is the core's (CompletionQueue::modify), but
@@ -272,6 +275,7 @@ void destroy_leftovers(Context& ctx) {
         case Kind::kAh: delete static_cast<Ah*>(obj); break;
         case Kind::kQp: delete_object(static_cast<Qp*>(obj)); break;
         case Kind::kSrq: delete_object(static_cast<Srq*>(obj)); break;
+        case Kind::kXrcd: delete static_cast<Xrcd*>(obj); break;
         case Kind::kMw: delete static_cast<Mw*>(obj); break;
         case Kind::kMr: delete static_cast<Mr*>(obj); break;
         case Kind::kDm: delete static_cast<Dm*>(obj); break;
@@ -451,6 +455,11 @@ ibv_context* open_context(const char* verb, std::shared_ptr<CommandFile> file, i
   ctx->vctx.create_cq_ex = create_cq_ex_op;
   ctx->vctx.query_rt_values = query_rt_values_op;
   ctx->vctx.create_qp_ex = create_qp_ex_op;
+  ctx->vctx.open_xrcd = open_xrcd_op;
+  ctx->vctx.close_xrcd = close_xrcd_op;
+  ctx->vctx.create_srq_ex = create_srq_ex_op;
+  ctx->vctx.get_srq_num = get_srq_num_op;
+  ctx->vctx.open_qp = open_qp_op;
   ctx->vctx.alloc_td = alloc_td_op;
   ctx->vctx.dealloc_td = dealloc_td_op;
   ctx->vctx.alloc_parent_domain = alloc_parent_domain_op;

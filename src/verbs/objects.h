@@ -32,6 +32,7 @@
 #include "srdma/pd.h"
 #include "srdma/qp.h"
 #include "srdma/srq.h"
+#include "srdma/xrcd.h"
 
 #include "cq_ex.h"
 #include "qp_ex.h"
@@ -43,10 +44,11 @@ struct Context;
 // What a context has handed out, in the order close_device destroys what
 // the application left behind (a QP before its SRQ and CQs, an MR before
 // its PD, a window before the MR it may be bound to), as the kernel's uverbs
-// cleanup does (and an MR before the device memory it is on, a parent
-// domain's objects before it, a thread domain last).
-enum class Kind { kAh, kQp, kSrq, kMw, kMr, kDm, kCq, kChannel, kPd, kTd };
-inline constexpr std::size_t kKinds = 10;
+// cleanup does (and an MR before the device memory it is on, an SRQ before
+// its XRC domain, a parent domain's objects before it, a thread domain
+// last).
+enum class Kind { kAh, kQp, kSrq, kXrcd, kMw, kMr, kDm, kCq, kChannel, kPd, kTd };
+inline constexpr std::size_t kKinds = 11;
 
 // What a command fd stands for, as the kernel's uverbs file does: the
 // objects made through any context on it. ibv_import_device opens another
@@ -204,6 +206,18 @@ struct Srq {
   ObjectMemory mem;
   static constexpr std::uint64_t kResourceType = kResourceSrq;
 };
+
+// An XRC domain as ibv_open_xrcd hands it out (xrc.cc): each open is its
+// own handle; the handles opened on one file in this process share the
+// domain (the kernel's inode table, per process here).
+struct XrcdShared;
+struct Xrcd {
+  ibv_xrcd ibv;  // what the application holds
+  std::shared_ptr<XrcdShared> shared;
+};
+inline Xrcd* to_xrcd(ibv_xrcd* x) { return reinterpret_cast<Xrcd*>(x); }
+// What an XRC handle stands for in the core (xrc.cc).
+XrcDomain& xrcd_core(ibv_xrcd* x);
 
 struct Ah {
   ibv_ah ibv;

@@ -13,6 +13,15 @@ namespace srdma::verbs {
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// XRC (xrc.cc): the verbs_context slots.
+ibv_xrcd* open_xrcd_op(ibv_context* context, ibv_xrcd_init_attr* attr);
+int close_xrcd_op(ibv_xrcd* xrcd);
+ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* attr);
+int get_srq_num_op(ibv_srq* srq, std::uint32_t* srq_num);
+ibv_qp* open_qp_op(ibv_context* context, ibv_qp_open_attr* attr);
+// ibv_create_srq's work, and ibv_create_srq_ex's with an XRCD and CQ (both
+// or neither): the wrapper, or NULL with errno set.
+ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrcd* xrcd, ibv_cq* cq);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 

@@ -47,8 +47,9 @@ Result<WrOpcode> wr_opcode(ibv_wr_opcode op) {
   return make_error(EINVAL, "unknown opcode");
 }
 
-Result<SendWr> to_send_wr(const ibv_send_wr& in, bool ud) {
+Result<SendWr> to_send_wr(const ibv_send_wr& in, bool ud, bool xrc) {
   SendWr out;
+  if (xrc) out.xrc.remote_srqn = in.qp_type.xrc.remote_srqn;  // (the union is the WR's only on XRC_SEND)
   auto op = wr_opcode(in.opcode);
   if (!op) return std::unexpected(op.error());
   constexpr unsigned known = IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE;
@@ -199,9 +200,9 @@ Result<QpAttr> to_core_attr(const Context& ctx, const ibv_qp_attr& a, int mask) 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (!qp || !bad_wr) return fail("ibv_post_send", EINVAL, "NULL QP or bad_wr");
   QueuePair& core = *to_qp(qp)->core;
-  const bool ud = qp->qp_type == IBV_QPT_UD;
+  const bool ud = qp->qp_type == IBV_QPT_UD, xrc = qp->qp_type == IBV_QPT_XRC_SEND;
   return post_list<SendWr>(
-      "ibv_post_send", wr, bad_wr, [ud](const ibv_send_wr& w) { return to_send_wr(w, ud); },
+      "ibv_post_send", wr, bad_wr, [ud, xrc](const ibv_send_wr& w) { return to_send_wr(w, ud, xrc); },
       [&](const SendWr& first, const SendWr** bad) { return core.post_send(first, bad); });
 }
 
@@ -219,25 +220,30 @@ Qp* make_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
     case IBV_QPT_RC: type = QpType::kRc; break;
     case IBV_QPT_UC: type = QpType::kUc; break;
     case IBV_QPT_UD: type = QpType::kUd; break;
-    case IBV_QPT_RAW_PACKET:
-    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_SEND: type = QpType::kXrcIni; break;
     case IBV_QPT_XRC_RECV:
+      return fail_null<Qp>(verb, EINVAL, "an XRC_RECV QP is made by ibv_create_qp_ex with an XRCD, not a PD");
+    case IBV_QPT_RAW_PACKET:
     case IBV_QPT_DRIVER:
-    default: return fail_null<Qp>(verb, EOPNOTSUPP, "RC, UC and UD queue pairs only (no XRC, raw packet)");
+    default: return fail_null<Qp>(verb, EOPNOTSUPP, "RC, UC, UD and XRC queue pairs only (no raw packet)");
   }
-  if (!init->send_cq || !init->recv_cq) return fail_null<Qp>(verb, EINVAL, "a QP needs both CQs");
+  const bool ini = type == QpType::kXrcIni;
+  // An XRC_SEND QP has no receive side: its recv_cq, if given, is not used
+  // (as libibverbs' providers ignore it).
+  if (!init->send_cq || (!init->recv_cq && !ini)) return fail_null<Qp>(verb, EINVAL, "a QP needs both CQs");
+  if (ini && init->srq) return fail_null<Qp>(verb, EINVAL, "an XRC_SEND QP has no receive side: no SRQ");
   auto* qp = new_object<Qp>(pd);
   if (qp) std::memset(&qp->ex, 0, sizeof qp->ex);
   if (!qp) return fail_null<Qp>(verb, ENOMEM, "out of memory");
   QpInitAttr attr;
   attr.send_cq = to_cq(init->send_cq)->core.get();
-  attr.recv_cq = to_cq(init->recv_cq)->core.get();
+  attr.recv_cq = ini ? nullptr : to_cq(init->recv_cq)->core.get();
   // verbs allows an empty queue (qperf's receiver has no sends); the core
   // wants at least one entry, which costs nothing.
   attr.cap.max_send_wr = std::max(init->cap.max_send_wr, 1u);
-  attr.cap.max_recv_wr = std::max(init->cap.max_recv_wr, 1u);
+  attr.cap.max_recv_wr = ini ? 0 : std::max(init->cap.max_recv_wr, 1u);
   attr.cap.max_send_sge = std::max(init->cap.max_send_sge, 1u);
-  attr.cap.max_recv_sge = std::max(init->cap.max_recv_sge, 1u);
+  attr.cap.max_recv_sge = ini ? 0 : std::max(init->cap.max_recv_sge, 1u);
   attr.cap.max_inline_data = init->cap.max_inline_data;
   attr.sq_sig_all = init->sq_sig_all != 0;
   attr.qp_type = type;
@@ -258,7 +264,7 @@ Qp* make_qp(const char* verb, ibv_pd* pd, ibv_qp_init_attr* init) {
   q.qp_context = init->qp_context;
   q.pd = pd;
   q.send_cq = init->send_cq;
-  q.recv_cq = init->recv_cq;
+  q.recv_cq = ini ? nullptr : init->recv_cq;
   q.srq = init->srq;
   q.qp_num = qp->core->qp_num();
   q.handle = q.qp_num;

@@ -38,7 +38,9 @@ constexpr std::uint64_t kUcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA
                                  IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW;
 constexpr std::uint64_t kUdOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 constexpr std::uint64_t kNeverOps = IBV_QP_EX_WITH_TSO;
-constexpr std::array<OpsRule, 3> kOpsRules{{{IBV_QPT_RC, kRcOps}, {IBV_QPT_UC, kUcOps}, {IBV_QPT_UD, kUdOps}}};
+// An XRC_SEND QP sends what RC sends.
+constexpr std::array<OpsRule, 4> kOpsRules{
+    {{IBV_QPT_RC, kRcOps}, {IBV_QPT_UC, kUcOps}, {IBV_QPT_UD, kUdOps}, {IBV_QPT_XRC_SEND, kRcOps}}};
 
 constexpr std::uint32_t kKnownInitMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                          IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_XRCD |
@@ -187,8 +189,12 @@ void wr_atomic_write(ibv_qp_ex* qx, std::uint32_t rkey, std::uint64_t addr, cons
   s->inline_data = true;
   s->has_data = true;  // no setter may follow
 }
-void wr_set_xrc_srqn(ibv_qp_ex* qx, std::uint32_t) {
-  if (post_of(qx).started) refuse(post_of(qx), EOPNOTSUPP, "XRC is not supported");
+void wr_set_xrc_srqn(ibv_qp_ex* qx, std::uint32_t remote_srqn) {
+  QpExPost& p = post_of(qx);
+  if (!p.started || p.err) return;
+  if (!p.xrc || p.wrs.empty()) return refuse(p, EINVAL, "ibv_wr_set_xrc_srqn: not an XRC_SEND QP, or no WR built");
+  p.wrs.back().wr.xrc.remote_srqn = remote_srqn;  // 24 bits: the core refuses more
+  p.wrs.back().xrc_srqn_set = true;
 }
 
 void wr_set_ud_addr(ibv_qp_ex* qx, ibv_ah* ah, std::uint32_t remote_qpn, std::uint32_t remote_qkey) {
@@ -297,6 +303,10 @@ int wr_complete(ibv_qp_ex* qx) {
         r = fail("ibv_wr_complete", EINVAL, "a UD WR without ibv_wr_set_ud_addr");
         break;
       }
+      if (p.xrc && !s.xrc_srqn_set) {
+        r = fail("ibv_wr_complete", EINVAL, "an XRC_SEND WR without ibv_wr_set_xrc_srqn");
+        break;
+      }
       s.wr.next = i + 1 < p.wrs.size() ? &p.wrs[i + 1].wr : nullptr;
     }
     if (r == 0) {
@@ -319,12 +329,15 @@ ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   constexpr const char* verb = "ibv_create_qp_ex";
   if (!context || !attr) return fail_null<ibv_qp>(verb, EINVAL, "NULL context or attribute");
   if (attr->comp_mask & ~kKnownInitMask) return fail_null<ibv_qp>(verb, EINVAL, "unknown comp_mask bits");
+  if (attr->comp_mask & (IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
+    return fail_null<ibv_qp>(verb, EOPNOTSUPP, "TSO and RSS (raw packet) QPs are not supported");
+  // An XRC_RECV QP is of an XRC domain, not of a PD; no other QP has one.
+  if (attr->qp_type == IBV_QPT_XRC_RECV) return create_xrc_recv_qp(context, attr);
+  if (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD)
+    return fail_null<ibv_qp>(verb, EINVAL, "only an XRC_RECV QP takes an XRCD (IBV_QP_INIT_ATTR_XRCD)");
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd)
     return fail_null<ibv_qp>(verb, EINVAL, "a QP needs a PD (IBV_QP_INIT_ATTR_PD)");
   if (attr->pd->context != context) return fail_null<ibv_qp>(verb, EINVAL, "the PD is of another context");
-  if (attr->comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
-                         IBV_QP_INIT_ATTR_RX_HASH))
-    return fail_null<ibv_qp>(verb, EOPNOTSUPP, "XRC, TSO and RSS (raw packet) QPs are not supported");
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
     return fail_null<ibv_qp>(verb, EOPNOTSUPP, "no create_flags are supported");
   const bool with_ops = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
@@ -350,6 +363,7 @@ ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!post) return &qp->ibv;
   post->ops = ops;
   post->ud = attr->qp_type == IBV_QPT_UD;
+  post->xrc = attr->qp_type == IBV_QPT_XRC_SEND;
   post->max_send_wr = qp->caps.max_send_wr;
   post->max_send_sge = qp->caps.max_send_sge;
   post->max_inline = qp->caps.max_inline_data;

@@ -22,6 +22,7 @@ struct QpExPost {
     std::uint32_t sge_first = 0;
     bool inline_data = false;  // its one SGE's addr is an offset into `inline_bytes`
     bool has_data = false;
+    bool xrc_srqn_set = false;  // XRC_SEND: ibv_wr_set_xrc_srqn named the remote SRQ
   };
   std::mutex mu;  // held from wr_start to wr_complete / wr_abort
   bool started = false;
@@ -32,9 +33,12 @@ struct QpExPost {
   const char* why = nullptr;
   std::uint64_t ops = 0;  // send_ops_flags
   bool ud = false;
+  bool xrc = false;  // an XRC_SEND QP: each WR names its remote SRQ
   std::uint32_t max_send_wr = 0, max_send_sge = 0, max_inline = 0;
 };
 
 ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr);
+// ibv_create_qp_ex of an XRC_RECV QP (xrc.cc): in the XRCD attr names.
+ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
 
 }  // namespace srdma::verbs

@@ -21,24 +21,25 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   });
 }
 
-}  // namespace srdma::verbs
-
-extern "C" {
-
-ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
-  if (!pd || !init) return fail_null<ibv_srq>("ibv_create_srq", EINVAL, "NULL PD or init_attr");
+ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrcd* xrcd, ibv_cq* cq) {
+  if (!pd || !init) return fail_null<ibv_srq>(verb, EINVAL, "NULL PD or init_attr");
+  if (!xrcd != !cq) return fail_null<ibv_srq>(verb, EINVAL, "an XRC SRQ needs both an XRCD and a CQ");
   auto* srq = new_object<Srq>(pd);
-  if (!srq) return fail_null<ibv_srq>("ibv_create_srq", ENOMEM, "out of memory");
+  if (!srq) return fail_null<ibv_srq>(verb, ENOMEM, "out of memory");
   SrqInitAttr attr;
   attr.max_wr = init->attr.max_wr;
   attr.max_sge = std::max(init->attr.max_sge, 1u);
   attr.srq_limit = init->attr.srq_limit;
   attr.srq_context = srq;  // the limit event finds the wrapper through it
+  if (xrcd) {
+    attr.xrcd = &xrcd_core(xrcd);
+    attr.cq = to_cq(cq)->core.get();
+  }
   SignalsBlocked quiet;
   auto core = pd_core(pd).create_srq(attr);
   if (!core) {
     delete_object(srq);
-    return fail_null<ibv_srq>("ibv_create_srq", core.error());
+    return fail_null<ibv_srq>(verb, core.error());
   }
   srq->core = std::move(*core);
   const SrqAttr got = srq->core->query();
@@ -52,6 +53,14 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
   pthread_cond_init(&srq->ibv.cond, nullptr);
   to_ctx(pd->context)->adopt(Kind::kSrq, srq);
   return &srq->ibv;
+}
+
+}  // namespace srdma::verbs
+
+extern "C" {
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+  return make_srq("ibv_create_srq", pd, init, nullptr, nullptr);
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
