@@ -589,9 +589,10 @@ Responder::State Responder::execute_atomic(Packet& pkt) {
   if (!(resp_.access.load(std::memory_order_relaxed) & ACCESS_REMOTE_ATOMIC)) return State::kNakAccessNotEnabled;
   if (pkt.va % 8 != 0) return State::kNakInvalidUnaligned;
   std::uint64_t orig = 0;
+  const std::uint32_t pdn = request_pdn();  // (read here: the lambda below is not seen to hold rq_mu_)
   const bool executed = [&] {
     TranslationWindow window(pkt.rkey);
-    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, request_pdn(), qp_.qpn());
+    auto t = qp_.tables_.translate(pkt.rkey, pkt.va, 8, ACCESS_REMOTE_ATOMIC, pdn, qp_.qpn());
     if (!t) return false;
     std::byte* target = t->pieces().front().addr;  // 8 aligned bytes never straddle a page
     // A zero-based region (device memory) may put an aligned iova on an
