@@ -100,17 +100,26 @@ bool icrc_matches_reference(std::span<const std::byte> frame) {
 }
 
 // IBA table 38, spelled out apart from the opcode table the parser reads:
-// RC 0x00..0x14, 0x16, 0x17; UC's SENDs and WRITEs 0x20..0x2b; UD SEND ONLY
-// 0x64 (with Immediate 0x65).
+// RC 0x00..0x14, 0x16, 0x17 and IBA 1.5's ATOMIC WRITE 0x1d; UC's SENDs and
+// WRITEs 0x20..0x2b; XRC (transport bits 101) RC's rows, its requests with
+// a 4-byte XRCETH after the BTH; UD SEND ONLY 0x64 (with Immediate 0x65).
 constexpr std::uint8_t kUdSendOnlyWire = 0x64, kUdSendOnlyImmWire = 0x65;
-constexpr bool rc_defined(std::uint8_t v) { return v <= 0x17 && v != 0x15; }
+constexpr std::size_t kXrcEthSize = 4;
+constexpr bool rc_defined(std::uint8_t v) { return (v <= 0x17 && v != 0x15) || v == 0x1d; }
 constexpr bool uc_defined(std::uint8_t v) { return v >= 0x20 && v <= 0x2b; }
+constexpr bool xrc_defined(std::uint8_t v) { return (v & 0xe0) == 0xa0 && rc_defined(v & 0x1f); }
+// RC's responses: READ responses 0x0d..0x10, ACK 0x11, ATOMIC ACK 0x12.
+constexpr bool rc_request(std::uint8_t v) { return !(v >= 0x0d && v <= 0x12); }
 
 bool is_ud(const ParsedFrame& f) { return f.pkt.transport == srdma::QpType::kUd; }
+bool is_xrc(const ParsedFrame& f) {
+  return f.pkt.transport == srdma::QpType::kXrcIni || f.pkt.transport == srdma::QpType::kXrcTgt;
+}
+bool is_xrc_request(const ParsedFrame& f) { return is_xrc(f) && rc_request(static_cast<std::uint8_t>(f.pkt.op)); }
 bool accepted(FrameError e) { return e == FrameError::kNone; }
 
 std::size_t parsed_header_bytes(const ParsedFrame& f, FrameError) {
-  if (!is_ud(f)) return header_bytes(f.pkt.op);
+  if (!is_ud(f)) return header_bytes(f.pkt.op) + (is_xrc_request(f) ? kXrcEthSize : 0);
   return kBthBytes + kDethBytes + (f.pkt.op == Opcode::kSendOnlyImm ? kImmDtBytes : 0);
 }
 
@@ -122,7 +131,9 @@ void check_accepted(std::span<const std::byte> frame, FrameError e, const Parsed
     check(p.op == Opcode::kSendOnly || p.op == Opcode::kSendOnlyImm);
     check(f.deth_src_qpn <= kPsnMask);
   } else {
-    check(rc_defined(opv) && (p.transport == srdma::QpType::kRc || uc_defined(opv | 0x20)));
+    check(rc_defined(opv) && (p.transport == srdma::QpType::kRc || uc_defined(opv | 0x20) || is_xrc(f)));
+    // An XRC request goes to a TGT QP, a response to an INI QP.
+    if (is_xrc(f)) check((p.transport == srdma::QpType::kXrcTgt) == rc_request(opv));
     check(f.qkey == 0 && f.deth_src_qpn == 0);
   }
   check(f.pkey == kDefaultPkey || f.pkey == kLimitedDefaultPkey);
@@ -162,6 +173,8 @@ void check_accepted(std::span<const std::byte> frame, FrameError e, const Parsed
   if (p.syndrome != Syndrome::kRnrNak) check(p.rnr_timer == 0);
   if (p.op != Opcode::kAtomicAck) check(p.atomic_orig == 0);
   if (!has_imm(p.op) && !has_ieth(p.op)) check(p.imm == 0);
+  if (!is_xrc_request(f)) check(p.xrc_srqn == 0);
+  check(p.xrc_srqn <= kPsnMask);
   // The caller's fields: parse_frame() leaves them alone.
   check(p.src_addr == 0 && p.dst_addr == 0 && p.src_qpn == 0 && p.udp_sport == 0);
   check(!p.corrupted && p.owned == nullptr && p.count == 1);
@@ -181,13 +194,14 @@ void check_verdict(std::span<const std::byte> frame, FrameError e) {
   const std::uint16_t pkey = static_cast<std::uint16_t>(u8(2) << 8 | u8(3));
   const bool ud = opcode == kUdSendOnlyWire || opcode == kUdSendOnlyImmWire;
   const bool uc = uc_defined(opcode);
-  const bool known = ud || uc || rc_defined(opcode);
-  const Opcode op = uc                      ? static_cast<Opcode>(opcode & 0x1f)
+  const bool xrc = xrc_defined(opcode);
+  const bool known = ud || uc || xrc || rc_defined(opcode);
+  const Opcode op = uc || xrc               ? static_cast<Opcode>(opcode & 0x1f)
                     : !ud                   ? static_cast<Opcode>(opcode)
                     : opcode == kUdSendOnlyWire ? Opcode::kSendOnly
                                             : Opcode::kSendOnlyImm;
   const std::size_t hdr = !known ? 0 : ud ? kBthBytes + kDethBytes + (opcode == kUdSendOnlyImmWire ? kImmDtBytes : 0)
-                                          : header_bytes(op);
+                                          : header_bytes(op) + (xrc && rc_request(opcode & 0x1f) ? kXrcEthSize : 0);
   const bool headers_fit = known && n - kIcrcBytes >= hdr;
   const std::size_t after = headers_fit ? n - kIcrcBytes - hdr : 0;  // payload and pad
   const std::uint8_t syndrome = headers_fit && !ud && has_aeth(op) ? u8(kBthBytes) : 0;
@@ -255,7 +269,8 @@ FrameError parse_checked(std::span<const std::byte> frame, FrameError unchecked,
 
 // The headers rebuilt from the parse equal the frame's, but for what a
 // receiver ignores or cannot see: BTH M, byte 4 (F, B, Resv6), Resv7, an
-// ACK's credit count, a FETCH ADD's Compare data; for UD also A and Resv8.
+// ACK's credit count, a FETCH ADD's Compare data; for UD also A and Resv8;
+// for an XRC request the XRCETH's reserved byte.
 void check_header_bytes(std::span<const std::byte> frame, const FrameHeaders& h, FrameError e, const ParsedFrame& f) {
   const std::size_t hdr = parsed_header_bytes(f, e);
   check(h.length == hdr);
@@ -266,9 +281,11 @@ void check_header_bytes(std::span<const std::byte> frame, const FrameHeaders& h,
   mask[4] = 0;     // F, B, Resv6
   mask[8] = is_ud(f) ? 0 : 0x80;  // A (UD: never sent), Resv7
   if (is_ud(f)) mask[kBthBytes + 4] = 0;  // Resv8
+  const std::size_t xrceth = is_xrc_request(f) ? kXrcEthSize : 0;
+  if (xrceth) mask[kBthBytes] = 0;  // the XRCETH's reserved byte
   if (has_aeth(f.pkt.op) && f.pkt.syndrome == Syndrome::kAck) mask[kBthBytes] = 0xe0;
   if (f.pkt.op == Opcode::kFetchAdd)
-    for (std::size_t i = kBthBytes + 20; i < kBthBytes + kAtomicEthBytes; ++i) mask[i] = 0;
+    for (std::size_t i = kBthBytes + xrceth + 20; i < kBthBytes + xrceth + kAtomicEthBytes; ++i) mask[i] = 0;
   for (std::size_t i = 0; i < hdr; ++i)
     check(((std::to_integer<std::uint8_t>(frame[i]) ^ std::to_integer<std::uint8_t>(h.bytes[i])) & mask[i]) == 0);
 }
