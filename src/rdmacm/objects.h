@@ -36,6 +36,10 @@ struct DeviceRef {
 };
 // NULL with errno when the device cannot be opened (SRDMA_ADDR).
 DeviceRef* device();
+// host_addrs.cc: whether the device stands for the whole host (no
+// SRDMA_ADDR), and whether `ip` (host order) is one of the host's addresses.
+bool device_stands_for_host();
+bool host_ipv4(std::uint32_t ip);
 
 struct Channel;
 struct Id;

@@ -97,7 +97,13 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     }
     DeviceRef* d = device();
     i.mtu = d->mtu;
-    fill_route_addrs(i, d->ipv4, i.port, dst_ip, ntohs(dst->sin_port));
+    // Another of the host's own addresses is this very device when it
+    // stands for the host (host_addrs.cc). Loopback addresses stay as they
+    // are: with SRDMA_ADDR, 127.0.0.2 is another process's device.
+    std::uint32_t peer = dst_ip;
+    if ((dst_ip >> 24) != 127 && !IN_MULTICAST(dst_ip) && device_stands_for_host() && host_ipv4(dst_ip))
+      peer = d->ipv4;
+    fill_route_addrs(i, d->ipv4, i.port, peer, ntohs(dst->sin_port));
     i.state = State::kAddrResolved;
     queue_event(i, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     sync = i.sync;
