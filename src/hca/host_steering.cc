@@ -49,7 +49,9 @@ constexpr int kMaxMisses = 3;
 // payload, which starts at the BTH).
 constexpr std::uint32_t kBthDestQp = 4;       // a word: 8 bits reserved, then DestQP
 constexpr std::uint32_t kBthDestSlot = 5;     // DestQP's top byte
-constexpr std::uint32_t kMadAttrId = 12 + 8 + 16;   // BTH, DETH, then the MAD header's AttributeID
+constexpr std::uint32_t kMadClass = 12 + 8 + 1;     // BTH, DETH, then the MAD header's MgmtClass
+constexpr std::uint8_t kCmClass = 0x07;              // the CM's MADs (IBA 16.7); other classes: the hash
+constexpr std::uint32_t kMadAttrId = 12 + 8 + 16;   // the MAD header's AttributeID
 constexpr std::uint32_t kMadData = 12 + 8 + 24;      // the CM message
 constexpr std::uint32_t kCmLocalId = kMadData;       // REQ/SIDR_REQ: the sender's ID; SIDR_REP: the requester's
 constexpr std::uint32_t kCmRemoteId = kMadData + 4;  // every later CM message: the receiver's ID
@@ -420,7 +422,7 @@ HostSteering::Verdict HostSteering::admit(std::span<const std::byte> f, std::uin
   const std::uint32_t dest_qp = be32(f.data() + kBthDestQp) & 0xffffff;
   std::uint32_t owner;
   if (dest_qp == kGsiQpn) {
-    if (f.size() < kCmServiceId + 8) return Verdict::kOurs;
+    if (f.size() < kCmServiceId + 8 || std::to_integer<std::uint8_t>(f[kMadClass]) != kCmClass) return Verdict::kOurs;
     const std::uint16_t attr = be16(f.data() + kMadAttrId);
     if (attr == kAttrReq || attr == kAttrSidrReq) {
       owner = service_owner(be64(f.data() + kCmServiceId));
@@ -493,7 +495,10 @@ void HostSteering::rebuild_locked() {
       reg_->slots[s].state.store(0, std::memory_order_relaxed);
   }
   const std::uint32_t gen = reg_->gen.fetch_add(1) + 1;
-  const int ps = static_cast<int>(::syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  // Alone in the group (the common case: one process on its address), our
+  // socket is index 0 and nothing needs asking: no probe reaches the wire.
+  const bool alone = live.size() == 1 && live[0] == slot_;
+  const int ps = alone ? -1 : static_cast<int>(::syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(ip_);
@@ -526,6 +531,7 @@ void HostSteering::rebuild_locked() {
     ++found;
   }
   if (ps >= 0) ::close(ps);
+  if (alone) map.assign(1, static_cast<std::int16_t>(slot_));
   while (!map.empty() && map.back() < 0) map.pop_back();
 
   // The program. Probes go to the index they name; QP1's MADs by service
@@ -541,6 +547,9 @@ void HostSteering::rebuild_locked() {
   prog.jeq(kGsiQpn, 1, 0);
   prog.ja(kData);
   prog.label(kCm);
+  prog.ldb(kMadClass);
+  prog.jeq(kCmClass, 1, 0);
+  prog.ret(kHash);
   prog.ldh(kMadAttrId);
   prog.jeq(kAttrReq, 2, 0);
   prog.jeq(kAttrSidrReq, 1, 0);

@@ -15,7 +15,8 @@
 //   privilege) picks the socket: by the BTH's DestQP top byte; for QP1 (the
 //   CM's MADs) by the ServiceID of a REQ or SIDR_REQ (the registry's table of
 //   listeners) and by the top byte of the communication ID a later MAD
-//   answers. Anything it cannot place goes to the kernel's hash.
+//   answers (MADs of other management classes, and anything else it cannot
+//   place, go to the kernel's hash).
 // - The kernel numbers a group's sockets in join order and moves the last
 //   one into a leaver's hole, and no call tells a socket its index: the
 //   rebuilder learns slot -> index by probing (a datagram with BTH opcode
