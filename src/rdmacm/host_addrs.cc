@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "objects.h"
 
@@ -27,6 +28,34 @@ bool host_ipv4(std::uint32_t ip) {
       found = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr) == ip;
   freeifaddrs(list);
   return found;
+}
+
+bool ipv4_view(const sockaddr* a, std::uint32_t& ip, std::uint16_t& port) {
+  if (a->sa_family == AF_INET) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(a);
+    ip = ntohl(s->sin_addr.s_addr);
+    port = ntohs(s->sin_port);
+    return true;
+  }
+  if (a->sa_family != AF_INET6) return false;
+  const auto* s = reinterpret_cast<const sockaddr_in6*>(a);
+  const in6_addr& v6 = s->sin6_addr;
+  port = ntohs(s->sin6_port);
+  if (IN6_IS_ADDR_UNSPECIFIED(&v6)) {
+    ip = INADDR_ANY;
+    return true;
+  }
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) {
+    ip = INADDR_LOOPBACK;
+    return true;
+  }
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    std::uint32_t be;
+    std::memcpy(&be, &v6.s6_addr[12], 4);
+    ip = ntohl(be);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace srdma::rdmacm

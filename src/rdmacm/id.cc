@@ -66,10 +66,8 @@ namespace {
 // reports the device's: a listener's name (libfabric sends it to the peer)
 // must be one the peer can reach. -1 with errno otherwise.
 int local_ipv4(const char* call, const sockaddr* addr, const DeviceRef& d, std::uint32_t& ip, std::uint16_t& port) {
-  if (addr->sa_family != AF_INET) return fail(call, EAFNOSUPPORT, "IPv4 addresses only");
-  const auto* sin = reinterpret_cast<const sockaddr_in*>(addr);
-  ip = ntohl(sin->sin_addr.s_addr);
-  port = ntohs(sin->sin_port);
+  if (!ipv4_view(addr, ip, port))
+    return fail(call, EAFNOSUPPORT, "IPv4 addresses only (and ::, ::1, ::ffff:a.b.c.d)");
   if (ip == INADDR_ANY || (ip >> 24) == 127 || (device_stands_for_host() && host_ipv4(ip))) ip = d.ipv4;
   if (ip != d.ipv4)
     return fail(call, EADDRNOTAVAIL,
