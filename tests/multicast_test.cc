@@ -5,6 +5,9 @@
 // an address that is not a group, twice, and detaching what is not attached.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -162,6 +165,28 @@ TEST(MulticastTest, RefusalsSayWhy) {
   EXPECT_EQ(u.dev.detach_mcast(q->qp_num(), group).error().code, ENOENT);
   auto qp = p.ud_qp(kQkey);
   EXPECT_EQ(p.dev.attach_mcast(qp->qp_num(), group).error().code, EOPNOTSUPP);
+  EXPECT_EQ(p.dev.query().max_mcast_grp, 0u) << "the in-process link has no multicast";
+}
+
+// The limits the device reports (ibv_query_device's max_mcast_grp and
+// max_mcast_qp_attach) are the ones it keeps.
+TEST(MulticastTest, TheReportedLimitsHold) {
+  LinkNode u(LinkKind::kUdp, 2);
+  const DeviceAttr a = u.dev.query();
+  ASSERT_GT(a.max_mcast_grp, 0u);
+  ASSERT_GT(a.max_mcast_qp_attach, 0u);
+  const std::uint32_t group = test_group() + 2;
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  for (std::uint32_t i = 0; i < a.max_mcast_qp_attach; ++i) {
+    qps.push_back(u.ud_qp(kQkey));
+    ASSERT_TRUE(u.dev.attach_mcast(qps.back()->qp_num(), group)) << i;
+  }
+  qps.push_back(u.ud_qp(kQkey));
+  EXPECT_EQ(u.dev.attach_mcast(qps.back()->qp_num(), group).error().code, ENOMEM);
+  // Groups 239.96-99.g.pid: a socket each.
+  auto nth = [](std::uint32_t g) { return (239u << 24) | ((0x60 + (g >> 8)) << 16) | ((g & 0xff) << 8) | (::getpid() & 0xff); };
+  for (std::uint32_t g = 1; g < a.max_mcast_grp; ++g) ASSERT_TRUE(u.dev.attach_mcast(qps[0]->qp_num(), nth(g))) << g;
+  EXPECT_EQ(u.dev.attach_mcast(qps[0]->qp_num(), nth(a.max_mcast_grp)).error().code, ENOMEM);
 }
 
 }  // namespace

@@ -59,6 +59,9 @@ struct DeviceAttr {
   // fault pages in for the device.
   bool on_demand_paging = false;
   std::uint64_t max_dm_size = 0;  // device memory in all (kMaxDmSize; dm.h)
+  // UD multicast (attach_mcast): RoCEv2 devices only, 0 in process.
+  std::uint32_t max_mcast_grp = 0;
+  std::uint32_t max_mcast_qp_attach = 0;  // QPs per group
 };
 
 // What query_port reports for the device's one port (ib_port_attr's

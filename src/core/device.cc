@@ -91,6 +91,10 @@ DeviceAttr Device::query() const {
   a.max_srq_sge = state_->hca->engine().max_srq_sge();
   a.on_demand_paging = hca::fault_in_available();
   a.max_dm_size = kMaxDmSize;
+  if (state_->hca->udp() != nullptr) {
+    a.max_mcast_grp = hca::UdpLink::kMaxMcastGroups;
+    a.max_mcast_qp_attach = hca::UdpLink::kMaxMcastQpsPerGroup;
+  }
   return a;
 }
 

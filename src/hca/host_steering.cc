@@ -317,7 +317,10 @@ void HostSteering::disown_in_child() {
   // One thread now: a parent thread that held the mutex at fork() is gone,
   // so try it rather than wait for ever.
   std::unique_lock lock(g_members_mu, std::try_to_lock);
-  for (HostSteering* h : members()) h->left_ = true;
+  for (HostSteering* h : members()) {
+    h->left_ = true;
+    h->disowned_.store(true, std::memory_order_relaxed);
+  }
 }
 
 void HostSteering::leave_all_at_exit() {
@@ -457,6 +460,7 @@ int HostSteering::idle_timeout_ms() const {
 }
 
 bool HostSteering::try_rebuild() {
+  if (disowned_.load(std::memory_order_relaxed)) return true;
   std::unique_lock local(rebuild_mu_, std::try_to_lock);
   if (!local.owns_lock()) return false;
   if (!try_lock_mutex()) return false;
@@ -597,6 +601,8 @@ void HostSteering::rebuild_locked() {
 }
 
 Result<void> HostSteering::claim_service(std::uint64_t sid) {
+  if (disowned_.load(std::memory_order_relaxed))
+    return make_error(ENODEV, "the device belongs to the parent process (fork): open one in this process");
   std::lock_guard local(rebuild_mu_);
   lock_mutex();
   if (service_owner(sid) != 0) {
@@ -617,6 +623,7 @@ Result<void> HostSteering::claim_service(std::uint64_t sid) {
 }
 
 void HostSteering::release_service(std::uint64_t sid) {
+  if (disowned_.load(std::memory_order_relaxed)) return;
   std::lock_guard local(rebuild_mu_);
   lock_mutex();
   for (std::uint32_t e = 0; e < kMaxServices; ++e) {

@@ -147,6 +147,7 @@ class HostSteering {
   std::mutex rebuild_mu_;
   Pump pump_;
   bool left_ = false;  // under g_members_mu (host_steering.cc)
+  std::atomic<bool> disowned_{false};  // in a child of fork(): the parent's member, not ours
   std::atomic<bool> stale_{false};        // a packet for another live slot reached us
   std::atomic<bool> services_changed_{false};
   std::atomic<std::int64_t> next_check_{0};

@@ -87,6 +87,10 @@ class UdpLink final : public Link {
   // device's address); its last detach leaves it. EINVAL for a group that
   // is not IPv4 multicast, EEXIST / ENOENT for an attach made already / a
   // detach of none.
+  // ENOMEM beyond kMaxMcastGroups groups (a socket each) or
+  // kMaxMcastQpsPerGroup QPs in one (rxe's per-group figure).
+  static constexpr std::uint32_t kMaxMcastGroups = 256;
+  static constexpr std::uint32_t kMaxMcastQpsPerGroup = 56;
   Result<void> attach_mcast(std::uint32_t group, std::uint32_t qpn);
   Result<void> detach_mcast(std::uint32_t group, std::uint32_t qpn);
 

@@ -50,9 +50,14 @@ ip_mreq membership(std::uint32_t group, std::uint32_t local) {
 Result<void> UdpLink::attach_mcast(std::uint32_t group, std::uint32_t qpn) {
   if (!is_multicast(group)) return make_error(EINVAL, fmt::format("{} is not an IPv4 multicast group", ipv4_str(group)));
   std::lock_guard lock(groups_mu_);
+  if (!groups_.count(group) && groups_.size() >= kMaxMcastGroups)
+    return make_error(ENOMEM, fmt::format("the device has {} multicast groups, its most", kMaxMcastGroups));
   Group& g = groups_[group];
   if (std::find(g.qpns.begin(), g.qpns.end(), qpn) != g.qpns.end())
     return make_error(EEXIST, fmt::format("QP {:#x} is attached to {} already", qpn, ipv4_str(group)));
+  if (g.qpns.size() >= kMaxMcastQpsPerGroup)
+    return make_error(ENOMEM, fmt::format("group {} has {} QPs attached, its most", ipv4_str(group),
+                                          kMaxMcastQpsPerGroup));
   if (g.fd < 0) {
     const int fd = device_udp_socket(SOCK_NONBLOCK);
     if (fd < 0) return make_error(errno, fmt::format("socket() for group {}: {}", ipv4_str(group), errno_text(errno)));

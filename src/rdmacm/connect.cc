@@ -193,6 +193,7 @@ void listen_handler(const srdma_cm_event* e, void* context) {
   }
   std::memset(&n->id, 0, sizeof n->id);
   n->id.verbs = l->id.verbs;
+  n->id.pd = l->id.pd;
   n->id.channel = l->id.channel;
   n->id.context = l->id.context;
   n->id.ps = l->id.ps;

@@ -1,6 +1,8 @@
 // The device behind every ID: softrdma's one device (SRDMA_ADDR), its
 // address from GID 0 (::ffff:a.b.c.d), a default PD and its CM agent
 // reference; and rdma_get_devices.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +24,9 @@ DeviceRef g_dev;
 
 DeviceRef* device() {
   std::lock_guard lock(g_dev_mu);
+  // A child of fork() opens a device of its own (libibverbs does the same):
+  // the parent's is not the child's to use.
+  if (g_dev.verbs && g_dev.pid != ::getpid()) g_dev = DeviceRef{};
   if (g_dev.verbs) return &g_dev;
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
@@ -55,6 +60,7 @@ DeviceRef* device() {
   g_dev.pd = pd;
   g_dev.cm = cm;
   g_dev.verbs = verbs;
+  g_dev.pid = ::getpid();
   return &g_dev;
 }
 

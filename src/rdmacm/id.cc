@@ -90,6 +90,7 @@ int bind_locked(Id& id, const sockaddr* addr, const char* call) {
   if (local_ipv4(call, addr, *d, ip, port)) return -1;
   if (take_port(id, port) < 0) return -1;
   id.id.verbs = d->verbs;
+  id.id.pd = d->pd;  // the device's PD, as librdmacm sets it once the ID has a device
   id.id.port_num = 1;
   fill_route_addrs(id, ip, id.port, 0, 0);
   id.state = State::kBound;

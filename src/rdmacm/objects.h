@@ -11,6 +11,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,6 +35,7 @@ struct DeviceRef {
   std::uint32_t ipv4 = 0;  // host order
   ibv_mtu mtu = IBV_MTU_1024;
   std::uint8_t max_rd_atomic = 1;
+  pid_t pid = 0;  // the process that opened it (fork: device())
 };
 // NULL with errno when the device cannot be opened (SRDMA_ADDR).
 DeviceRef* device();

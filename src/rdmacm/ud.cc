@@ -132,6 +132,7 @@ void sidr_request_received(Id& l, const srdma_cm_event& e, std::unique_lock<std:
   }
   std::memset(&n->id, 0, sizeof n->id);
   n->id.verbs = l.id.verbs;
+  n->id.pd = l.id.pd;
   n->id.channel = l.id.channel;
   n->id.context = l.id.context;
   n->id.ps = l.id.ps;

@@ -60,6 +60,7 @@ ibv_device g_device = [] {
 // The process's device and the contexts open on it.
 std::mutex g_mu;
 Device* g_dev = nullptr;
+pid_t g_dev_pid = 0;  // the process that opened g_dev
 std::vector<Context*> g_contexts;
 
 bool is_open_context(Context* c) {
@@ -184,6 +185,9 @@ void fill_device_attr(Context& ctx, ibv_device_attr& a) {
   a.max_srq = static_cast<int>(d.max_srq);
   a.max_srq_wr = static_cast<int>(d.max_srq_wr);
   a.max_srq_sge = static_cast<int>(d.max_srq_sge);
+  a.max_mcast_grp = static_cast<int>(d.max_mcast_grp);
+  a.max_mcast_qp_attach = static_cast<int>(d.max_mcast_qp_attach);
+  a.max_total_mcast_qp_attach = static_cast<int>(d.max_mcast_grp * d.max_mcast_qp_attach);
   a.max_pkeys = 1;
   a.local_ca_ack_delay = 15;
   a.phys_port_cnt = 1;
@@ -422,6 +426,12 @@ namespace {
 ibv_context* open_context(const char* verb, std::shared_ptr<CommandFile> file, int cmd_fd) {
   SignalsBlocked quiet;  // the device's threads start here
   Device dev;
+  // A child of fork() does not share its parent's device (whose threads
+  // stayed in the parent, and whose host slot the child let go of): its
+  // first context opens a device of its own, as with rdma-core, where a
+  // parent's contexts are of no use in the child. The parent's copy is left
+  // as it is.
+  if (g_dev && g_dev_pid != ::getpid()) g_dev = nullptr;
   if (g_dev) {
     dev = g_dev->share();
   } else {
@@ -435,6 +445,7 @@ ibv_context* open_context(const char* verb, std::shared_ptr<CommandFile> file, i
     dev.set_async_event_handler(dispatch_async_event);
     g_dev = new (std::nothrow) Device(dev.share());
     if (!g_dev) return fail_null<ibv_context>(verb, ENOMEM, "out of memory");
+    g_dev_pid = ::getpid();
   }
   auto* ctx = new (std::nothrow) Context;
   if (!ctx) return fail_null<ibv_context>(verb, ENOMEM, "out of memory");
