@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "rsocket.h"
+#include "srdma_cm_private.h"
 #include "rsocket_dgram.h"
 
 namespace srdma::rdmacm::rs {
@@ -435,7 +436,10 @@ int wait_for(RSocket& rs, std::unique_lock<std::mutex>& lock, bool nonblock, Tes
     pollfd p[2] = {{rs.cq_channel->fd, POLLIN, 0}, {rs.channel->fd, POLLIN, 0}};
     rs.polling = true;
     lock.unlock();
-    (void)poll(p, 2, 5000);  // bounded: rpoll in another thread may take the event
+    // Receiving from the wire meanwhile (srdma_poll_receiving): a plain
+    // poll() here waited for the device's receive thread, which stands
+    // aside for a while after the empty CQ polls just made.
+    (void)srdma_poll_receiving(rs.cq_channel->context, p, 2, 5000);  // bounded: rpoll in another thread may take the event
     lock.lock();
     rs.polling = false;
     take_cq_event(rs);

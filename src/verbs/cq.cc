@@ -1,5 +1,6 @@
 // Completion channels, completion queues, polling and arming.
 #include <fcntl.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <array>
@@ -12,6 +13,7 @@
 #include "objects.h"
 #include "ops.h"
 #include "signals.h"
+#include "srdma_cm_private.h"
 
 using namespace srdma;
 using namespace srdma::verbs;
@@ -155,6 +157,14 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
   *cq = &w->ibv;
   *cq_context = w->ibv.cq_context;
   return 0;
+}
+
+int srdma_poll_receiving(ibv_context* context, pollfd* fds, unsigned long nfds, int timeout) {
+  if (!context || (nfds && !fds)) {
+    fail("srdma_poll_receiving", EINVAL, "NULL argument");
+    return -1;
+  }
+  return to_ctx(context)->dev.poll_receiving(fds, nfds, timeout);
 }
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
