@@ -151,6 +151,9 @@ Result<hca::Cq*> channel_wait_receiving(hca::CompChannel& ch, hca::QueueEngine& 
     cq = ch.get_event(false);
     return cq || cq.error().code != EAGAIN ? 1 : 0;
   };
+  // What this thread receives for the channel it takes itself (taken()
+  // after every batch): its events need not make the fd readable.
+  const hca::CompChannel::Taking taking(ch);
   for (;;) {
     pollfd p{ch.fd(), POLLIN, 0};
     if (p.fd < 0) return ch.get_event(false);  // closed: EBADF
