@@ -163,7 +163,7 @@ next_port() {
 # pair of this run's own (tests bind 127.0.0.x:4791, and LIDs in the
 # library's /16 must not be 0).
 pick_addr_pair() {
-  local net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
+  local net=${SRDMA_TEST_NET:-127.$((RANDOM % 200 + 20))}.$(($$ % 250 + 1))
   IP_A=$net.1
   IP_B=$net.2
 }

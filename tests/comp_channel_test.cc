@@ -159,6 +159,58 @@ TEST(CompChannel, ForgetDropsQueuedEventsOfADestroyedCq) {
   ch->ack_events(&c, 1);
 }
 
+// A blocked consumer that receives for its own channel (a Taking scope)
+// takes the events it makes itself: they do not make the fd readable. What
+// it leaves queued does, once it takes one; and events made by any other
+// thread meanwhile make the fd readable as always.
+TEST(CompChannel, ATakersOwnEventsLeaveTheFdAloneUntilItLeavesSomeQueued) {
+  auto ch = CompChannel::create().value();
+  Cq a(1, 4, nullptr, 0, nullptr), c(2, 4, nullptr, 0, nullptr);
+  {
+    const CompChannel::Taking taking(*ch);
+    ch->notify(&a);
+    EXPECT_FALSE(readable(*ch, 0));
+    EXPECT_EQ(ch->get_event(false).value(), &a);
+    EXPECT_FALSE(readable(*ch, 0));
+
+    ch->notify(&a);
+    ch->notify(&c);
+    EXPECT_FALSE(readable(*ch, 0));
+    EXPECT_EQ(ch->get_event(false).value(), &a);
+    EXPECT_TRUE(readable(*ch, 0));  // c waits: whoever polls the fd sees it
+    EXPECT_EQ(ch->get_event(false).value(), &c);
+    EXPECT_FALSE(readable(*ch, 0));
+
+    std::thread other([&] { ch->notify(&c); });  // not in a Taking scope
+    other.join();
+    EXPECT_TRUE(readable(*ch, 0));
+    EXPECT_EQ(ch->get_event(false).value(), &c);
+    EXPECT_FALSE(readable(*ch, 0));
+  }
+  ch->notify(&a);  // the scope is over
+  EXPECT_TRUE(readable(*ch, 0));
+  EXPECT_EQ(ch->get_event(false).value(), &a);
+  EXPECT_FALSE(readable(*ch, 0));
+
+  {  // a scope for another channel changes nothing for this one
+    auto other = CompChannel::create().value();
+    const CompChannel::Taking taking(*other);
+    ch->notify(&c);
+    EXPECT_TRUE(readable(*ch, 0));
+    EXPECT_EQ(ch->get_event(false).value(), &c);
+  }
+  {  // an unsignalled event that is forgotten leaves nothing to drain
+    const CompChannel::Taking taking(*ch);
+    ch->notify(&a);
+    ch->forget(&a);
+    EXPECT_FALSE(readable(*ch, 0));
+    EXPECT_EQ(ch->get_event(false).error().code, EAGAIN);
+  }
+  ch->ack_events(&a, 3);
+  ch->ack_events(&c, 3);
+  EXPECT_TRUE(ch->close().has_value());
+}
+
 // The ibv_get_cq_event loop of an event-driven consumer (perftest -e),
 // against a producer thread: every CQE is seen exactly once and no wake-up
 // is lost. Run under ThreadSanitizer in CI.

@@ -168,9 +168,10 @@ pp_tcp_listening() {
 # parallel runs do not meet: ip_a=127.X.Y.1 and ip_b=127.X.Y.2 (all of
 # 127/8 is on lo; X >= 20 keeps clear of the other tests' 127.0.0.x; Y >= 1:
 # LIDs (Y << 8 | 1, 2) are not 0), and 64 TCP ports from PORT_BASE plus the
-# PID's share, handed out by pp_next_port.
+# PID's share, handed out by pp_next_port. SRDMA_TEST_NET (say 127.215)
+# fixes 127.X for a run that must stay in a range of its own.
 pp_programs_addresses() {
-  net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
+  net=${SRDMA_TEST_NET:-127.$((RANDOM % 200 + 20))}.$(($$ % 250 + 1))
   ip_a=$net.1
   ip_b=$net.2
   port_base=$(($1 + ($$ % 500) * 64))

@@ -52,7 +52,7 @@ fi
 
 logs=$(mktemp -d)
 [[ ${PP_KEEP:-} ]] || trap 'rm -rf "$logs"' EXIT
-net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
+net=${SRDMA_TEST_NET:-127.$((RANDOM % 200 + 20))}.$(($$ % 250 + 1))
 ip_a=$net.1
 ip_b=$net.2
 ip_nobody=$net.3

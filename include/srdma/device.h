@@ -26,6 +26,8 @@
 #include "srdma/usage.h"
 #include "srdma/xrcd.h"
 
+struct pollfd;
+
 namespace srdma {
 
 namespace detail {
@@ -143,6 +145,15 @@ class Device {
   // a spinning consumer is the receiver (an empty CQ poll does the same).
   // The in-process link delivers by itself: 0.
   int progress();
+  // poll(2) on `fds` that, on a wire received by polling (the RoCEv2
+  // link), receives from the wire in the calling thread while it waits, as
+  // a consumer blocked in CompChannel::get_event does: a completion the
+  // arriving packets make, and its channel's event, are made by this
+  // thread, with no hop through the receive thread (which stands aside
+  // for a consumer that polls, so a plain poll(2) on a channel's fd after
+  // an empty CQ poll waited for its next look, 100 us). poll's result and
+  // errno (EINTR when a signal ends the wait); `timeout_ms` as poll's.
+  int poll_receiving(::pollfd* fds, std::size_t nfds, int timeout_ms);
   WireStats wire_stats() const;
   std::vector<TableUsage> table_usage() const;
   std::vector<BuddyUsage> buddy_usage() const;

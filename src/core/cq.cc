@@ -2,10 +2,13 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -92,26 +95,76 @@ namespace {
 // made an event-driven round trip cost twice or four times a polled one).
 // Whatever else arrives is delivered as a polling consumer's would be; the
 // receive thread takes over again once this one stops polling.
-Result<hca::Cq*> wait_receiving(hca::CompChannel& ch, hca::QueueEngine& engine) {
+//
+// Waits until ready() answers non-zero (that is returned) or one of `fds`
+// (the caller's; the link's fd is poll()ed beside them) is ready (their
+// count is returned, revents set), receiving what the wire holds in this
+// thread meanwhile; ready() is asked first and after every batch received.
+// -1 with errno when poll(2) fails (EINTR: a signal); 0 when `timeout_ms`
+// (poll's meaning) passes.
+template <class Ready>
+int wait_receiving(hca::QueueEngine& engine, pollfd* fds, std::size_t nfds, int timeout_ms, Ready ready) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(timeout_ms) : Clock::time_point{};
+  std::array<pollfd, 8> small;
+  std::vector<pollfd> big;
+  pollfd* all = small.data();
+  if (nfds + 1 > small.size()) {
+    big.resize(nfds + 1);
+    all = big.data();
+  }
   bool wire_busy = false;  // the wire had something, and another thread was receiving it
   for (;;) {
-    auto cq = ch.get_event(false);
-    if (cq || cq.error().code != EAGAIN) return cq;
+    if (const int r = ready(); r != 0) return r;
     if (engine.poll_link() > 0) {
       wire_busy = false;
-      continue;  // what arrived may have made the event
+      continue;  // what arrived may have made it ready
+    }
+    int wait = timeout_ms;
+    if (timeout_ms > 0) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return 0;
+      wait = static_cast<int>(left);
+    } else if (timeout_ms == 0) {
+      return 0;
     }
     if (wire_busy) std::this_thread::yield();  // let the thread receiving finish
     engine.flush_link();  // answers this thread deferred leave before it sleeps
-    std::array<pollfd, 2> fds{{{ch.fd(), POLLIN, 0}, {engine.link_rx_fd(), POLLIN, 0}}};
-    if (fds[0].fd < 0) return ch.get_event(false);  // closed: EBADF
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    std::copy_n(fds, nfds, all);
+    all[nfds] = {engine.link_rx_fd(), POLLIN, 0};
+    const int n = ::poll(all, static_cast<nfds_t>(nfds + 1), wait);
+    if (n < 0) return -1;
+    int user = 0;
+    for (std::size_t i = 0; i < nfds; ++i) {
+      fds[i].revents = all[i].revents;
+      if (all[i].revents) ++user;
+    }
+    if (user > 0) return user;
+    wire_busy = (all[nfds].revents & POLLIN) != 0;
+  }
+}
+
+Result<hca::Cq*> channel_wait_receiving(hca::CompChannel& ch, hca::QueueEngine& engine) {
+  Result<hca::Cq*> cq = make_error(EAGAIN, "");
+  const auto taken = [&] {
+    cq = ch.get_event(false);
+    return cq || cq.error().code != EAGAIN ? 1 : 0;
+  };
+  // What this thread receives for the channel it takes itself (taken()
+  // after every batch): its events need not make the fd readable.
+  const hca::CompChannel::Taking taking(ch);
+  for (;;) {
+    pollfd p{ch.fd(), POLLIN, 0};
+    if (p.fd < 0) return ch.get_event(false);  // closed: EBADF
+    const int r = wait_receiving(engine, &p, 1, -1, taken);
+    if (r < 0) {
       // A signal ends the wait, as it ends libibverbs' read(2) of the fd.
       const int err = errno;
       if (err == EINTR) return make_error(EINTR, "get_cq_event: interrupted by a signal");
       return make_error(err, fmt::format("get_cq_event: poll: {}", std::strerror(err)));
     }
-    wire_busy = (fds[1].revents & POLLIN) != 0 && (fds[0].revents & POLLIN) == 0;
+    if (cq) return cq;  // else the fd fired: take the event on the next turn
   }
 }
 
@@ -120,7 +173,7 @@ Result<hca::Cq*> wait_receiving(hca::CompChannel& ch, hca::QueueEngine& engine) 
 Result<CompletionQueue*> CompChannel::get_event(bool block) {
   hca::QueueEngine* engine = state_->hca ? &state_->hca->engine() : nullptr;
   const bool receive = block && engine != nullptr && engine->link_is_polled() && engine->link_rx_fd() >= 0;
-  auto cq = receive ? wait_receiving(*state_->channel, *engine) : state_->channel->get_event(block);
+  auto cq = receive ? channel_wait_receiving(*state_->channel, *engine) : state_->channel->get_event(block);
   if (!cq) return std::unexpected(cq.error());
   // The device CQ's context is its public object (set by create_cq).
   return static_cast<CompletionQueue*>((*cq)->context());
@@ -132,6 +185,12 @@ std::uint64_t CompChannel::unacked(const CompletionQueue& cq) const {
 
 void CompChannel::ack_events(CompletionQueue& cq, unsigned n) {
   state_->channel->ack_events(cq.state_->cq.get(), n);
+}
+
+int Device::poll_receiving(pollfd* fds, std::size_t nfds, int timeout_ms) {
+  hca::QueueEngine& engine = state_->hca->engine();
+  if (!engine.link_is_polled() || engine.link_rx_fd() < 0) return ::poll(fds, static_cast<nfds_t>(nfds), timeout_ms);
+  return wait_receiving(engine, fds, nfds, timeout_ms, [&] { return ::poll(fds, static_cast<nfds_t>(nfds), 0); });
 }
 
 Result<std::unique_ptr<CompChannel>> Device::create_comp_channel() {

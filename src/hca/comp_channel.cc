@@ -30,16 +30,29 @@ int CompChannel::fd() const {
   return fd_;
 }
 
+thread_local const CompChannel* CompChannel::taker_ = nullptr;
+
+void CompChannel::signal_locked() {
+  if (signalled_) return;
+  const std::uint64_t one = 1;
+  // Cannot fail short of a counter overflow, which one pending 1 excludes.
+  [[maybe_unused]] const ssize_t r = ::write(fd_, &one, sizeof(one));
+  signalled_ = true;
+}
+
+void CompChannel::unsignal_locked() {
+  if (!signalled_) return;
+  std::uint64_t v;
+  [[maybe_unused]] const ssize_t r = ::read(fd_, &v, sizeof(v));  // back to 0
+  signalled_ = false;
+}
+
 void CompChannel::notify(Cq* cq) {
   std::lock_guard lk(mu_);
   if (fd_ < 0) return;
   queue_.push_back(cq);
   notified_.fetch_add(1, std::memory_order_relaxed);
-  if (queue_.size() == 1) {
-    const std::uint64_t one = 1;
-    // Cannot fail short of a counter overflow, which one pending 1 excludes.
-    [[maybe_unused]] const ssize_t r = ::write(fd_, &one, sizeof(one));
-  }
+  if (taker_ != this) signal_locked();  // (a taker takes it itself: see Taking)
 }
 
 Result<Cq*> CompChannel::get_event(bool block) {
@@ -54,10 +67,10 @@ Result<Cq*> CompChannel::get_event(bool block) {
         queue_.pop_front();
         ++unacked_[cq];
         ++total_unacked_;
-        if (queue_.empty()) {
-          std::uint64_t v;
-          [[maybe_unused]] const ssize_t r = ::read(fd_, &v, sizeof(v));  // back to 0
-        }
+        if (queue_.empty())
+          unsignal_locked();
+        else
+          signal_locked();  // a taker's other events wait for whoever polls the fd
         return cq;
       }
       if (!block) return make_error(EAGAIN, "get_cq_event: no completion event waiting");
@@ -92,10 +105,7 @@ std::uint64_t CompChannel::unacked(Cq* cq) const {
 
 void CompChannel::forget(Cq* cq) {
   std::lock_guard lk(mu_);
-  if (std::erase(queue_, cq) > 0 && queue_.empty() && fd_ >= 0) {
-    std::uint64_t v;
-    [[maybe_unused]] const ssize_t r = ::read(fd_, &v, sizeof(v));
-  }
+  if (std::erase(queue_, cq) > 0 && queue_.empty() && fd_ >= 0) unsignal_locked();
 }
 
 Result<void> CompChannel::close() {

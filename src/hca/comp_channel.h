@@ -9,11 +9,19 @@
 // (unacked(cq) == 0), and the channel only once no CQ is bound (usecnt == 0)
 // and every event was acknowledged.
 //
-// Invariants / memory ordering: `queue_`, `unacked_`, `total_unacked_` and
-// `fd_` are guarded by `mu_`. The eventfd's counter is non-zero exactly
-// when `queue_` is non-empty: notify() writes it on the empty -> non-empty
-// transition and get_event() drains it on the non-empty -> empty one, both
-// under mu_, so a readable fd never means an empty queue. Counters are
+// Invariants / memory ordering: `queue_`, `unacked_`, `total_unacked_`,
+// `signalled_` and `fd_` are guarded by `mu_`. The eventfd's counter is
+// non-zero exactly when `signalled_` (it is written when that becomes true
+// and read when it becomes false, under mu_), and `signalled_` is true
+// exactly when `queue_` is non-empty, with one exception: an event made by
+// a thread inside a Taking scope for this channel (a consumer blocked in
+// get_event that receives from the wire itself, and takes what it made
+// before it returns) leaves the fd alone. The write and the read it would
+// cost are two system calls per event for no one: the fd would be
+// readable only while that same thread goes from the push to the take.
+// Whoever takes an event and leaves others waiting makes the fd readable
+// for them (get_event), so a thread that polls the fd is never left
+// asleep with events queued once the taker is through. Counters are
 // relaxed atomics.
 // Thread safety: every member function may be called from any thread;
 // close() must not race with a blocked get_event().
@@ -64,6 +72,21 @@ class CompChannel {
   // Drops events queued for `cq` and not yet returned (destroy_cq).
   void forget(Cq* cq);
 
+  // While one is alive, events this thread makes for `channel` do not make
+  // its fd readable: the thread takes them itself (get_event(false) after
+  // each batch it receives) before it leaves the scope. Nests nothing:
+  // one channel per thread at a time.
+  class Taking {
+   public:
+    explicit Taking(const CompChannel& channel) : prev_(taker_) { taker_ = &channel; }
+    ~Taking() { taker_ = prev_; }
+    Taking(const Taking&) = delete;
+    Taking& operator=(const Taking&) = delete;
+
+   private:
+    const CompChannel* prev_;
+  };
+
   // Closes the fd. EBUSY while CQs are bound (usecnt) or events are
   // unacknowledged; the channel is then unchanged. Closing twice is fine.
   Result<void> close();
@@ -78,7 +101,14 @@ class CompChannel {
 
   mutable std::mutex mu_;  // guards queue_, unacked_, total_unacked_, fd_
   int fd_;
+  // Makes the fd readable if it is not. REQUIRES mu_ held, fd_ open.
+  void signal_locked();
+  // Drains the fd if it is readable. REQUIRES mu_ held, fd_ open.
+  void unsignal_locked();
+
+  static thread_local const CompChannel* taker_;  // the Taking scope's channel
   std::deque<Cq*> queue_;                         // events not yet returned, oldest first
+  bool signalled_ = false;                        // the eventfd's counter is non-zero
   std::unordered_map<Cq*, std::uint64_t> unacked_;  // returned, not acknowledged
   std::uint64_t total_unacked_ = 0;
   std::atomic<std::uint64_t> notified_{0};

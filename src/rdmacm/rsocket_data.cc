@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "rsocket.h"
+#include "srdma_cm_private.h"
 #include "rsocket_dgram.h"
 
 namespace srdma::rdmacm::rs {
@@ -435,7 +436,10 @@ int wait_for(RSocket& rs, std::unique_lock<std::mutex>& lock, bool nonblock, Tes
     pollfd p[2] = {{rs.cq_channel->fd, POLLIN, 0}, {rs.channel->fd, POLLIN, 0}};
     rs.polling = true;
     lock.unlock();
-    (void)poll(p, 2, 5000);  // bounded: rpoll in another thread may take the event
+    // Receiving from the wire meanwhile (srdma_poll_receiving): a plain
+    // poll() here waited for the device's receive thread, which stands
+    // aside for a while after the empty CQ polls just made.
+    (void)srdma_poll_receiving(rs.cq_channel->context, p, 2, 5000);  // bounded: rpoll in another thread may take the event
     lock.lock();
     rs.polling = false;
     take_cq_event(rs);
@@ -475,7 +479,6 @@ ssize_t send_common(RSocket& rs, Source src, std::size_t len, int flags) {
     if (ret) return ret;
   }
   std::size_t left = len;
-  std::uint32_t olen = kOverlapStart;
   while (left) {
     if (!can_send(rs)) {
       ret = wait_for(rs, lock, nonblocking(rs, flags), conn_can_send);
@@ -485,13 +488,13 @@ ssize_t send_common(RSocket& rs, Source src, std::size_t len, int flags) {
         break;
       }
     }
-    std::uint32_t xfer;
-    if (olen < left) {
-      xfer = olen;
-      if (olen < kMaxTransfer) olen <<= 1;
-    } else {
-      xfer = static_cast<std::uint32_t>(left);
-    }
+    // Whole WRITEs of up to 64 KiB from the start. rdma-core starts a send
+    // at 2 KiB and doubles (RS_OLAP_START_SIZE) so that a NIC's DMA of one
+    // WRITE overlaps the copy of the next; a post here sends in this very
+    // thread, so there is nothing to overlap, and every extra WRITE is a
+    // CQE, an ACK asked for and a credit on each side (six WRITEs for
+    // each 64 KiB rsend). The peer sees DATA of any size it advertised.
+    std::uint32_t xfer = static_cast<std::uint32_t>(std::min<std::size_t>(left, kMaxTransfer));
     Sge t{rs.target_sgl[rs.target_sge].addr, rs.target_sgl[rs.target_sge].key,
           rs.target_sgl[rs.target_sge].length};
     if (!valid_target_sge(t)) {

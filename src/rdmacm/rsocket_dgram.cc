@@ -3,6 +3,7 @@
 // QPN, or a UD message shorter than its GRH and ds_header or of another
 // version, is dropped (a datagram socket drops, it does not fail).
 #include "rsocket_dgram.h"
+#include "srdma_cm_private.h"
 
 #include "errors.h"
 
@@ -212,7 +213,7 @@ void wait_any(RSocket& rs, std::unique_lock<std::mutex>& lock) {
   }
   pollfd p[2] = {{d.udp, POLLIN, 0}, {d.channel->fd, POLLIN, 0}};
   lock.unlock();
-  (void)poll(p, 2, 5000);
+  (void)srdma_poll_receiving(d.channel->context, p, 2, 5000);  // receiving meanwhile, as wait_for
   lock.lock();
   dgram_after_wait(rs);
 }

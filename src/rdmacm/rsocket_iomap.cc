@@ -105,7 +105,6 @@ size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int fla
   if (rs->iomap_pending && (ret = send_iomaps(*rs, lock, flags))) return static_cast<size_t>(ret);
   const auto* src = static_cast<const std::uint8_t*>(buf);
   std::size_t left = count;
-  std::uint32_t olen = kOverlapStart;
   auto off = static_cast<std::uint64_t>(offset);
   while (left) {
     // The peer's region holding `off` (entries it wrote into our area).
@@ -133,13 +132,8 @@ size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int fla
         break;
       }
     }
-    std::uint32_t xfer;
-    if (olen < left) {
-      xfer = olen;
-      if (olen < kMaxTransfer) olen <<= 1;
-    } else {
-      xfer = static_cast<std::uint32_t>(std::min<std::size_t>(left, 1u << 30));
-    }
+    // Whole WRITEs of up to 64 KiB from the start (see send_common).
+    std::uint32_t xfer = static_cast<std::uint32_t>(std::min<std::size_t>(left, kMaxTransfer));
     xfer = static_cast<std::uint32_t>(
         std::min<std::uint64_t>({xfer, rs->sbuf_bytes_avail, iom.offset + iom.sge.length - off}));
     --rs->sqe_avail;

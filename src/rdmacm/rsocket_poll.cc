@@ -13,6 +13,7 @@
 
 #include "rsocket.h"
 #include "rsocket_dgram.h"
+#include "srdma_cm_private.h"
 
 namespace srdma::rdmacm::rs {
 namespace {
@@ -105,21 +106,29 @@ int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
       wait = static_cast<int>(std::min<std::int64_t>(left, kWakeUpMs));
     }
     pfds.clear();
+    ibv_context* device = nullptr;  // whose wire this thread receives while it waits
     for (nfds_t i = 0; i < nfds; ++i) {
       first[i] = pfds.size();
       RSocket* rs = socks[i].get();
       if (rs && rs->type == SOCK_DGRAM) {
         std::lock_guard lock(rs->mu);
         dgram_wait_fds(*rs, pfds);
+        if (!device && rs->dg->channel) device = rs->dg->channel->context;
       } else if (rs) {
         std::lock_guard lock(rs->mu);
-        if (rs->cq_channel) pfds.push_back({rs->cq_channel->fd, POLLIN, 0});
+        if (rs->cq_channel) {
+          pfds.push_back({rs->cq_channel->fd, POLLIN, 0});
+          if (!device) device = rs->cq_channel->context;
+        }
         pfds.push_back({rs->channel->fd, POLLIN, 0});
       } else {
         pfds.push_back({fds[i].fd, fds[i].events, 0});
       }
     }
-    const int n = poll(pfds.data(), pfds.size(), wait);
+    // With an rsocket's device: receiving from its wire meanwhile (see
+    // wait_for), so that the completions wanted wake this thread directly.
+    const int n = device ? srdma_poll_receiving(device, pfds.data(), pfds.size(), wait)
+                         : poll(pfds.data(), pfds.size(), wait);
     if (n < 0) return -1;
     for (nfds_t i = 0; i < nfds; ++i) {
       RSocket* rs = socks[i].get();

@@ -49,7 +49,6 @@ constexpr std::uint8_t kFlagIomap = 1 << 1;  // an iomap area follows the target
 constexpr int kSglSize = 2;                  // entries in our target SGL (RS_SGL_SIZE)
 constexpr std::size_t kConnDataBytes = 40;
 constexpr std::uint32_t kMaxTransfer = 65536;  // one WRITE's most (RS_MAX_TRANSFER)
-constexpr std::uint32_t kOverlapStart = 2048;  // the first WRITE of a send (RS_OLAP_START_SIZE)
 constexpr std::uint32_t kSndLowat = 2048;      // RS_SNDLOWAT
 constexpr int kCtrlQueue = 4;                  // control messages in flight (RS_QP_CTRL_SIZE)
 constexpr int kQpMinSize = 16;

@@ -1,5 +1,6 @@
 // Completion channels, completion queues, polling and arming.
 #include <fcntl.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <array>
@@ -12,6 +13,7 @@
 #include "objects.h"
 #include "ops.h"
 #include "signals.h"
+#include "srdma_cm_private.h"
 
 using namespace srdma;
 using namespace srdma::verbs;
@@ -144,9 +146,14 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
   }
   // Blocks unless the program made the channel's fd non-blocking
   // (fcntl O_NONBLOCK): then EAGAIN when no event waits, as libibverbs'
-  // read(2) of the fd returns.
-  const int fl = ::fcntl(channel->fd, F_GETFL);
-  auto got = to_channel(channel)->core->get_event(fl < 0 || (fl & O_NONBLOCK) == 0);
+  // read(2) of the fd returns. An event already waiting is taken without
+  // asking the fd's flags (a system call).
+  CompChannel& core = *to_channel(channel)->core;
+  auto got = core.get_event(false);
+  if (!got && got.error().code == EAGAIN) {
+    const int fl = ::fcntl(channel->fd, F_GETFL);
+    if (fl < 0 || (fl & O_NONBLOCK) == 0) got = core.get_event(true);
+  }
   if (!got) {
     fail("ibv_get_cq_event", got.error());
     return -1;
@@ -155,6 +162,14 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
   *cq = &w->ibv;
   *cq_context = w->ibv.cq_context;
   return 0;
+}
+
+int srdma_poll_receiving(ibv_context* context, pollfd* fds, unsigned long nfds, int timeout) {
+  if (!context || (nfds && !fds)) {
+    fail("srdma_poll_receiving", EINVAL, "NULL argument");
+    return -1;
+  }
+  return to_ctx(context)->dev.poll_receiving(fds, nfds, timeout);
 }
 
 void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {

@@ -118,6 +118,16 @@ int srdma_cm_sidr_request(struct srdma_cm *cm, const struct srdma_cm_sidr_params
 int srdma_cm_sidr_reply(struct srdma_cm *cm, uint32_t id, uint8_t status, uint32_t qpn, uint32_t qkey,
 			const void *private_data, size_t len);
 
+/* poll(2) for a consumer of `context`'s device that waits for its
+   completions (rsockets' blocking calls and rpoll): while it waits, the
+   calling thread receives from the device's wire (as a thread blocked in
+   ibv_get_cq_event does), so the completion events that what arrives makes
+   are made by this thread. A plain poll(2) on a completion channel's fd
+   after an empty ibv_poll_cq waits for the receive thread, which stands
+   aside for a consumer that polls. poll's result; -1 with errno. */
+struct pollfd;
+int srdma_poll_receiving(struct ibv_context *context, struct pollfd *fds, unsigned long nfds, int timeout);
+
 #ifdef __cplusplus
 }
 #endif
