@@ -22,6 +22,7 @@
 #   is_num, json_get, calc, median
 #   record_fail, run_pair, wait_udp_free, with_tries,
 #   run_rounds (sets START, LOAD0, LOAD1), row (sets MEDV)
+#   build_rel_if_missing (needs ROOT, SRDMA, VERBS_LIB, WORK)
 # Helpers that fail say why in WHY. (SC2034 is off: the variables set here
 # are read by the scripts.)
 
@@ -319,4 +320,28 @@ row() {
     m="missing"
   fi
   printf '| %s | %s |%s %s | %s |\n' "$tool" "$what" "$cells" "$m" "$unit"
+}
+
+# ---------------------------------------------------------------- binaries
+# build_rel_if_missing: when SRDMA or VERBS_LIB/libibverbs.so.1 is missing
+# and they are the defaults (build/rel), configures build/rel (Release) if
+# needed and builds what is missing; a missing one named in the environment
+# is an error. Exits 2 on failure (logs in WORK).
+build_rel_if_missing() {
+  local want=()
+  [[ -x $SRDMA ]] || want+=(srdma)
+  [[ -e $VERBS_LIB/libibverbs.so.1 ]] || want+=(srdma_ibverbs)
+  if ((${#want[@]})); then
+    if [[ $SRDMA != "$ROOT/build/rel/srdma" || $VERBS_LIB != "$ROOT/build/rel/lib/softrdma" ]]; then
+      echo "$NAME: SRDMA=$SRDMA or VERBS_LIB=$VERBS_LIB/libibverbs.so.1 is missing" >&2; exit 2
+    fi
+    if [[ ! -f $ROOT/build/rel/build.ninja ]]; then
+      say "configuring build/rel (Release)"
+      cmake -S "$ROOT" -B "$ROOT/build/rel" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 \
+        || { tail -n 20 "$WORK/cmake.log" >&2; echo "$NAME: cmake failed (log: $WORK/cmake.log)" >&2; FAILED_ANY=1; exit 2; }
+    fi
+    say "building: ninja -C build/rel ${want[*]}"
+    ninja -C "$ROOT/build/rel" "${want[@]}" >"$WORK/ninja.log" 2>&1 \
+      || { tail -n 20 "$WORK/ninja.log" >&2; echo "$NAME: ninja failed (log: $WORK/ninja.log)" >&2; FAILED_ANY=1; exit 2; }
+  fi
 }

@@ -58,29 +58,16 @@ command -v ucx_perftest >/dev/null 2>&1 || { echo "ucx_compare: no ucx_perftest 
 
 SRDMA=${SRDMA:-$ROOT/build/rel/srdma}
 VERBS_LIB=${VERBS_LIB:-$ROOT/build/rel/lib/softrdma}
-want=()
-[[ -x $SRDMA ]] || want+=(srdma)
-[[ -e $VERBS_LIB/libibverbs.so.1 ]] || want+=(srdma_ibverbs)
-if ((${#want[@]})); then
-  if [[ $SRDMA != "$ROOT/build/rel/srdma" || $VERBS_LIB != "$ROOT/build/rel/lib/softrdma" ]]; then
-    echo "ucx_compare: SRDMA=$SRDMA or VERBS_LIB=$VERBS_LIB/libibverbs.so.1 is missing" >&2; exit 2
-  fi
-  if [[ ! -f $ROOT/build/rel/build.ninja ]]; then
-    say "configuring build/rel (Release)"
-    cmake -S "$ROOT" -B "$ROOT/build/rel" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 \
-      || { tail -n 20 "$WORK/cmake.log" >&2; FAILED_ANY=1; exit 2; }
-  fi
-  say "building: ninja -C build/rel ${want[*]}"
-  ninja -C "$ROOT/build/rel" "${want[@]}" >"$WORK/ninja.log" 2>&1 || { tail -n 20 "$WORK/ninja.log" >&2; FAILED_ANY=1; exit 2; }
-fi
+build_rel_if_missing
 # One snapshot of each for the whole run.
 LIB=$WORK/lib
 mkdir -p "$LIB"
-cp "$SRDMA" "$WORK/srdma" && cp -L "$VERBS_LIB/libibverbs.so.1" "$LIB/libibverbs.so.1" \
-  || { echo "ucx_compare: cannot copy $SRDMA and $VERBS_LIB/libibverbs.so.1" >&2; exit 2; }
+if ! cp "$SRDMA" "$WORK/srdma" || ! cp -L "$VERBS_LIB/libibverbs.so.1" "$LIB/libibverbs.so.1"; then
+  echo "ucx_compare: cannot copy $SRDMA and $VERBS_LIB/libibverbs.so.1" >&2; exit 2
+fi
 SRDMA_DESC="$SRDMA ($(stat -L -c '%y' "$SRDMA" | cut -d. -f1))"
 SRDMA=$WORK/srdma
-UCX_ENV=(UCX_NET_DEVICES=srdma0:1 UCX_TLS=rc_verbs,ud_verbs:aux,self UCX_WARN_UNUSED_ENV_VARS=n)
+UCX_ENV=(UCX_NET_DEVICES=srdma0:1 "UCX_TLS=rc_verbs,ud_verbs:aux,self" UCX_WARN_UNUSED_ENV_VARS=n)
 UCX_A=(env "LD_LIBRARY_PATH=$LIB" "SRDMA_ADDR=$IP_A" "${UCX_ENV[@]}")
 UCX_B=(env "LD_LIBRARY_PATH=$LIB" "SRDMA_ADDR=$IP_B" "${UCX_ENV[@]}")
 

@@ -69,22 +69,7 @@ command -v jq >/dev/null 2>&1 || command -v python3 >/dev/null 2>&1 \
 
 SRDMA=${SRDMA:-$ROOT/build/rel/srdma}
 VERBS_LIB=${VERBS_LIB:-$ROOT/build/rel/lib/softrdma}
-want=()
-[[ -x $SRDMA ]] || want+=(srdma)
-[[ -e $VERBS_LIB/libibverbs.so.1 ]] || want+=(srdma_ibverbs)
-if ((${#want[@]})); then
-  if [[ $SRDMA != "$ROOT/build/rel/srdma" || $VERBS_LIB != "$ROOT/build/rel/lib/softrdma" ]]; then
-    echo "verbs_compare: SRDMA=$SRDMA or VERBS_LIB=$VERBS_LIB/libibverbs.so.1 is missing" >&2; exit 2
-  fi
-  if [[ ! -f $ROOT/build/rel/build.ninja ]]; then
-    say "configuring build/rel (Release)"
-    cmake -S "$ROOT" -B "$ROOT/build/rel" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 \
-      || { tail -n 20 "$WORK/cmake.log" >&2; echo "verbs_compare: cmake failed (log: $WORK/cmake.log)" >&2; FAILED_ANY=1; exit 2; }
-  fi
-  say "building: ninja -C build/rel ${want[*]}"
-  ninja -C "$ROOT/build/rel" "${want[@]}" >"$WORK/ninja.log" 2>&1 \
-    || { tail -n 20 "$WORK/ninja.log" >&2; echo "verbs_compare: ninja failed (log: $WORK/ninja.log)" >&2; FAILED_ANY=1; exit 2; }
-fi
+build_rel_if_missing
 [[ -x $SRDMA ]] || { echo "verbs_compare: SRDMA=$SRDMA is not an executable" >&2; exit 2; }
 
 # One snapshot of each for the whole run; a copy taken while the linker

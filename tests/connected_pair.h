@@ -21,6 +21,7 @@
 #include "srdma/device.h"
 #include "srdma/impair.h"
 #include "test_profile.h"
+#include "wait.h"
 
 namespace srdma::test {
 
@@ -101,6 +102,16 @@ inline void connect_qps(QueuePair& qa, const Device& da, QueuePair& qb, const De
 
 inline void connect(PairNode& a, PairNode& b, const RcConnection& c = {.access = kAccessAll}) {
   connect_qps(*a.qp, a.dev, *b.qp, b.dev, c);
+}
+
+// Posts `w` on n's QP and returns its completion (a refused post is a test
+// failure and an empty Wc).
+inline Wc post_and_poll(PairNode& n, const SendWr& w) {
+  if (auto r = n.qp->post_send(w); !r) {
+    ADD_FAILURE() << r.error().reason;
+    return Wc{};
+  }
+  return poll_one(*n.cq);
 }
 
 }  // namespace srdma::test

@@ -76,19 +76,11 @@ class DmTraffic : public ::testing::Test {
     mr = b.pd.reg_dm_mr(dm, 1024, 4096, kAccessAll).value();
   }
   Wc post(WrOpcode op, Sge sge, std::uint64_t remote_addr, std::uint32_t rkey, std::uint64_t add = 0) {
-    SendWr w;
-    w.opcode = op;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.send_flags = SEND_SIGNALED;
+    SendWr w = test::send_wr(0, sge, op);  // signaled
     w.remote_addr = remote_addr;
     w.rkey = rkey;
     w.compare_add = add;
-    if (auto r = a.qp->post_send(w); !r) {
-      ADD_FAILURE() << r.error().reason;
-      return Wc{};
-    }
-    return test::poll_one(*a.cq);
+    return test::post_and_poll(a, w);
   }
   PairNode a, b;
   DeviceMemory dm;

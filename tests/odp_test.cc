@@ -45,20 +45,11 @@ class Odp : public ::testing::Test {
   }
   // Posts one signaled WR on a's QP and returns its completion.
   Wc post(WrOpcode op, Sge sge, std::uint64_t remote_addr = 0, std::uint32_t rkey = 0) {
-    SendWr w;
-    w.opcode = op;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.send_flags = SEND_SIGNALED;
+    SendWr w = test::send_wr(0, sge, op);  // signaled
     w.remote_addr = remote_addr;
     w.rkey = rkey;
     w.compare_add = 1;
-    auto r = a.qp->post_send(w);
-    if (!r) {
-      ADD_FAILURE() << r.error().reason;
-      return Wc{};
-    }
-    return test::poll_one(*a.cq);
+    return test::post_and_poll(a, w);
   }
   void post_recv_b(Sge sge) {
     RecvWr rw;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "hca_pair.h"
+#include "link_nodes.h"
 #include "hca/qp_rules.h"
 
 namespace srdma::hca {
@@ -49,10 +50,7 @@ struct XrcPair {
   }
   void post_srq_recv(Srq& q, std::uint64_t wr_id, std::size_t off, std::uint32_t len) {
     Sge sge{b.addr(off), len, b.key};
-    RecvWr r;
-    r.wr_id = wr_id;
-    r.sg_list = &sge;
-    r.num_sge = 1;
+    const RecvWr r = test::recv_wr(wr_id, sge);
     ASSERT_TRUE(q.post_recv(&r, nullptr));
   }
   Result<void> post(SendWr w, std::uint32_t srqn) {
@@ -60,17 +58,21 @@ struct XrcPair {
     const SendWr* bad = nullptr;
     return ini->post_send(&w, &bad);
   }
+  // A request as parse_frame would hand it to b: from the INI's address and
+  // QPN to the TGT's (the hostile tests' forged packets).
+  Packet forged(QpType transport, Opcode op) const {
+    Packet p;
+    p.transport = transport;
+    p.op = op;
+    p.src_addr = a.dev->engine().address();
+    p.dst_addr = b.dev->engine().address();
+    p.src_qpn = ini->qpn();
+    p.dst_qpn = tgt->qpn();
+    return p;
+  }
 };
 
-SendWr wr(WrOpcode op, const Sge& sge, std::uint64_t wr_id = 1) {
-  SendWr w;
-  w.wr_id = wr_id;
-  w.opcode = op;
-  w.sg_list = &sge;
-  w.num_sge = 1;
-  w.send_flags = SEND_SIGNALED;
-  return w;
-}
+SendWr wr(WrOpcode op, const Sge& sge, std::uint64_t wr_id = 1) { return test::send_wr(wr_id, sge, op); }
 
 TEST(Xrc, SendLandsInTheSrqItNamesAndCompletesOnItsCq) {
   pair::PathParams p;
@@ -215,13 +217,7 @@ TEST(Xrc, WrongWayPacketsAreDroppedAndCounted) {
   auto& engine = x.b.dev->engine();
   const TransportCounters before = engine.counters();
   // A request for the TGT that is RC's, not XRC's.
-  Packet rc;
-  rc.transport = QpType::kRc;
-  rc.op = Opcode::kSendOnly;
-  rc.src_addr = x.a.dev->engine().address();
-  rc.dst_addr = engine.address();
-  rc.src_qpn = x.ini->qpn();
-  rc.dst_qpn = x.tgt->qpn();
+  const Packet rc = x.forged(QpType::kRc, Opcode::kSendOnly);
   engine.receive(Packet(rc));
   // A response for a TGT, a request for an INI (XRC's bits both).
   Packet resp = rc;
@@ -246,13 +242,7 @@ TEST(Xrc, AHostileXrcEthEndsTheTgtAndPlacesNothing) {
   // What parse_frame makes of a frame whose XRCETH names every SRQN there
   // is, from the INI's address and QPN at the expected PSN.
   for (std::uint32_t srqn : {0u, 0xffffffu, x.srq->srqn() + 1}) {
-    Packet p;
-    p.transport = QpType::kXrcTgt;
-    p.op = Opcode::kWriteOnly;
-    p.src_addr = x.a.dev->engine().address();
-    p.dst_addr = engine.address();
-    p.src_qpn = x.ini->qpn();
-    p.dst_qpn = x.tgt->qpn();
+    Packet p = x.forged(QpType::kXrcTgt, Opcode::kWriteOnly);
     p.xrc_srqn = srqn;
     p.va = x.b.addr(0);
     p.rkey = x.b.key;
