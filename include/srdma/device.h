@@ -55,7 +55,9 @@ struct DeviceAttr {
   std::uint32_t max_srq_wr = 0;   // max_qp_wr
   std::uint32_t max_srq_sge = 0;  // max_sge
   // Tag-matching SRQs (SrqInitAttr::max_num_tags), on RC QPs: their limits
-  // (0 tags: none). Rendezvous is not offloaded (tm_max_rndv_hdr_size 0).
+  // (0 tags: none). A rendezvous request (TMH, RVH, optional data) of at
+  // most tm_max_rndv_hdr_size bytes that matches is offloaded: the device
+  // READs the sender's buffer into the tag's and sends the FIN.
   std::uint32_t tm_max_num_tags = 0;
   std::uint32_t tm_max_ops = 0;
   std::uint32_t tm_max_sge = 0;

@@ -45,7 +45,15 @@ struct SrqInitAttr {
   // that tag's buffer (WC_TM_MATCH | WC_TM_DATA_VALID, the tag's
   // recv_wr_id); any other takes an ordinary receive whole. Matching stops
   // while the consumer's unexpected count (TM_OP_SYNC) is behind the
-  // SRQ's. Rendezvous is not offloaded: a RNDV message is unexpected.
+  // SRQ's. A RNDV request (TMH, RVH, at most
+  // DeviceAttr::tm_max_rndv_hdr_size bytes in one packet) that matches is
+  // offloaded: the tag completes as matched (WC_TM_MATCH) at once, the
+  // device READs the RVH's buffer into the tag's over the QP the request
+  // came by and completes the tag again (WC_TM_DATA_VALID, or the READ's
+  // error), then sends the sender the FIN (the TMH and RVH, opcode FIN).
+  // One it does not fetch (an RVH of 0 bytes or more than the tag's buffer)
+  // completes the tag with kTmRndvIncomplete, its TMH and RVH in the
+  // buffer.
   std::uint32_t max_num_tags = 0;
   std::uint32_t max_ops = 0;
 };

@@ -75,6 +75,7 @@ void Responder::configure(const QpAttr& attr, std::uint32_t mtu) {
   resp_.peer_addr.store(attr.dest_addr, std::memory_order_relaxed);
   resp_.peer_qpn.store(attr.dest_qp_num, std::memory_order_relaxed);
   resp_.min_rnr_timer = attr.min_rnr_timer;
+  resp_.max_rd_atomic = attr.max_rd_atomic;
 }
 
 void Responder::set_rq_psn(std::uint32_t psn) {
@@ -393,13 +394,17 @@ Responder::State Responder::check_resources(const Packet& pkt) const {
   if (is_send(pkt.op)) {
     if (starts_message(pkt.op)) {
       if (qp_.rq_.is_tm()) [[unlikely]] {
-        // A tag-matching SRQ matches on the TMH: the first bytes, copied
-        // out of the payload (fewer when the message is shorter).
-        std::array<std::byte, kTmhSize> first{};
+        // A tag-matching SRQ matches on the TMH (and a rendezvous request's
+        // RVH): the first bytes, copied out of the payload (fewer when the
+        // message is shorter), and the message's length if this packet
+        // ends it.
+        std::array<std::byte, kTmhSize + kRvhSize> first{};
         const std::size_t n = std::min<std::size_t>(first.size(), pkt.payload_length);
         const MemPiece to{first.data(), n};
         const std::size_t got = copy_pieces(std::span<const MemPiece>(&to, 1), pkt.payload);
-        if (!qp_.rq_.ready(std::span<const std::byte>(first.data(), std::min(n, got)))) return State::kNakRnr;
+        const std::uint64_t length = ends_message(last_opcode(pkt)) ? pkt.payload_length : UINT64_MAX;
+        if (!qp_.rq_.ready(std::span<const std::byte>(first.data(), std::min(n, got)), length))
+          return State::kNakRnr;
       } else if (!qp_.rq_.ready()) {
         return State::kNakRnr;
       }
@@ -419,6 +424,7 @@ Responder::State Responder::execute_send(Packet& pkt) {
   // The receive stays at the head of the queue until the message's last
   // packet completes it (post_recv appends behind it).
   const RecvWqe& r = qp_.rq_.head();
+  if (r.tm == TmDisposition::kRndv) [[unlikely]] return execute_rndv(pkt);
   // A matched tag's buffer takes the message without its TMH: the first
   // packet's first r.skip bytes are not placed, and `offset` counts
   // placed bytes.
@@ -518,6 +524,60 @@ Responder::State Responder::execute_send(Packet& pkt) {
   acknowledge_before_completion(pkt);
   complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, imm ? pkt.imm : 0, imm ? WC_WITH_IMM : 0u,
                 pkt.src_qpn, pkt.solicited);
+  return State::kDone;
+}
+
+// A rendezvous request that matched a posted tag (Srq::take_tm: one
+// packet, TMH and RVH whole): nothing of it is placed; the tag completes
+// now as matched (kTmRecv, WC_TM_MATCH, the TMH's tag and app_ctx,
+// byte_len 0), and the device fetches the data: the READ of the RVH's
+// buffer into the tag's, and then the FIN, are the send side's
+// (Qp::queue_rndv), issued once rq_mu_ is let go. A request the device
+// does not fetch (an RVH of 0 bytes, or of more than the tag's buffer or a
+// message may hold, or a QP that may not READ) completes the tag with
+// kTmRndvIncomplete instead, MATCH | DATA_VALID, its TMH and RVH (as much
+// as fits) placed in the tag's buffer: the consumer carries on as for an
+// unexpected one. The bytes come from a peer: each is checked before
+// anything is written.
+Responder::State Responder::execute_rndv(Packet& pkt) {
+  resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
+  const std::uint32_t pdn = qp_.rq_.pdn();
+  const RecvWqe& w = qp_.rq_.take();
+  count_message();
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.opcode = WcOpcode::kTmRecv;
+  wc.wc_flags = WC_TM_MATCH;
+  wc.tm_tag = w.tm_tag;
+  wc.tm_priv = w.tm_priv;
+  wc.qp_num = qp_.qpn_;
+  wc.qp_context = qp_.init_.qp_context;
+  wc.src_qp = pkt.src_qpn;
+  const bool fetch = w.rndv_len != 0 && w.rndv_len <= w.length && w.rndv_len <= Qp::kMaxMessageBytes &&
+                     resp_.max_rd_atomic != 0;
+  if (fetch) {
+    qp_.queue_rndv(Qp::RndvWork{w.wr_id, w.sges, pdn, w.rndv_va, w.rndv_rkey, w.rndv_len, w.tm_tag, w.tm_priv});
+  } else {
+    const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(kTmhSize + kRvhSize, w.length));
+    const bool placed = [&] {
+      TranslationWindow window(Qp::window_key(w.sges));
+      PieceList dst, src;
+      if (!qp_.translate_slice(w.sges, 0, n, ACCESS_LOCAL_WRITE, pdn, dst)) return false;
+      PieceCursor(pkt.payload).take(n, src);
+      copy_pieces(dst, src);
+      return true;
+    }();
+    if (!placed) {
+      complete_recv(w.wr_id, WcStatus::kLocProtErr, WcOpcode::kTmRecv, 0, 0, 0, pkt.src_qpn);
+      return State::kNakOperational;
+    }
+    wc.status = WcStatus::kTmRndvIncomplete;
+    wc.wc_flags |= WC_TM_DATA_VALID;
+    wc.byte_len = n;
+  }
+  acknowledge_before_completion(pkt);
+  if (Cq* cq = qp_.init_.recv_cq ? qp_.init_.recv_cq.get() : qp_.rq_.srq()->cq().get())
+    qp_.push_cqe(*cq, wc, pkt.solicited);
   return State::kDone;
 }
 

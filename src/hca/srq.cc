@@ -80,12 +80,19 @@ std::uint64_t load_be(std::span<const std::byte> b, std::size_t at, std::size_t 
 }
 }  // namespace
 
-bool Srq::take_tm(std::span<const std::byte> head, RecvWqe& out) {
+bool Srq::take_tm(std::span<const std::byte> head, std::uint64_t message_length, RecvWqe& out) {
   // Every byte of the TMH is checked before it is believed: a message too
   // short for one, or with an opcode this device does not match on, is
-  // unexpected (the consumer sees it whole).
+  // unexpected (the consumer sees it whole). A RNDV one is believed only
+  // whole, TMH and RVH in its one packet and no longer than the device
+  // offloads; its RVH's values are the responder's to check.
   const bool has_tmh = head.size() >= kTmhSize;
-  const auto op = has_tmh ? std::to_integer<std::uint8_t>(head[0]) : 0xff;
+  auto op = has_tmh ? std::to_integer<std::uint8_t>(head[0]) : 0xff;
+  if (op == static_cast<std::uint8_t>(TmhOpcode::kRndv) &&
+      (head.size() < kTmhSize + kRvhSize || message_length < kTmhSize + kRvhSize ||
+       message_length > kMaxRndvHdrSize))
+    op = 0xff;  // not matched: unexpected
+  const bool rndv = op == static_cast<std::uint8_t>(TmhOpcode::kRndv);
   const std::uint64_t tag = has_tmh ? load_be(head, 8, 8) : 0;
   const std::uint32_t priv = has_tmh ? static_cast<std::uint32_t>(load_be(head, 4, 4)) : 0;
   bool limit_reached = false;
@@ -104,7 +111,7 @@ bool Srq::take_tm(std::span<const std::byte> head, RecvWqe& out) {
       Tag* match = nullptr;
       // Matching is off while the consumer has not caught up with the
       // unexpected messages (ibv_post_srq_ops' phase synchronization).
-      if (has_tmh && op == static_cast<std::uint8_t>(TmhOpcode::kEager) && synced_ == unexpected_) {
+      if ((op == static_cast<std::uint8_t>(TmhOpcode::kEager) || rndv) && synced_ == unexpected_) {
         for (Tag& t : tags_)
           if (t.used && (tag & t.mask) == (t.tag & t.mask) && (!match || t.seq < match->seq)) match = &t;
       }
@@ -112,10 +119,15 @@ bool Srq::take_tm(std::span<const std::byte> head, RecvWqe& out) {
         std::swap(out, match->wqe);
         match->used = false;
         free_tags_.push_back(static_cast<std::uint32_t>(match - tags_.data()));
-        out.tm = TmDisposition::kMatched;
-        out.skip = kTmhSize;
+        out.tm = rndv ? TmDisposition::kRndv : TmDisposition::kMatched;
+        out.skip = rndv ? 0 : kTmhSize;
         out.tm_tag = tag;
         out.tm_priv = priv;
+        if (rndv) {
+          out.rndv_va = load_be(head, kTmhSize, 8);
+          out.rndv_rkey = static_cast<std::uint32_t>(load_be(head, kTmhSize + 8, 4));
+          out.rndv_len = static_cast<std::uint32_t>(load_be(head, kTmhSize + 12, 4));
+        }
         taken = true;
       } else {
         taken = take_locked(out, limit_reached);

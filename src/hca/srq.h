@@ -70,16 +70,23 @@ class Srq {
   // The oldest posted WQE, swapped into `out` (no allocation); false if
   // none is posted. May raise the limit event.
   bool take(RecvWqe& out);
-  // A TM SRQ: the WQE for a message whose first bytes are `head` (the
-  // whole message if shorter than a TMH), after matching its TMH: a posted tag's
-  // buffer it matches (removed from the list), else an ordinary WQE
-  // (take()): for NO_TAG, and as unexpected (counted) for a tag that
-  // matches none, while the consumer is behind on unexpected messages, and
-  // for a message too short for a TMH or with an opcode other than EAGER
-  // or NO_TAG (rendezvous is not offloaded: its RVH goes to the consumer).
+  // A TM SRQ: the WQE for a message of `message_length` bytes (UINT64_MAX:
+  // longer than its first packet) whose first bytes are `head` (kTmhSize +
+  // kRvhSize of them, or the whole message if shorter), after matching its
+  // TMH: a posted tag's buffer it matches (removed from the list), else an
+  // ordinary WQE (take()): for NO_TAG, and as unexpected (counted) for a
+  // tag that matches none, while the consumer is behind on unexpected
+  // messages, and for a message too short for a TMH or with an opcode
+  // other than EAGER, NO_TAG or RNDV. A RNDV message matches only whole in
+  // one packet, from kTmhSize + kRvhSize to kMaxRndvHdrSize bytes (any
+  // other is unexpected: its RVH goes to the consumer); its tag's WQE is
+  // kRndv, with the RVH's fields (the responder checks them).
   // false: no WQE (an RNR NAK; nothing counted).
-  bool take_tm(std::span<const std::byte> head, RecvWqe& out);
+  bool take_tm(std::span<const std::byte> head, std::uint64_t message_length, RecvWqe& out);
   bool is_tm() const { return xrc_.max_num_tags != 0; }
+  // The longest rendezvous request the device offloads (tm_caps'
+  // max_rndv_hdr_size): TMH, RVH and up to 32 bytes the sender adds.
+  static constexpr std::uint32_t kMaxRndvHdrSize = 64;
 
   // ibv_post_srq_ops: runs each op now, completing the signaled ones on
   // the SRQ's CQ. EINVAL (not a TM SRQ, an SGE list beyond max_sge, a

@@ -90,6 +90,7 @@ ibv_wc_status wc_status(WcStatus s) {
     case WcStatus::kMwBindErr: return IBV_WC_MW_BIND_ERR;
     case WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
     case WcStatus::kTmErr: return IBV_WC_TM_ERR;
+    case WcStatus::kTmRndvIncomplete: return IBV_WC_TM_RNDV_INCOMPLETE;
   }
   return IBV_WC_GENERAL_ERR;
 }

@@ -251,8 +251,8 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
                         IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
   }
   full.max_dm_size = da.max_dm_size;
-  // Tag-matching SRQs on RC (srq.cc's post_srq_ops_op); rendezvous is not
-  // offloaded, so no RVH is taken (max_rndv_hdr_size 0).
+  // Tag-matching SRQs on RC (srq.cc's post_srq_ops_op), rendezvous
+  // offloaded for requests of up to max_rndv_hdr_size bytes.
   full.tm_caps.max_rndv_hdr_size = da.tm_max_rndv_hdr_size;
   full.tm_caps.max_num_tags = da.tm_max_num_tags;
   full.tm_caps.flags = da.tm_max_num_tags ? IBV_TM_CAP_RC : 0;
