@@ -3,8 +3,10 @@
  * ibv_post_srq_ops (TAG_ADD / TAG_DEL / TAG_SYNC and their completions),
  * an extended CQ with IBV_WC_EX_WITH_TM_INFO, and the messages: an eager
  * one that matches (its TMH stripped), an unexpected one, NO_TAG, and the
- * phase synchronization in between. Rendezvous is not offloaded
- * (tm_caps.max_rndv_hdr_size 0): a RNDV message arrives unexpected.
+ * phase synchronization in between; a rendezvous request that matches
+ * (the device READs the sender's buffer into the tag's: two completions,
+ * and the sender receives the FIN), and one whose RVH asks for more than
+ * the tag holds (IBV_WC_TM_RNDV_INCOMPLETE, its headers in the tag).
  */
 #include "ext_common.h"
 
@@ -48,7 +50,8 @@ int main(void) {
   check(ibv_query_device_ex(ctx, NULL, &dev) == 0, "ibv_query_device_ex");
   check((dev.tm_caps.flags & IBV_TM_CAP_RC) && dev.tm_caps.max_num_tags > 0 && dev.tm_caps.max_ops > 0,
         "tm_caps: RC, max_num_tags and max_ops");
-  check(dev.tm_caps.max_rndv_hdr_size == 0, "tm_caps: no rendezvous offload");
+  check(dev.tm_caps.max_rndv_hdr_size >= sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh),
+        "tm_caps: rendezvous offload (max_rndv_hdr_size holds a TMH and an RVH)");
   struct ibv_pd *pd = ibv_alloc_pd(ctx);
   struct ibv_cq_init_attr_ex ca = {.cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_TM_INFO};
   cq = ibv_create_cq_ex(ctx, &ca);
@@ -58,6 +61,12 @@ int main(void) {
   static uint8_t sbuf[kLen], rbuf[(kPlain + 4) * kLen];
   struct ibv_mr *smr = ibv_reg_mr(pd, sbuf, sizeof sbuf, IBV_ACCESS_LOCAL_WRITE);
   struct ibv_mr *rmr = ibv_reg_mr(pd, rbuf, sizeof rbuf, IBV_ACCESS_LOCAL_WRITE);
+  /* Rendezvous: the sender's data (READ by the receiving device), the tag's buffer, the FIN's receive. */
+  enum { kRndvLen = 3000 };
+  static uint8_t data[kRndvLen], tagbuf[4096], finbuf[64];
+  struct ibv_mr *dmr = ibv_reg_mr(pd, data, sizeof data, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  struct ibv_mr *tmr = ibv_reg_mr(pd, tagbuf, sizeof tagbuf, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr *fmr = ibv_reg_mr(pd, finbuf, sizeof finbuf, IBV_ACCESS_LOCAL_WRITE);
 
   /* Refusals: a TM SRQ without its CQ, tm_cap without IBV_SRQT_TM. */
   struct ibv_srq_init_attr_ex sa = {.attr = {.max_wr = 16, .max_sge = 1},
@@ -170,12 +179,68 @@ int main(void) {
   check(poll_ex(&wc, &tm) && wc.opcode == IBV_WC_TM_DEL && wc.wr_id == 77 && wc.status == IBV_WC_TM_ERR,
         "IBV_WR_TAG_DEL of a consumed tag: IBV_WC_TM_ERR");
 
+  /* Rendezvous, tag 8: TMH and RVH naming `data`. The receiving device
+   * READs it into the tag's buffer: IBV_WC_TM_RECV with MATCH (the tag's
+   * info) at once, then with DATA_VALID; the client receives the FIN (the
+   * TMH and RVH again, opcode FIN). */
+  check(dmr && tmr && fmr, "the rendezvous buffers' MRs");
+  for (int i = 0; i < kRndvLen; i++) data[i] = (uint8_t)(i * 13 + 5);
+  struct ibv_sge ts = {(uintptr_t)tagbuf, sizeof tagbuf, tmr->lkey};
+  struct ibv_ops_wr add = {.wr_id = 20, .opcode = IBV_WR_TAG_ADD, .flags = IBV_OPS_SIGNALED};
+  add.tm.add.recv_wr_id = 80;
+  add.tm.add.sg_list = &ts;
+  add.tm.add.num_sge = 1;
+  add.tm.add.tag = 8;
+  add.tm.add.mask = ~0ull;
+  check_ret(ibv_post_srq_ops(srq, &add, &bad), 0, "IBV_WR_TAG_ADD for the rendezvous");
+  check(poll_ex(&wc, &tm) && wc.opcode == IBV_WC_TM_ADD && wc.wr_id == 20, "its IBV_WC_TM_ADD");
+  struct ibv_sge fs = {(uintptr_t)finbuf, sizeof finbuf, fmr->lkey};
+  struct ibv_recv_wr fr = {.wr_id = 300, .sg_list = &fs, .num_sge = 1}, *fb;
+  check_ret(ibv_post_recv(client, &fr, &fb), 0, "the client's receive for the FIN");
+  struct ibv_rvh rvh = {.va = htobe64((uintptr_t)data), .rkey = htonl(dmr->rkey), .len = htonl(kRndvLen)};
+  memset(sbuf, 0, sizeof sbuf);
+  put_tmh(sbuf, IBV_TMH_RNDV, 8);
+  memcpy(sbuf + sizeof(struct ibv_tmh), &rvh, sizeof rvh);
+  ss.length = sizeof(struct ibv_tmh) + sizeof rvh;
+  ibv_post_send(client, &sw, &sb);
+  check(poll_one(scq, &swc) == 1 && swc.status == IBV_WC_SUCCESS, "the rendezvous request's SEND completed");
+  int matched = 0, valid = 0, fin = 0;
+  for (int i = 0; i < 3 && poll_ex(&wc, &tm); i++) {
+    if (wc.status != IBV_WC_SUCCESS) break;
+    if (wc.opcode == IBV_WC_TM_RECV && wc.wr_id == 80 && wc.wc_flags == IBV_WC_TM_MATCH && tm.tag == 8 &&
+        tm.priv == 0x1234u)
+      matched = !valid;
+    else if (wc.opcode == IBV_WC_TM_RECV && wc.wr_id == 80 && wc.wc_flags == IBV_WC_TM_DATA_VALID &&
+             wc.byte_len == kRndvLen)
+      valid = 1;
+    else if (wc.opcode == IBV_WC_RECV && wc.wr_id == 300 && wc.byte_len == sizeof(struct ibv_tmh) + sizeof rvh)
+      fin = 1;
+  }
+  check(matched && valid, "rendezvous: IBV_WC_TM_RECV with MATCH, then with DATA_VALID");
+  check(memcmp(tagbuf, data, kRndvLen) == 0 && tagbuf[kRndvLen] == 0, "the tag's buffer holds the READ data");
+  check(fin && finbuf[0] == IBV_TMH_FIN && memcmp(finbuf + 1, sbuf + 1, ss.length - 1) == 0,
+        "the client received the FIN: the TMH and RVH again");
+  /* An RVH asking for more than the tag holds: IBV_WC_TM_RNDV_INCOMPLETE, the headers in the tag. */
+  ts.length = 1024;
+  add.tm.add.recv_wr_id = 81;
+  check_ret(ibv_post_srq_ops(srq, &add, &bad), 0, "IBV_WR_TAG_ADD of a 1024-byte buffer");
+  check(poll_ex(&wc, &tm) && wc.opcode == IBV_WC_TM_ADD, "its IBV_WC_TM_ADD");
+  memset(tagbuf, 0, sizeof tagbuf);
+  ibv_post_send(client, &sw, &sb);
+  check(poll_one(scq, &swc) == 1 && swc.status == IBV_WC_SUCCESS, "the second rendezvous request's SEND completed");
+  check(poll_ex(&wc, &tm) && wc.status == IBV_WC_TM_RNDV_INCOMPLETE && wc.wr_id == 81 && tm.tag == 8 &&
+            wc.byte_len == ss.length && memcmp(tagbuf, sbuf, ss.length) == 0 && tagbuf[ss.length] == 0,
+        "too long for the tag: IBV_WC_TM_RNDV_INCOMPLETE, the TMH and RVH in its buffer");
+
   ibv_destroy_qp(client);
   ibv_destroy_qp(server);
   check(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
   ibv_destroy_srq(plain);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(rmr);
+  ibv_dereg_mr(dmr);
+  ibv_dereg_mr(tmr);
+  ibv_dereg_mr(fmr);
   ibv_destroy_cq(scq);
   check(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)) == 0, "ibv_destroy_cq");
   ibv_dealloc_pd(pd);
