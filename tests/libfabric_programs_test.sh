@@ -11,7 +11,9 @@
 #        (192.0.2.1/24, 192.0.2.2/24);
 #      * between two processes on one host: one namespace whose two
 #        interfaces hold 192.0.2.11 and 192.0.2.12, a process on each (each
-#        process's device serves one address of the host's).
+#        process's device serves one address of the host's);
+#      * msg and rdm (rxm) between two processes on one host with no
+#        SRDMA_ADDR at all: both share the host's device (the host model).
 # The verbs provider offers FI_EP_MSG on the devices whose interface address
 # (not lo's) rdma_bind_addr takes, so each process's SRDMA_ADDR is an
 # interface address of its namespace. A server is ready once its control
@@ -80,11 +82,16 @@ links_up() {
 wait_for 10000 links_up || { fail "the veth pairs did not come up within 10 s"; exit 1; }
 echo "hosts $ns_a (192.0.2.1) and $ns_b (192.0.2.2); one host $ns_h (192.0.2.11, 192.0.2.12); logs $logs"
 
-# on NS ADDR CMD...: CMD in namespace NS on softrdma as the device at ADDR.
+# on NS ADDR CMD...: CMD in namespace NS on softrdma as the device at ADDR
+# ("-": no SRDMA_ADDR, the device that stands for the host).
 on() {
   local ns=$1 addr=$2
   shift 2
-  ip netns exec "$ns" env LD_LIBRARY_PATH="$libdir" SRDMA_ADDR="$addr" "$@"
+  if [[ $addr == - ]]; then
+    ip netns exec "$ns" env -u SRDMA_ADDR LD_LIBRARY_PATH="$libdir" "$@"
+  else
+    ip netns exec "$ns" env LD_LIBRARY_PATH="$libdir" SRDMA_ADDR="$addr" "$@"
+  fi
 }
 
 echo "--- fi_info -p verbs"
@@ -103,11 +110,12 @@ else
   show fi_info
 fi
 
-# pingpong NAME NS_S ADDR_S NS_C ADDR_C PROVIDER EP: fi_pingpong -c, the
-# server at ADDR_S, the client at ADDR_C.
+# pingpong NAME NS_S ADDR_S NS_C ADDR_C PROVIDER EP [TARGET]: fi_pingpong
+# -c, the server at ADDR_S, the client at ADDR_C connecting to TARGET
+# (default ADDR_S).
 port=47600
 pingpong() {
-  local name=$1 ns_s=$2 addr_s=$3 ns_c=$4 addr_c=$5 prov=$6 ep=$7 spid rc_s rc_c rows
+  local name=$1 ns_s=$2 addr_s=$3 ns_c=$4 addr_c=$5 prov=$6 ep=$7 target=${8:-$3} spid rc_s rc_c rows
   port=$((port + 1))
   on "$ns_s" "$addr_s" timeout 60 fi_pingpong -p "$prov" -e "$ep" -c -I 100 -B "$port" >"$logs/$name.server" 2>&1 &
   spid=$!
@@ -119,7 +127,7 @@ pingpong() {
     show "$name.server"
     return
   fi
-  on "$ns_c" "$addr_c" timeout 60 fi_pingpong -p "$prov" -e "$ep" -c -I 100 -P "$port" "$addr_s" >"$logs/$name.client" 2>&1
+  on "$ns_c" "$addr_c" timeout 60 fi_pingpong -p "$prov" -e "$ep" -c -I 100 -P "$port" "$target" >"$logs/$name.client" 2>&1
   rc_c=$?
   wait "$spid"
   rc_s=$?
@@ -147,6 +155,14 @@ echo "--- fi_pingpong -c between two processes on one host"
 for c in "${cases[@]}"; do
   read -r prov ep <<<"$c"
   pingpong "host-${prov/;/+}-$ep" "$ns_h" 192.0.2.11 "$ns_h" 192.0.2.12 "$prov" "$ep"
+done
+# The host model: neither side has an SRDMA_ADDR, both share the host's
+# device; the provider finds it through the interface address (it skips
+# lo), and the client connects to that address.
+echo "--- fi_pingpong -c between two processes on one host, no SRDMA_ADDR"
+for c in "verbs msg" "verbs;ofi_rxm rdm"; do
+  read -r prov ep <<<"$c"
+  pingpong "shared-${prov/;/+}-$ep" "$ns_h" - "$ns_h" - "$prov" "$ep" 192.0.2.11
 done
 
 if ((failures)); then

@@ -11,8 +11,10 @@
 # MPIR_CVAR_NOLOCAL=1 so that ranks on one node use UCX, not MPICH's shm.
 # UCX restricted to the device srdma0:1, so that nothing else (shared
 # memory, TCP) can carry a byte: pml ucx then either runs on softrdma or
-# fails. Each rank's device has an address of its own (mpi_rank_env.sh:
-# 127.X.Y.<rank + 1>). Every run must exit 0 with mpi_check's "ok: 0
+# fails. Every rank opens the device on the host's one address (the host
+# model): as root the test runs in a network namespace of its own, where
+# the ranks have no SRDMA_ADDR at all and share its 127.0.0.1; elsewhere
+# they share one 127.X.Y.1. Every run must exit 0 with mpi_check's "ok: 0
 # check(s) failed on N ranks"; every run is bounded (timeout).
 # UCX needs /dev/infiniband/srdma0 (`srdma devnode`): created here when
 # missing (root only) and removed at exit. Skips (77) without mpirun.
@@ -27,6 +29,15 @@ mpich_prog=${4:-}
 [[ -x $prog ]] || { echo "FAIL: no program '$prog'" >&2; exit 1; }
 [[ -z $mpich_prog || -x $mpich_prog ]] || { echo "FAIL: no program '$mpich_prog'" >&2; exit 1; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun is not installed (apt-get install openmpi-bin)"; exit 77; }
+if [[ ${SRDMA_MPI_INSIDE:-} != 1 ]] && ((EUID == 0)) && unshare -n true 2>/dev/null; then
+  exec env SRDMA_MPI_INSIDE=1 unshare -n -- "$0" "$@"
+fi
+inside=0
+if [[ ${SRDMA_MPI_INSIDE:-} == 1 ]]; then
+  ip link set lo up
+  unset SRDMA_ADDR
+  inside=1
+fi
 
 logs=$(mktemp -d)
 node=/dev/infiniband/srdma0
@@ -44,19 +55,22 @@ fi
 status=0
 run() {  # NAME RANKS TLS [mpich]
   local name=$1 np=$2 tls=$3 flavour=${4:-openmpi} log=$logs/$1.log
-  local net=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1))
-  local -a cmd
+  local -a cmd addr=() xaddr=()
+  if ((!inside)); then
+    addr=("SRDMA_ADDR=127.$((RANDOM % 200 + 20)).$(($$ % 250 + 1)).1")
+    xaddr=(-x "${addr[0]}")
+  fi
   if [[ $flavour == mpich ]]; then
     # hydra passes the whole environment to every rank. MPIR_CVAR_NOLOCAL:
     # ranks on one node talk through the netmod (UCX), not MPICH's own
     # shared memory.
-    cmd=(env "LD_LIBRARY_PATH=$libdir" "SRDMA_NET=$net" MPIR_CVAR_NOLOCAL=1 SRDMA_VERBS_DEBUG=1 UCX_NET_DEVICES=srdma0:1 "UCX_TLS=$tls"
-         UCX_WARN_UNUSED_ENV_VARS=n mpirun.mpich -np "$np" "$here/mpi_rank_env.sh" "$mpich_prog")
+    cmd=(env "LD_LIBRARY_PATH=$libdir" "${addr[@]}" MPIR_CVAR_NOLOCAL=1 SRDMA_VERBS_DEBUG=1 UCX_NET_DEVICES=srdma0:1 "UCX_TLS=$tls"
+         UCX_WARN_UNUSED_ENV_VARS=n mpirun.mpich -np "$np" "$mpich_prog")
   else
     cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ucx --mca btl self,tcp --mca osc ^ucx
-         -x "LD_LIBRARY_PATH=$libdir" -x "SRDMA_NET=$net" -x SRDMA_VERBS_DEBUG=1
+         -x "LD_LIBRARY_PATH=$libdir" "${xaddr[@]}" -x SRDMA_VERBS_DEBUG=1
          -x UCX_NET_DEVICES=srdma0:1 -x "UCX_TLS=$tls" -x UCX_WARN_UNUSED_ENV_VARS=n
-         "$here/mpi_rank_env.sh" "$prog")
+         "$prog")
   fi
   timeout -k 5 120 "${cmd[@]}" >"$log" 2>&1
   local rc=$?

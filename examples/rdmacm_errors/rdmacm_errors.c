@@ -290,6 +290,32 @@ static void loopback_bind_checks(struct rdma_event_channel *ch, const char *self
   check(rdma_get_src_port(lo) != 0, "a loopback-bound ID on port 0 gets a port");
   check(rdma_listen(lo, 1) == 0, "rdma_listen on a loopback-bound ID");
   rdma_destroy_id(lo);
+
+  /* IPv6 addresses that are IPv4 ones in disguise bind as a dual-stack
+   * socket's would (::, ::1, ::ffff:a.b.c.d); a real IPv6 one is refused. */
+  const char *six[] = {"::", "::1", NULL};
+  char mapped[64];
+  snprintf(mapped, sizeof mapped, "::ffff:%s", self);
+  for (int i = 0; i < 3; i++) {
+    const char *text = six[i] ? six[i] : mapped;
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, text, &a.sin6_addr);
+    struct rdma_cm_id *v6 = NULL;
+    check(rdma_create_id(ch, &v6, NULL, RDMA_PS_TCP) == 0, "rdma_create_id for an IPv6 bind");
+    if (!v6) continue;
+    char what[96];
+    snprintf(what, sizeof what, "rdma_bind_addr of [%s]", text);
+    check(rdma_bind_addr(v6, (struct sockaddr *)&a) == 0, what);
+    rdma_destroy_id(v6);
+  }
+  struct rdma_cm_id *real6 = NULL;
+  check(rdma_create_id(ch, &real6, NULL, RDMA_PS_TCP) == 0, "rdma_create_id for a real IPv6 bind");
+  if (real6) {
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "2001:db8::1", &a.sin6_addr);
+    check_err(rdma_bind_addr(real6, (struct sockaddr *)&a), EAFNOSUPPORT, "rdma_bind_addr of [2001:db8::1]");
+    rdma_destroy_id(real6);
+  }
 }
 
 /* rdma_getaddrinfo as librdmacm answers it. */

@@ -87,6 +87,11 @@ struct WireStats {
   std::uint64_t send_errors = 0;      // sends the kernel refused (lost: the transport resends)
   std::uint64_t rx_overruns = 0;      // datagrams the kernel dropped for a full receive buffer
   std::uint64_t source_port_fallbacks = 0;  // QPs whose entropy source port could not be bound
+  // On an address shared by this user's processes (Device::host_slot):
+  std::uint32_t host_members = 0;     // sockets in the host group's map
+  std::uint64_t steer_rebuilds = 0;   // steering programs this device attached
+  std::uint64_t steer_foreign = 0;    // packets for another process's QP, dropped here
+  std::uint64_t steer_bad_probes = 0; // probes without the host's secret or from elsewhere: ignored
 };
 
 // One completion vector's counters.
@@ -169,6 +174,17 @@ class Device {
   Result<void> detach_mcast(std::uint32_t qpn, std::uint32_t group_ipv4);
   // Bytes of address space the device tables take; they are touched lazily.
   std::size_t table_bytes() const;
+
+  // A RoCEv2 device on an address shared with this user's other processes
+  // (NetConfig::shared): its slot on the host, the top byte of its QPNs and
+  // of its CM communication IDs (0: the device holds its address alone, or
+  // is in process).
+  std::uint32_t host_slot() const;
+  // A CM listener's ServiceID, claimed for this device on the host, so that
+  // REQs naming it reach this process: EADDRINUSE when another process
+  // listens on it. A device with no host group claims nothing (success).
+  Result<void> claim_service(std::uint64_t service_id);
+  void release_service(std::uint64_t service_id);
 
   Result<ProtectionDomain> alloc_pd();
   // An XRC domain (xrcd.h): its XRC SRQs and TGT QPs. ENODEV once removed.

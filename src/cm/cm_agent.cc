@@ -38,13 +38,21 @@ CmAgent::CmAgent(Device& dev, std::uint64_t guid)
       sidr_(*this,
             [this] {
               for (;;)
-                if (const std::uint32_t id = secure_random_u32(); !engine_.state(id)) return id;
+                if (const std::uint32_t id = random_id(); !engine_.state(id)) return id;
             },
             std::uint64_t{secure_random_u32()} << 32 | 1),
       engine_(*this, guid, [this] {
         for (;;)
-          if (const std::uint32_t id = secure_random_u32(); !sidr_.contains(id)) return id;
+          if (const std::uint32_t id = random_id(); !sidr_.contains(id)) return id;
       }) {}
+
+// On a shared address the top byte is the device's host slot: the host's
+// steering sends a MAD that answers this ID to this process.
+std::uint32_t CmAgent::random_id() const {
+  const std::uint32_t slot = dev_.host_slot();
+  const std::uint32_t r = secure_random_u32();
+  return slot != 0 ? slot << 24 | (r & 0xffffff) : r;
+}
 
 Result<void> CmAgent::init() {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -282,11 +290,19 @@ void CmAgent::on_event(const CmEvent& e) {
 }
 
 Result<void> CmAgent::listen(std::uint64_t service_id, Handler h) {
+  // Claimed on the host first, without mu_: the claim rebuilds the host's
+  // steering, which receives (and may deliver MADs to this agent) meanwhile.
+  // A second listen on the service fails here (it is ours already).
+  if (auto r = dev_.claim_service(service_id); !r) return r;
   std::lock_guard lock(mu_);
   auto owned = std::make_unique<Handler>(std::move(h));
-  if (auto r = engine_.listen(service_id, owned.get()); !r) return r;
-  if (auto r = sidr_.listen(service_id, owned.get()); !r) {
-    engine_.stop_listening(service_id);
+  auto r = engine_.listen(service_id, owned.get());
+  if (r) {
+    r = sidr_.listen(service_id, owned.get());
+    if (!r) engine_.stop_listening(service_id);
+  }
+  if (!r) {
+    if (!listeners_.count(service_id)) dev_.release_service(service_id);
     return r;
   }
   listeners_[service_id] = std::move(owned);
@@ -303,6 +319,8 @@ void CmAgent::stop_listening(std::uint64_t service_id) {
   if (std::this_thread::get_id() != thread_.get_id())
     idle_.wait(lock, [&] { return running_listener_ != l; });
   listeners_.erase(it);
+  lock.unlock();
+  dev_.release_service(service_id);
 }
 
 Result<std::uint32_t> CmAgent::connect(const ConnectParams& p, Handler h) {

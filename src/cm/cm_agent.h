@@ -94,6 +94,8 @@ class CmAgent final : private CmEngine::Port {
   static constexpr std::uint32_t kRecvSlotBytes = kGrhBytes + kMadBytes;
 
   CmAgent(Device& dev, std::uint64_t guid);
+  // A fresh random communication or SIDR request ID (see cm_agent.cc).
+  std::uint32_t random_id() const;
   // REQUIRES mu_. The peer's AH from the bounded LRU cache; null if the
   // device refuses one.
   std::shared_ptr<AddressHandle> ah_for(std::uint64_t peer);

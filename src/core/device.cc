@@ -36,7 +36,15 @@ WireStats Device::wire_stats() const {
   const hca::UdpLink* udp = state_->hca->udp();
   if (udp == nullptr) return {};
   const hca::UdpLinkStats u = udp->stats();
-  return WireStats{u.frames_sent, u.frames_received, u.send_errors, u.rx_overruns, u.source_port_fallbacks};
+  WireStats w{u.frames_sent, u.frames_received, u.send_errors, u.rx_overruns, u.source_port_fallbacks};
+  if (const hca::HostSteering* steer = udp->steering()) {
+    const hca::SteeringStats s = steer->stats();
+    w.host_members = s.members;
+    w.steer_rebuilds = s.rebuilds;
+    w.steer_foreign = s.foreign;
+    w.steer_bad_probes = s.bad_probes;
+  }
+  return w;
 }
 
 int Device::progress() { return state_->hca->engine().poll_link(); }
@@ -121,6 +129,22 @@ Result<void> Device::detach_mcast(std::uint32_t qpn, std::uint32_t group_ipv4) {
   hca::UdpLink* link = state_->hca->udp();
   if (!link) return make_error(EOPNOTSUPP, "multicast needs a RoCEv2 device (the in-process link has none)");
   return link->detach_mcast(group_ipv4, qpn);
+}
+
+std::uint32_t Device::host_slot() const {
+  const hca::UdpLink* link = state_->hca->udp();
+  return link && link->steering() ? link->steering()->slot() : 0;
+}
+
+Result<void> Device::claim_service(std::uint64_t service_id) {
+  hca::UdpLink* link = state_->hca->udp();
+  if (!link || !link->steering()) return {};
+  return link->steering()->claim_service(service_id);
+}
+
+void Device::release_service(std::uint64_t service_id) {
+  hca::UdpLink* link = state_->hca->udp();
+  if (link && link->steering()) link->steering()->release_service(service_id);
 }
 
 Result<ProtectionDomain> Device::alloc_pd() {

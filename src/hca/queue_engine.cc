@@ -32,10 +32,11 @@ thread_local std::array<QpRoute, kQpRoutes> tls_qp_routes;
 }  // namespace
 
 QueueEngine::QueueEngine(const Profile& profile, TranslationTables& tables, alloc::IndexAllocator qp,
-                         alloc::IndexAllocator cq, std::uint64_t address, Link& link)
+                         alloc::IndexAllocator cq, std::uint64_t address, Link& link, std::uint32_t qpn_base)
     : profile_(profile),
       tables_(tables),
       qp_alloc_(std::move(qp)),
+      qpn_base_(qpn_base),
       cq_alloc_(std::move(cq)),
       srq_alloc_(alloc::IndexAllocator::create(static_cast<std::uint32_t>(profile.num_qp), (1u << 24) - 1, 1).value()),
       address_(address),
@@ -213,7 +214,7 @@ Result<std::shared_ptr<Qp>> QueueEngine::create_qp(QpInit init) {
     std::lock_guard lock(alloc_mu_);
     auto n = qp_alloc_.alloc();
     if (!n) return make_error(ENOMEM, "QP table exhausted: " + n.error().reason);
-    qpn = *n;
+    qpn = qpn_base_ | *n;
   }
   if (init.send_cq) init.send_cq->usecnt.fetch_add(1);
   if (init.recv_cq) init.recv_cq->usecnt.fetch_add(1);
@@ -249,7 +250,7 @@ Result<void> QueueEngine::destroy_qp(const std::shared_ptr<Qp>& qp) {
   if (qp->qpn() == kGsiQpn)
     gsi_taken_ = false;
   else
-    (void)qp_alloc_.free(qp->qpn());
+    (void)qp_alloc_.free(qp->qpn() & qp_alloc_.mask());
   return {};
 }
 

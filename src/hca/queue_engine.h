@@ -52,8 +52,10 @@ inline std::uint64_t qp_table_generation() { return detail::qp_generation.load(s
 
 class QueueEngine {
  public:
+  // `qpn_base` goes into every QPN above the allocator's bits (a shared
+  // address's slot, host_steering.h; 0 otherwise).
   QueueEngine(const Profile& profile, TranslationTables& tables, alloc::IndexAllocator qp,
-              alloc::IndexAllocator cq, std::uint64_t address, Link& link);
+              alloc::IndexAllocator cq, std::uint64_t address, Link& link, std::uint32_t qpn_base = 0);
   ~QueueEngine();
   QueueEngine(const QueueEngine&) = delete;
   QueueEngine& operator=(const QueueEngine&) = delete;
@@ -197,6 +199,7 @@ class QueueEngine {
   std::weak_ptr<QueueEngine> self_;
   mutable std::mutex alloc_mu_;  // guards qp_alloc_, cq_alloc_ and srq_alloc_
   alloc::IndexAllocator qp_alloc_;
+  const std::uint32_t qpn_base_;
   bool gsi_taken_ = false;  // QP1 exists (it is outside qp_alloc_'s range)
   alloc::IndexAllocator cq_alloc_;
   alloc::IndexAllocator srq_alloc_;

@@ -13,6 +13,7 @@
 namespace srdma::hca {
 namespace {
 constexpr std::uint32_t kQpnMask = (1u << 24) - 1;  // QPNs and CQNs are 24 bits
+constexpr std::uint32_t kSlotQpns = 1u << 16;       // a slot's QPNs (host_steering.h)
 
 // Device addresses: unique in the process, like LIDs on a subnet.
 std::uint64_t next_address() {
@@ -61,16 +62,22 @@ Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p, const NetConfig
   // index of a QPN is never below reserved_qps.
   auto pd = make_alloc("PD", p.num_pd, static_cast<std::uint32_t>(p.num_pd - 1), p.reserved_pds);
   if (!pd) return std::unexpected(pd.error());
-  auto qp = make_alloc("QP", p.num_qp, kQpnMask, p.reserved_qps, id_rotation(2));
-  if (!qp) return std::unexpected(qp.error());
-  auto cq = make_alloc("CQ", p.num_cq, kQpnMask, p.reserved_cqs);
-  if (!cq) return std::unexpected(cq.error());
   std::unique_ptr<UdpLink> udp;
   if (net != nullptr) {
+    if (net->shared && p.num_qp > kSlotQpns)
+      return make_error(EINVAL, fmt::format("num_qp {} on a shared address: at most {} (SRDMA_EXCLUSIVE=1 for more)",
+                                            p.num_qp, kSlotQpns));
     auto link = UdpLink::open(*net);
     if (!link) return std::unexpected(link.error());
     udp = std::move(*link);
   }
+  // On a shared address a QPN's top byte is the process's slot (the
+  // packet's way to it) and the allocator has the 16 bits below.
+  const HostSteering* steer = udp ? udp->steering() : nullptr;
+  auto qp = make_alloc("QP", p.num_qp, steer ? kSlotQpns - 1 : kQpnMask, p.reserved_qps, id_rotation(2));
+  if (!qp) return std::unexpected(qp.error());
+  auto cq = make_alloc("CQ", p.num_cq, kQpnMask, p.reserved_cqs);
+  if (!cq) return std::unexpected(cq.error());
   auto dev = std::shared_ptr<SoftHca>(new SoftHca(p, std::move(*mpt), std::move(*mtt), std::move(*pd),
                                                   std::move(*qp), std::move(*cq), std::move(udp)));
   // The engine's handle and the link's: aliases of the device's own, so
@@ -92,7 +99,8 @@ SoftHca::SoftHca(const Profile& p, MptTable mpt, MttTable mtt, alloc::IndexAlloc
       tables_(profile_, std::move(mpt), std::move(mtt), std::move(pd)),
       udp_(std::move(udp)),
       engine_(profile_, tables_, std::move(qp), std::move(cq), udp_ ? udp_->address() : next_address(),
-              udp_ ? static_cast<Link&>(*udp_) : InprocLink::instance()) {}
+              udp_ ? static_cast<Link&>(*udp_) : InprocLink::instance(),
+              udp_ && udp_->steering() ? udp_->steering()->slot() << 16 : 0) {}
 
 SoftHca::~SoftHca() {
   // Off the link first: no delivery reaches the engine once this returns.

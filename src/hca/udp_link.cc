@@ -184,13 +184,22 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
   if (config.port == 0) return make_error(EINVAL, "the RoCEv2 port cannot be 0");
   const std::uint32_t mtu = ib_mtu_for_ip_mtu(interface_mtu(*ip));
   if (mtu == 0) return make_error(EINVAL, fmt::format("the interface of {} has an MTU below 256 + headers", config.ip));
-  const int fd = device_udp_socket();
-  if (fd < 0) return make_error(errno, fmt::format("socket(): {}", errno_str(errno)));
-  const sockaddr_in a = sockaddr_of(*ip, config.port);
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return make_error(e, fmt::format("cannot bind {}:{}: {}", config.ip, config.port, errno_str(e)));
+  std::unique_ptr<HostSteering> steer;
+  int fd = -1;
+  if (config.shared) {
+    auto s = HostSteering::join(*ip, config.port);
+    if (!s) return std::unexpected(s.error());
+    steer = std::move(*s);
+    fd = steer->fd();
+  } else {
+    fd = device_udp_socket();
+    if (fd < 0) return make_error(errno, fmt::format("socket(): {}", errno_str(errno)));
+    const sockaddr_in a = sockaddr_of(*ip, config.port);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+      const int e = errno;
+      ::close(fd);
+      return make_error(e, fmt::format("cannot bind {}:{}: {}", config.ip, config.port, errno_str(e)));
+    }
   }
   tune_socket(fd, kSocketBuffer);
   // Multicast leaves on the device's interface, not the default route's.
@@ -214,7 +223,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
     const int off = 0;  // per send, in a control message, not for every datagram
     (void)::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off);
   }
-  return std::unique_ptr<UdpLink>(new UdpLink(config, *ip, fd, wake, mtu, gso));
+  return std::unique_ptr<UdpLink>(new UdpLink(config, *ip, fd, wake, mtu, gso, std::move(steer)));
 }
 
 // What a receiver needs for one recvmmsg: used by whoever holds rx_busy_.
@@ -235,9 +244,10 @@ struct UdpLink::RxState {
 };
 
 UdpLink::UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu,
-                 bool gso)
+                 bool gso, std::unique_ptr<HostSteering> steer)
     : config_(config),
       ip_(ip),
+      steer_(std::move(steer)),
       fd_(fd),
       wake_fd_(wake_fd),
       active_mtu_(active_mtu),
@@ -272,6 +282,13 @@ bool UdpLink::knows(std::uint64_t addr) const {
 
 void UdpLink::start(QueueEngine& engine) {
   engine_ = &engine;
+  // A rebuild's probes may be ours to answer: whoever rebuilds receives.
+  if (steer_)
+    steer_->set_pump([this] {
+      if (rx_busy_.exchange(true, std::memory_order_acquire)) return;  // another receiver answers
+      (void)receive_once();
+      rx_busy_.store(false, std::memory_order_release);
+    });
   rx_thread_ = std::thread([this] { receive_loop(); });
 }
 
@@ -300,6 +317,10 @@ int UdpLink::socket_for(std::uint16_t sport) {
   if (s >= 0) return s;
   s = device_udp_socket();
   const sockaddr_in a = sockaddr_of(ip_, sport);
+  // Shared with this user's other processes on the address, as the
+  // device's port is: each may send from the same entropy port.
+  const int on = 1;
+  if (s >= 0 && steer_) (void)::setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
   if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
     tune_socket(s, 4096);  // it only sends: peers answer to the device's port
     const in_addr mif{htonl(ip_)};
@@ -643,6 +664,14 @@ int UdpLink::receive_once() {
     // One frame per datagram. (UDP_GRO, which hands over a GSO run as one
     // datagram, lost a whole flow on lo in about 1 run of 40: off.)
     const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
+    if (steer_) {
+      const HostSteering::Verdict v = steer_->admit(frame, src_ip);
+      if (v == HostSteering::Verdict::kProbe) continue;
+      if (v == HostSteering::Verdict::kForeign) {  // another process's QP: never answered for it
+        dropped_[static_cast<std::size_t>(DropReason::kUnknownQp)].fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
     ParsedFrame f;
     const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
     if (e != FrameError::kNone) {
@@ -683,10 +712,13 @@ void UdpLink::receive_loop() {
       (void)::ppoll(&w, 1, &check, nullptr);
       last_traffic = 0;
       drain_wakeups();
+      if (steer_ && steer_->rebuild_due(now_ns())) (void)steer_->try_rebuild();
       if (consumer_polls_.load(std::memory_order_relaxed) == polls_seen) flush_deferred();  // it stopped
       continue;
     }
     const std::int64_t now = now_ns();
+    // Not holding rx_busy_: a rebuild receives (its probes may be ours).
+    if (steer_ && steer_->rebuild_due(now)) (void)steer_->try_rebuild();
     int n = 0;
     if (!rx_busy_.exchange(true, std::memory_order_acquire)) {
       flush_deferred();
@@ -706,7 +738,8 @@ void UdpLink::receive_loop() {
     std::vector<pollfd> fds = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (has_groups_.load(std::memory_order_acquire))
       for (int g : group_fds()) fds.push_back({g, POLLIN, 0});
-    (void)::poll(fds.data(), fds.size(), -1);
+    // A group of several members looks now and then whether one is gone.
+    (void)::poll(fds.data(), fds.size(), steer_ ? steer_->idle_timeout_ms() : -1);
     parked_.store(false, std::memory_order_relaxed);
     drain_wakeups();
     last_traffic = now_ns();

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "hca/host_steering.h"
 #include "hca/link.h"
 #include "srdma/net.h"
 #include "srdma/status.h"
@@ -90,11 +91,15 @@ class UdpLink final : public Link {
   Result<void> detach_mcast(std::uint32_t group, std::uint32_t qpn);
 
   std::uint32_t ipv4() const { return ip_; }
+  // The host group this device shares its address with (null: it holds
+  // the address alone, NetConfig::shared false).
+  HostSteering* steering() const { return steer_.get(); }
   std::uint64_t address() const;
   UdpLinkStats stats() const;
 
  private:
-  UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu, bool gso);
+  UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu, bool gso,
+          std::unique_ptr<HostSteering> steer);
   struct RxState;
   void receive_loop();
   // One recvmmsg and the delivery of what it got. REQUIRES: rx_busy_ held.
@@ -123,6 +128,9 @@ class UdpLink final : public Link {
 
   const NetConfig config_;
   const std::uint32_t ip_;
+  // Declared before fd_: destroyed after the destructor has closed fd_, so
+  // that our socket has left the group before our slot is free.
+  const std::unique_ptr<HostSteering> steer_;
   const int fd_;       // bound to ip_:port, receives
   const int wake_fd_;  // eventfd: stop() and defer() wake the receive thread
   const std::uint32_t active_mtu_;

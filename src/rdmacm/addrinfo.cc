@@ -79,8 +79,11 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
   out->ai_port_space = ps;
   bool ok = true;
   if (node || service) {
+    // Any family, then the first answer that is an IPv4 address, or an
+    // IPv6 one that stands for one (::1, ::ffff:a.b.c.d: ipv4_view), as
+    // IPv4: "::1" and names with IPv6 answers first resolve.
     addrinfo ah{};
-    ah.ai_family = AF_INET;
+    ah.ai_family = AF_UNSPEC;
     ah.ai_socktype = ps == RDMA_PS_UDP ? SOCK_DGRAM : SOCK_STREAM;
     ah.ai_flags = ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0) | ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
     addrinfo* found = nullptr;
@@ -89,12 +92,29 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
       const int e = r == EAI_SYSTEM ? errno : (r == EAI_NONAME || r == EAI_NODATA ? ENODATA : EINVAL);
       return fail("rdma_getaddrinfo", e, gai_strerror(r));
     }
+    sockaddr_in v4{};
+    bool have = false;
+    for (const addrinfo* f = found; f != nullptr && !have; f = f->ai_next) {
+      std::uint32_t ip = 0;
+      std::uint16_t port = 0;
+      if (f->ai_family != AF_INET && f->ai_family != AF_INET6) continue;
+      if (ipv4_view(f->ai_addr, ip, port)) {
+        v4.sin_family = AF_INET;
+        v4.sin_addr.s_addr = htonl(ip);
+        v4.sin_port = htons(port);
+        have = true;
+      }
+    }
+    freeaddrinfo(found);
+    if (!have) {
+      rdma_freeaddrinfo(out);
+      return fail("rdma_getaddrinfo", EAFNOSUPPORT, "no IPv4 address for the node (softrdma's CM is IPv4)");
+    }
     sockaddr*& a = (flags & RAI_PASSIVE) ? out->ai_src_addr : out->ai_dst_addr;
     socklen_t& len = (flags & RAI_PASSIVE) ? out->ai_src_len : out->ai_dst_len;
-    a = copy_addr(found->ai_addr, found->ai_addrlen);
-    len = found->ai_addrlen;
+    a = copy_addr(reinterpret_cast<const sockaddr*>(&v4), sizeof v4);
+    len = sizeof v4;
     ok = a != nullptr;
-    freeaddrinfo(found);
   } else if (hints->ai_dst_len) {
     out->ai_dst_addr = copy_addr(hints->ai_dst_addr, sizeof(sockaddr_in));
     out->ai_dst_len = sizeof(sockaddr_in);

@@ -59,19 +59,20 @@ namespace {
 
 // The IPv4 address of `addr`, checked against the device's: INADDR_ANY is
 // the device's own, and so is a loopback address, as the kernel's RDMA CM
-// binds one to its first device (cma_bind_loopback). Where the kernel's ID
-// would still report the loopback address, ours reports the device's: the
-// device serves one address, and a listener's name (libfabric's verbs
-// provider binds "localhost" and sends its name to the peer) must be one the
-// peer can reach. -1 with errno otherwise.
+// binds one to its first device (cma_bind_loopback); a device with no
+// SRDMA_ADDR stands for the host, and every address of the host is its own
+// (libfabric's verbs provider binds each interface's address to find its
+// device). Where the kernel's ID would still report that address, ours
+// reports the device's: a listener's name (libfabric sends it to the peer)
+// must be one the peer can reach. -1 with errno otherwise.
 int local_ipv4(const char* call, const sockaddr* addr, const DeviceRef& d, std::uint32_t& ip, std::uint16_t& port) {
-  if (addr->sa_family != AF_INET) return fail(call, EAFNOSUPPORT, "IPv4 addresses only");
-  const auto* sin = reinterpret_cast<const sockaddr_in*>(addr);
-  ip = ntohl(sin->sin_addr.s_addr);
-  port = ntohs(sin->sin_port);
-  if (ip == INADDR_ANY || (ip >> 24) == 127) ip = d.ipv4;
+  if (!ipv4_view(addr, ip, port))
+    return fail(call, EAFNOSUPPORT, "IPv4 addresses only (and ::, ::1, ::ffff:a.b.c.d)");
+  if (ip == INADDR_ANY || (ip >> 24) == 127 || (device_stands_for_host() && host_ipv4(ip))) ip = d.ipv4;
   if (ip != d.ipv4)
-    return fail(call, EADDRNOTAVAIL, "neither the device's address (SRDMA_ADDR) nor a loopback address");
+    return fail(call, EADDRNOTAVAIL,
+                device_stands_for_host() ? "not an address of this host"
+                                         : "neither the device's address (SRDMA_ADDR) nor a loopback address");
   return 0;
 }
 

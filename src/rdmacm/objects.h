@@ -36,6 +36,15 @@ struct DeviceRef {
 };
 // NULL with errno when the device cannot be opened (SRDMA_ADDR).
 DeviceRef* device();
+// host_addrs.cc: whether the device stands for the whole host (no
+// SRDMA_ADDR), and whether `ip` (host order) is one of the host's addresses.
+bool device_stands_for_host();
+bool host_ipv4(std::uint32_t ip);
+// The IPv4 address and port (host order) an AF_INET address names, or an
+// AF_INET6 one that is an IPv4 address in disguise: :: (any), ::1 (loopback)
+// and ::ffff:a.b.c.d, as a dual-stack socket sees them. false for any other
+// (softrdma's CM is IPv4).
+bool ipv4_view(const sockaddr* a, std::uint32_t& ip, std::uint16_t& port);
 
 struct Channel;
 struct Id;

@@ -79,9 +79,10 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   {
     std::lock_guard lock(g_mu);
     if (!live(id)) return fail("rdma_resolve_addr", EINVAL, "not a live rdma_cm_id");
-    if (dst_addr->sa_family != AF_INET) return fail("rdma_resolve_addr", EAFNOSUPPORT, "IPv4 destinations only");
-    const auto* dst = reinterpret_cast<const sockaddr_in*>(dst_addr);
-    const std::uint32_t dst_ip = ntohl(dst->sin_addr.s_addr);
+    std::uint32_t dst_ip = 0;
+    std::uint16_t dst_port = 0;
+    if (!ipv4_view(dst_addr, dst_ip, dst_port))
+      return fail("rdma_resolve_addr", EAFNOSUPPORT, "IPv4 destinations only (and ::1, ::ffff:a.b.c.d)");
     Id& i = *to_id(id);
     if (dst_ip == INADDR_ANY || dst_ip == INADDR_BROADCAST)
       return fail("rdma_resolve_addr", EINVAL, "not a unicast or multicast destination");
@@ -97,7 +98,13 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     }
     DeviceRef* d = device();
     i.mtu = d->mtu;
-    fill_route_addrs(i, d->ipv4, i.port, dst_ip, ntohs(dst->sin_port));
+    // Another of the host's own addresses is this very device when it
+    // stands for the host (host_addrs.cc). Loopback addresses stay as they
+    // are: with SRDMA_ADDR, 127.0.0.2 is another process's device.
+    std::uint32_t peer = dst_ip;
+    if ((dst_ip >> 24) != 127 && !IN_MULTICAST(dst_ip) && device_stands_for_host() && host_ipv4(dst_ip))
+      peer = d->ipv4;
+    fill_route_addrs(i, d->ipv4, i.port, peer, dst_port);
     i.state = State::kAddrResolved;
     queue_event(i, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     sync = i.sync;

@@ -27,6 +27,9 @@ DeviceTransport transport_since(DeviceTransport now, const DeviceTransport& befo
   w.send_errors -= before.wire.send_errors;
   w.rx_overruns -= before.wire.rx_overruns;
   w.source_port_fallbacks -= before.wire.source_port_fallbacks;
+  w.steer_rebuilds -= before.wire.steer_rebuilds;  // host_members is a gauge: as it is now
+  w.steer_foreign -= before.wire.steer_foreign;
+  w.steer_bad_probes -= before.wire.steer_bad_probes;
   return now;
 }
 
@@ -114,6 +117,10 @@ WireStats wire_from_json(const nlohmann::json& j) {
   w.send_errors = count_field(j, "send_errors");
   w.rx_overruns = count_field(j, "rx_overruns");
   w.source_port_fallbacks = count_field(j, "source_port_fallbacks");
+  w.host_members = static_cast<std::uint32_t>(count_field(j, "host_members"));
+  w.steer_rebuilds = count_field(j, "steer_rebuilds");
+  w.steer_foreign = count_field(j, "steer_foreign");
+  w.steer_bad_probes = count_field(j, "steer_bad_probes");
   return w;
 }
 
@@ -135,7 +142,11 @@ nlohmann::json to_json(const std::vector<DeviceTransport>& devs) {
                            {"frames_received", d.wire.frames_received},
                            {"send_errors", d.wire.send_errors},
                            {"rx_overruns", d.wire.rx_overruns},
-                           {"source_port_fallbacks", d.wire.source_port_fallbacks}};
+                           {"source_port_fallbacks", d.wire.source_port_fallbacks},
+                           {"host_members", d.wire.host_members},
+                           {"steer_rebuilds", d.wire.steer_rebuilds},
+                           {"steer_foreign", d.wire.steer_foreign},
+                           {"steer_bad_probes", d.wire.steer_bad_probes}};
   }
   return j;
 }
@@ -172,6 +183,11 @@ void print_transport(const std::vector<DeviceTransport>& devs, const ImpairSpec&
     if (w.frames_sent + w.frames_received > 0)
       fmt::print(out, "{}  {:<{}}  RoCEv2 frames {} sent / {} received, send errors {}, receive overruns {}\n", indent,
                  "", width, w.frames_sent, w.frames_received, w.send_errors, w.rx_overruns);
+    if (w.host_members > 1 || w.steer_foreign + w.steer_bad_probes > 0)
+      fmt::print(out,
+                 "{}  {:<{}}  host group: {} processes on the address, {} steering rebuilds, {} packets for others "
+                 "dropped, {} stranger probes ignored\n",
+                 indent, "", width, w.host_members, w.steer_rebuilds, w.steer_foreign, w.steer_bad_probes);
   }
   if (!impair.any()) return;
   fmt::print(out, "{}impaired link {}\n", indent, to_string(impair));
