@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loopback.h"
@@ -37,7 +38,8 @@ struct LinkNode {
   MemoryRegion mr;
   std::unique_ptr<CompletionQueue> scq, rcq;
 
-  LinkNode(LinkKind link, unsigned k) : dev(open_device(link, k)) {
+  LinkNode(LinkKind link, unsigned k) : LinkNode(open_device(link, k)) {}
+  explicit LinkNode(Device d) : dev(std::move(d)) {
     pd = dev.alloc_pd().value();
     mr = pd.reg_mr(buf.data(), buf.size(), kAccessAll).value();
     scq = dev.create_cq(CqInit{.cqe = 1024}).value();

@@ -2,8 +2,9 @@
 # rdma-core's own test suite (python3-pyverbs: its tests under
 # /usr/share/doc/rdma-core/tests) run unmodified on softrdma's
 # libibverbs.so.1 and librdmacm.so.1. A test that errors or fails fails
-# this one. So does every skip, unless its reason is on one of the two
-# lists below:
+# this one (unless it is on not_yet_failing below: a missing feature whose
+# test cannot skip, and which fails this one once it passes). So does
+# every skip, unless its reason is on one of the two lists below:
 #  - hardware: what needs one vendor's device, a GPU, dmabuf or a PCI
 #    function (as the issue that asks for this suite allows);
 #  - not yet: features softrdma does not have today, each naming what is
@@ -12,6 +13,7 @@
 # The summary prints every skip reason with its count.
 #
 #   pyverbs_suite_test.sh LIBDIR   (softrdma's drop-in directory)
+# The suite's device is on 127.212.0.1, or on $PYVERBS_SRDMA_ADDR.
 set -uo pipefail
 libdir=${1:?usage: pyverbs_suite_test.sh LIBDIR}
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || { echo "FAIL: no directory '$1'" >&2; exit 1; }
@@ -48,13 +50,18 @@ hardware=(
   'There are no huge pages of size 2M allocated'
 )
 not_yet=(
-  'Extended CQ is not supported'           # tag matching SRQs (IBV_WC_EX_WITH_TM_INFO)
   "doesn't have net interface"             # sysfs netdev: the host model (one address, many processes)
+)
+# Not yet, and the test cannot skip: it fails. Each is a test id (as the
+# log's ERROR:/FAIL: line names it) and what is missing; any other test
+# that fails still fails this one, and a listed test that passes fails it
+# too (take its line out). This list only shrinks.
+not_yet_failing=(
 )
 
 # An address of its own: other tests run beside this one.
 log=$work/log
-(cd "$work/tests" && SRDMA_ADDR=127.212.0.1 LD_LIBRARY_PATH=$libdir timeout 600 $py run_tests.py -v) >"$log" 2>&1
+(cd "$work/tests" && SRDMA_ADDR=${PYVERBS_SRDMA_ADDR:-127.212.0.1} LD_LIBRARY_PATH=$libdir timeout 600 $py run_tests.py -v) >"$log" 2>&1
 rc=$?
 tail -n 4 "$log"
 
@@ -67,12 +74,31 @@ matches() {  # reason, patterns...
 status=0
 ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$log")
 [[ -n $ran && $ran -gt 0 ]] || { echo "FAIL: the suite did not run (exit $rc)"; cat "$log"; exit 1; }
-if grep -qE '^(ERROR|FAIL):' "$log"; then
-  echo "FAIL: tests that errored or failed:"
-  grep -E '^(ERROR|FAIL):' "$log"
-  grep -A30 -E '^(ERROR|FAIL):' "$log" | head -200
-  status=1
-fi
+tolerated=0
+is_not_yet_failing() {
+  local t
+  for t in "${not_yet_failing[@]}"; do [[ $1 == "$t" ]] && return 0; done
+  return 1
+}
+while IFS= read -r line; do
+  name=$(sed -E 's/^(ERROR|FAIL): ([^ ]+).*/\2/' <<<"$line")
+  if is_not_yet_failing "$name"; then
+    echo "not yet (fails): $line"
+    tolerated=$((tolerated + 1))
+  else
+    echo "FAIL: a test errored or failed: $line"
+    grep -A30 -F -x "$line" "$log" | head -60
+    status=1
+  fi
+done < <(grep -E '^(ERROR|FAIL):' "$log")
+# A listed test's verdict: on its own line, or on its docstring's (next) line.
+for t in "${not_yet_failing[@]}"; do
+  verdict=$(awk -v t="$t" '$1 == t && $2 ~ /^\(/ { if ($0 ~ / \.\.\. /) { print $NF } else { getline; print $NF }; exit }' "$log")
+  if [[ $verdict == ok ]]; then
+    echo "FAIL: $t passes now: take it off not_yet_failing"
+    status=1
+  fi
+done
 declare -A count=()
 while IFS= read -r reason; do
   count[$reason]=$((${count[$reason]:-0} + 1))
@@ -92,7 +118,7 @@ for reason in "${!count[@]}"; do
   fi
   printf '  %4d  %-10s %s\n' "$n" "$kind" "$reason"
 done
-echo "ran $ran, skipped $skipped, passed $((ran - skipped)) (suite exit $rc)"
-[[ $status == 0 && $rc != 0 ]] && { echo "FAIL: the suite exited $rc"; status=1; }
+echo "ran $ran, skipped $skipped, failed not-yet $tolerated, passed $((ran - skipped - tolerated)) (suite exit $rc)"
+[[ $status == 0 && $rc != 0 && $tolerated == 0 ]] && { echo "FAIL: the suite exited $rc"; status=1; }
 [[ $status == 0 ]] && echo "PASS" || echo "FAIL: an error, a failure or a skip that is on neither list"
 exit $status

@@ -93,7 +93,7 @@ int main(void) {
   struct ibv_srq_init_attr_ex tm = {.attr = {.max_wr = 4, .max_sge = 1},
                                     .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ,
                                     .srq_type = IBV_SRQT_TM, .pd = pd, .cq = rcq};
-  check_null(ibv_create_srq_ex(ctx, &tm), EOPNOTSUPP, "a tag matching SRQ");
+  check_null(ibv_create_srq_ex(ctx, &tm), EINVAL, "a tag matching SRQ without its tm_cap (IBV_SRQ_INIT_ATTR_TM; examples/verbs_ext/tm.c makes them)");
 
   struct ibv_qp_init_attr_ex ta = {.qp_type = IBV_QPT_XRC_RECV, .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = x2};
   struct ibv_qp *tgt = ibv_create_qp_ex(ctx, &ta);

@@ -56,6 +56,14 @@ struct DeviceAttr {
   std::uint32_t max_srq = 0;      // the SRQ table: as large as the QP table, SRQN 0 reserved
   std::uint32_t max_srq_wr = 0;   // max_qp_wr
   std::uint32_t max_srq_sge = 0;  // max_sge
+  // Tag-matching SRQs (SrqInitAttr::max_num_tags), on RC QPs: their limits
+  // (0 tags: none). A rendezvous request (TMH, RVH, optional data) of at
+  // most tm_max_rndv_hdr_size bytes that matches is offloaded: the device
+  // READs the sender's buffer into the tag's and sends the FIN.
+  std::uint32_t tm_max_num_tags = 0;
+  std::uint32_t tm_max_ops = 0;
+  std::uint32_t tm_max_sge = 0;
+  std::uint32_t tm_max_rndv_hdr_size = 0;
   // On-demand paging (ACCESS_ON_DEMAND regions, explicit and implicit:
   // hca/page_fault.h), on RC, UC and UD; false where the kernel cannot
   // fault pages in for the device.

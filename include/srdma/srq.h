@@ -36,6 +36,26 @@ struct SrqInitAttr {
   // device) its receives complete on; srq_num() is what an INI's WRs name.
   XrcDomain* xrcd = nullptr;
   CompletionQueue* cq = nullptr;
+  // A tag-matching SRQ (ibv's IBV_SRQT_TM): max_num_tags (1..
+  // DeviceAttr::tm_max_num_tags) tagged buffers in its list, max_ops
+  // (1..tm_max_ops), and `cq` (xrcd null), where its list operations
+  // complete. Messages (RC QPs attached to it) complete on the QP's receive
+  // CQ as kTmRecv / kTmNoTag (wc.h); each starts with a TMH (wr.h): an
+  // EAGER one whose tag matches a posted tag lands, without its TMH, in
+  // that tag's buffer (WC_TM_MATCH | WC_TM_DATA_VALID, the tag's
+  // recv_wr_id); any other takes an ordinary receive whole. Matching stops
+  // while the consumer's unexpected count (TM_OP_SYNC) is behind the
+  // SRQ's. A RNDV request (TMH, RVH, at most
+  // DeviceAttr::tm_max_rndv_hdr_size bytes in one packet) that matches is
+  // offloaded: the tag completes as matched (WC_TM_MATCH) at once, the
+  // device READs the RVH's buffer into the tag's over the QP the request
+  // came by and completes the tag again (WC_TM_DATA_VALID, or the READ's
+  // error), then sends the sender the FIN (the TMH and RVH, opcode FIN).
+  // One it does not fetch (an RVH of 0 bytes or more than the tag's buffer)
+  // completes the tag with kTmRndvIncomplete, its TMH and RVH in the
+  // buffer.
+  std::uint32_t max_num_tags = 0;
+  std::uint32_t max_ops = 0;
 };
 
 // Which SrqAttr fields modify() sets (like enum ibv_srq_attr_mask).
@@ -68,6 +88,21 @@ class SharedReceiveQueue {
   // of range values; nothing changes then.
   Result<void> modify(const SrqAttr& attr, std::uint32_t attr_mask);
   SrqAttr query() const;
+  // A tag-matching SRQ's list operations (ibv_post_srq_ops; TmOpWr in
+  // wr.h): run at once, in order; an ADD writes its handle back. EINVAL
+  // (not a TM SRQ, an SGE list beyond max_sge, a handle out of range),
+  // ENOMEM (the tag list is full); *bad_wr names the first op not run.
+  Result<void> post_srq_ops(TmOpWr& wr, TmOpWr** bad_wr = nullptr);
+  bool is_tm() const;
+  // A tag-matching SRQ's state: tags posted (not consumed nor removed),
+  // unexpected messages it counted, and the consumer's count as last
+  // reported (TM_OP_SYNC); matching runs while the two counts agree.
+  struct TmCounts {
+    std::uint32_t tags = 0;
+    std::uint32_t unexpected = 0;
+    std::uint32_t synced = 0;
+  };
+  TmCounts tm_counts() const;
   // EBUSY while QPs use it; afterwards the object may only be destroyed.
   Result<void> destroy();
 

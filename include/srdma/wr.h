@@ -115,4 +115,37 @@ struct RecvWr {
   int num_sge = 0;
 };
 
+// A tag-matching SRQ's list operation (like struct ibv_ops_wr): ADD posts
+// a tagged buffer (its handle is written back), DEL removes one by handle,
+// SYNC only reports the consumer's count of unexpected messages. With
+// TM_OP_SYNC the op carries that count (unexpected_cnt); with
+// TM_OP_SIGNALED it completes on the SRQ's CQ (kTmAdd/kTmDel/kTmSync).
+enum class TmOpcode : std::uint8_t { kAdd, kDel, kSync };
+enum TmOpFlags : std::uint32_t {
+  TM_OP_SIGNALED = 1u << 0,
+  TM_OP_SYNC = 1u << 1,
+};
+struct TmOpWr {
+  std::uint64_t wr_id = 0;
+  TmOpWr* next = nullptr;
+  TmOpcode opcode = TmOpcode::kAdd;
+  std::uint32_t flags = 0;
+  std::uint32_t unexpected_cnt = 0;
+  std::uint32_t handle = 0;  // DEL's input, ADD's output
+  std::uint64_t recv_wr_id = 0;  // ADD: the wr_id of the message's completion
+  const Sge* sg_list = nullptr;  // ADD: the tagged buffer
+  int num_sge = 0;
+  std::uint64_t tag = 0;   // ADD: a message matches if (its tag & mask) == (tag & mask)
+  std::uint64_t mask = 0;
+};
+
+// The tag-matching header (like struct ibv_tmh) at the start of a message
+// sent to a tag-matching SRQ, big-endian on the wire: opcode (byte 0),
+// 3 reserved, app_ctx (4..7), tag (8..15); a rendezvous request follows it
+// with the RVH (like struct ibv_rvh): va (16..23), rkey (24..27), len
+// (28..31).
+enum class TmhOpcode : std::uint8_t { kNoTag = 0, kRndv = 1, kFin = 2, kEager = 3 };
+inline constexpr std::uint32_t kTmhSize = 16;
+inline constexpr std::uint32_t kRvhSize = 16;
+
 }  // namespace srdma

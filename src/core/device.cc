@@ -5,6 +5,7 @@
 #include "core/cq_impl.h"
 #include "core/pd_impl.h"
 #include "hca/page_fault.h"
+#include "hca/srq.h"
 
 namespace srdma {
 
@@ -89,6 +90,10 @@ DeviceAttr Device::query() const {
   a.max_srq = state_->hca->engine().max_srq();
   a.max_srq_wr = state_->hca->engine().max_srq_wr();
   a.max_srq_sge = state_->hca->engine().max_srq_sge();
+  a.tm_max_num_tags = hca::QueueEngine::kMaxNumTags;
+  a.tm_max_ops = hca::QueueEngine::kMaxTmOps;
+  a.tm_max_sge = a.max_srq_sge;
+  a.tm_max_rndv_hdr_size = hca::Srq::kMaxRndvHdrSize;
   a.on_demand_paging = hca::fault_in_available();
   a.max_dm_size = kMaxDmSize;
   if (state_->hca->udp() != nullptr) {

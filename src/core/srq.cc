@@ -51,6 +51,15 @@ Result<void> SharedReceiveQueue::destroy() {
   return {};
 }
 
+Result<void> SharedReceiveQueue::post_srq_ops(TmOpWr& wr, TmOpWr** bad_wr) {
+  return state_->srq->post_ops(&wr, bad_wr);
+}
+bool SharedReceiveQueue::is_tm() const { return state_->srq->is_tm(); }
+SharedReceiveQueue::TmCounts SharedReceiveQueue::tm_counts() const {
+  const hca::Srq::TmCounts c = state_->srq->tm_counts();
+  return TmCounts{c.tags, c.unexpected, c.synced};
+}
+
 std::uint32_t SharedReceiveQueue::srq_num() const { return state_->srq->srqn(); }
 void* SharedReceiveQueue::context() const { return state_->context; }
 int SharedReceiveQueue::usecnt() const { return state_->srq->usecnt.load(); }
@@ -62,7 +71,13 @@ Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(const S
   if (dev->removed) return make_error(ENODEV, "the device has been removed");
   hca::SrqXrcBinding xrc;
   std::shared_ptr<detail::XrcdImpl> xrcd;
-  if (init.xrcd || init.cq) {
+  if (init.max_num_tags || init.max_ops) {
+    if (init.xrcd) return make_error(EINVAL, "an SRQ is XRC or tag-matching, not both");
+    if (!init.cq) return make_error(EINVAL, "a tag-matching SRQ needs the CQ its list operations complete on");
+    if (init.cq->state_->destroyed || init.cq->state_->owner != dev)
+      return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
+    xrc = hca::SrqXrcBinding{0, init.cq->state_->cq, init.max_num_tags, init.max_ops};
+  } else if (init.xrcd || init.cq) {
     if (!init.xrcd || !init.cq) return make_error(EINVAL, "an XRC SRQ needs both its XRC domain and its CQ");
     xrcd = detail::XrcdImpl::of(*init.xrcd);
     if (xrcd->closed.load() || xrcd->device.get() != dev)

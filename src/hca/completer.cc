@@ -73,6 +73,9 @@ std::uint32_t wc_byte_len(const SendWqe& w) {
 
 void Completer::complete_send(SendWqe& w, WcStatus status, bool force, std::uint32_t byte_len) {
   w.state = status == WcStatus::kSuccess ? WqeState::kDone : WqeState::kError;
+  // A WQE the device posted (signaled, so that every way out comes here)
+  // completes a tag, or nothing, never as a send.
+  if (w.device != DeviceWqe::kNone) [[unlikely]] return qp_.rndv_done(w, status);
   const bool signaled = qp_.init_.sq_sig_all || (w.flags & SEND_SIGNALED);
   if (!(signaled || force || status != WcStatus::kSuccess)) return;
   Wc wc;
@@ -337,7 +340,7 @@ Completer::State Completer::read_data(Packet& pkt) {
   const bool placed = [&] {
     sq_mutex(qp_).assert_held();  // (run here, inside the lock)
     TranslationWindow window(Qp::window_key(w.sges));
-    if (!qp_.translate_slice(w.sges, offset, expect, ACCESS_LOCAL_WRITE, qp_.init_.pdn, pieces_)) return false;
+    if (!qp_.translate_slice(w.sges, offset, expect, ACCESS_LOCAL_WRITE, qp_.local_pdn(w), pieces_)) return false;
     copy_pieces(pieces_, pkt.payload);
     return true;
   }();

@@ -22,7 +22,10 @@ Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit
       rc_entries_(init_.type == QpType::kRc && init_.fast_entries), trains_(engine.link().carries_trains()),
       answers_inline_(engine.link().answers_inline()),
       udp_sport_(entropy_port(qpn)),
-      sq_(init_.caps.max_send_wr, init_.caps.max_send_sge, init_.caps.max_inline_data),
+      // A QP on a tag-matching SRQ has room beyond max_send_wr for the
+      // device's own rendezvous WQEs (post_rndv).
+      sq_(init_.caps.max_send_wr + (init_.type == QpType::kRc && init_.srq && init_.srq->is_tm() ? kRndvSlots : 0),
+          init_.caps.max_send_sge, init_.caps.max_inline_data),
       rq_(init_.srq, init_.caps.max_recv_wr, init_.caps.max_recv_sge, init_.pdn) {}
 
 Qp::~Qp() = default;
@@ -123,6 +126,14 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     completer_.reset();
     rq_.reset();
     responder_.reset();
+    // Rendezvous work not yet done is dropped with the queues (no
+    // completions, as for the WQEs).
+    rndv_pending_.clear();
+    rndv_in_sq_ = 0;
+    {
+      FastLock inbox(inbox_mu_);
+      rndv_inbox_.clear();
+    }
     // And its unpolled CQEs leave its CQs, as mthca's and mlx5's modify to
     // RESET clean them: a QP reused after RESET hands its consumer nothing
     // of its previous life (a flush from before would read as a new error).
@@ -206,6 +217,7 @@ void Qp::fill_data_wqe(SendWqe& w, const SendWr& wr, std::uint64_t length) {
   w.xrc_srqn = wr.xrc.remote_srqn;
   w.length = static_cast<std::uint32_t>(length);
   w.is_inline = wr.send_flags & SEND_INLINE;
+  w.device = DeviceWqe::kNone;  // (the slot may have held one)
   // (Element by element: assign() calls memmove, dearer than one SGE.)
   w.sges.resize(static_cast<std::size_t>(wr.num_sge));
   for (int i = 0; i < wr.num_sge; ++i) w.sges[i] = wr.sg_list[i];
@@ -300,6 +312,7 @@ Result<void> Qp::post_one_checked(const SendWr& wr, const PostResolvers& resolve
                                               : wr.invalidate_rkey;
     w.length = 0;
     w.is_inline = false;
+    w.device = DeviceWqe::kNone;
     w.sges.clear();
     w.inline_data.clear();
     w.pages.clear();

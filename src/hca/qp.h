@@ -38,6 +38,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -190,6 +191,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
     // channel (perftest's -e) reads the wrong CQ.
     if (inbox_ready_.load(std::memory_order_acquire)) [[unlikely]] drain_stranded_responses();
     responder_.receive(std::move(pkt));
+    // A rendezvous the responder matched (queue_rndv) is the send side's:
+    // run it now that rq_mu_ is let go.
+    if (rndv_kick_.load(std::memory_order_relaxed)) [[unlikely]] kick_rndv();
   }
   void receive_response(Packet&& pkt);
   // receive_response() of ack.packet() (QueueEngine::deliver_ack).
@@ -264,7 +268,14 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void fail_wqe(std::uint64_t index, WcStatus status) REQUIRES(sq_mu_) EXCLUDES(rq_mu_);
   // ERR: both queues flush.
   void flush_send_queue() REQUIRES(sq_mu_);
-  bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const;
+  bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const {
+    return translate_local(sges, access, out, init_.pdn);
+  }
+  // ... its SGEs' keys of the PD `pdn` (a device WQE's: local_pdn).
+  bool translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out, std::uint32_t pdn) const;
+  // The PD a send WQE's local keys are of: the QP's, or for a rendezvous
+  // READ the TM SRQ's (its tag's buffer).
+  std::uint32_t local_pdn(const SendWqe& w) const { return w.device == DeviceWqe::kNone ? init_.pdn : w.tm_pdn; }
   // The bytes [offset, offset + len) of an SGE list, translated piece by
   // piece (each piece's key, access and bounds checked).
   // `pdn`: the PD the keys must be of (a receive from an SRQ: the SRQ's).
@@ -286,12 +297,55 @@ class Qp : public std::enable_shared_from_this<Qp> {
     return timer_armed_ != Clock::time_point{} && timer_armed_timeout_ == path_.timeout;
   }
 
+  // Tag matching's rendezvous (a QP on a TM SRQ; DESIGN.md "Shared
+  // receive queues"). The responder matched a rendezvous request to a tag
+  // (Responder::execute_rndv) under rq_mu_, where the send side may not
+  // run (lock order): it leaves the work in the inbox (queue_rndv, under
+  // inbox_mu_, like a response) and receive_request kicks the send side
+  // once rq_mu_ is let go. The send side (run_send_side) moves it to
+  // rndv_pending_ and posts it (post_rndv) as device WQEs in the QP's own
+  // send queue, which has kRndvSlots more slots for them than max_send_wr:
+  // the READ of the RVH's buffer into the tag's; when it completes
+  // (rndv_done, from the completer) the tag's DATA_VALID completion, and
+  // the FIN (the TMH and RVH again, opcode FIN) as one more piece of work.
+  // A READ that fails or flushes completes the tag with its status.
+ public:
+  struct RndvWork {
+    std::uint64_t recv_wr_id = 0;  // the tag's
+    std::vector<Sge> sges;         // the tag's buffer (READ)
+    std::uint32_t pdn = 0;         // of the sges' keys: the SRQ's PD
+    std::uint64_t va = 0;          // the RVH
+    std::uint32_t rkey = 0;
+    std::uint32_t len = 0;
+    std::uint64_t tag = 0;         // the TMH
+    std::uint32_t priv = 0;
+    bool fin = false;  // the READ is done: the FIN is left
+  };
+  static constexpr std::uint32_t kRndvSlots = 4;
+
+ private:
+  // The responder's call (under rq_mu_; takes inbox_mu_, a leaf).
+  void queue_rndv(RndvWork&& w);
+  // receive_request's, after the responder: runs the send side for it.
+  [[gnu::noinline, gnu::cold]] void kick_rndv();
+  void post_rndv() REQUIRES(sq_mu_);
+  void rndv_done(SendWqe& w, WcStatus status) REQUIRES(sq_mu_);
+  // A piece of work that will not be posted completes its tag (a READ's:
+  // with `status`; a FIN's: nothing).
+  void drop_rndv(const RndvWork& r, WcStatus status) REQUIRES(sq_mu_);
+  void complete_tag(std::uint64_t recv_wr_id, WcStatus status, std::uint32_t byte_len) REQUIRES(sq_mu_);
+
   // The send sides running on this thread, innermost first (one delivers
   // to a peer QP, whose response can run another inside it): a response
   // that finds sq_mu_ held by one of them is drained by that one's loop.
+  // Kicks deferred until the outermost send side on this thread returns
+  // (kick_rndv): its loop has then taken every answer it was delivered.
   struct SendSideHere {
     explicit SendSideHere(const Qp* q) : qp(q), outer(top) { top = this; }
-    ~SendSideHere() { top = outer; }
+    ~SendSideHere() {
+      top = outer;
+      if (top == nullptr && !deferred.empty()) [[unlikely]] run_deferred();
+    }
     SendSideHere(const SendSideHere&) = delete;
     SendSideHere& operator=(const SendSideHere&) = delete;
     static bool runs(const Qp* q) {
@@ -299,9 +353,11 @@ class Qp : public std::enable_shared_from_this<Qp> {
         if (s->qp == q) return true;
       return false;
     }
+    [[gnu::noinline, gnu::cold]] static void run_deferred();  // kick() each, until none is left
     const Qp* qp;
     SendSideHere* outer;
     static inline thread_local SendSideHere* top = nullptr;
+    static inline thread_local std::vector<std::shared_ptr<Qp>> deferred;
   };
 
   QueueEngine& engine_;
@@ -341,6 +397,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   Clock::time_point timer_armed_ GUARDED_BY(sq_mu_){};  // earliest deadline the engine timer holds for us
   // path_.timeout it was a transport deadline for, else 0xff
   std::uint8_t timer_armed_timeout_ GUARDED_BY(sq_mu_) = 0xff;
+  // Rendezvous work (above) not yet in the send queue, oldest first, and
+  // how many device WQEs are in it.
+  std::deque<RndvWork> rndv_pending_ GUARDED_BY(sq_mu_);
+  std::uint32_t rndv_in_sq_ GUARDED_BY(sq_mu_) = 0;
 
   // The receive side: its queue and the responder that takes from it.
   FastMutex rq_mu_;  // guards rq_, responder_ (see Responder::ResponderState), recv_counters_
@@ -350,7 +410,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
 
   FastMutex inbox_mu_;  // guards inbox_
   std::vector<Packet> inbox_ GUARDED_BY(inbox_mu_);
+  std::vector<RndvWork> rndv_inbox_ GUARDED_BY(inbox_mu_);  // from the responder (queue_rndv)
   std::atomic<bool> inbox_ready_{false};
+  std::atomic<bool> rndv_kick_{false};  // queue_rndv left work: receive_request kicks
 
   std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none
 };

@@ -233,6 +233,8 @@ std::string_view wc_status_str(WcStatus s) {
     case WcStatus::kMemMgmtOpErr: return "memory management operation error";
     case WcStatus::kMwBindErr: return "memory window bind error";
     case WcStatus::kGeneralErr: return "general error";
+    case WcStatus::kTmErr: return "tag matching error";
+    case WcStatus::kTmRndvIncomplete: return "tag matching rendezvous incomplete";
   }
   return "unknown status";
 }

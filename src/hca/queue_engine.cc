@@ -260,8 +260,17 @@ std::uint32_t QueueEngine::max_srq_sge() const { return static_cast<std::uint32_
 
 Result<std::shared_ptr<Srq>> QueueEngine::create_srq(std::uint32_t pdn, std::uint32_t max_wr, std::uint32_t max_sge,
                                                      std::uint32_t srq_limit, void* context, Srq::XrcBinding xrc) {
+  if (xrc.max_num_tags != 0 || xrc.max_ops != 0) {
+    if (xrc.xrcdn != 0) return make_error(EINVAL, "an SRQ is XRC or tag-matching, not both");
+    if (xrc.max_num_tags < 1 || xrc.max_num_tags > kMaxNumTags)
+      return make_error(EINVAL, fmt::format("max_num_tags {} outside 1..{}", xrc.max_num_tags, kMaxNumTags));
+    if (xrc.max_ops < 1 || xrc.max_ops > kMaxTmOps)
+      return make_error(EINVAL, fmt::format("max_ops {} outside 1..{}", xrc.max_ops, kMaxTmOps));
+    if (!xrc.cq) return make_error(EINVAL, "a tag-matching SRQ needs the CQ its list operations complete on");
+  }
   if (xrc.xrcdn != 0 || xrc.cq) {
-    if (!xrcd_allocated(xrc.xrcdn)) return make_error(EINVAL, fmt::format("XRCD {} is not allocated", xrc.xrcdn));
+    if (xrc.max_num_tags == 0 && !xrcd_allocated(xrc.xrcdn))
+      return make_error(EINVAL, fmt::format("XRCD {} is not allocated", xrc.xrcdn));
     if (!xrc.cq) return make_error(EINVAL, "an XRC SRQ needs the CQ its receives complete on");
     std::shared_lock lock(queues_mu_);
     auto it = cqs_.find(xrc.cq->cqn());

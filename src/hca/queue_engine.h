@@ -93,6 +93,11 @@ class QueueEngine {
   std::uint32_t max_srq() const;
   std::uint32_t max_srq_wr() const;
   std::uint32_t max_srq_sge() const;
+  // A tag-matching SRQ's limits: tags in its list, and list operations
+  // (they run when posted, so none is ever outstanding; max_ops is only
+  // checked).
+  static constexpr std::uint32_t kMaxNumTags = 1024;
+  static constexpr std::uint32_t kMaxTmOps = 1024;
   EventQueue& event_queue(std::uint32_t vector);
   AsyncEventDispatcher& async_events();
 

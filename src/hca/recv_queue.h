@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "hca/recv_wqe.h"
@@ -53,6 +54,14 @@ class RecvQueue {
     if (!srq_held_) srq_held_ = srq_->take(srq_wqe_);
     return srq_held_;
   }
+  // A tag-matching SRQ matches on the message's first bytes (`first`) and
+  // its length (Srq::take_tm).
+  bool ready(std::span<const std::byte> first, std::uint64_t message_length) {
+    if (!srq_ || !srq_->is_tm()) return ready();
+    if (!srq_held_) srq_held_ = srq_->take_tm(first, message_length, srq_wqe_);
+    return srq_held_;
+  }
+  bool is_tm() const { return srq_ && srq_->is_tm(); }
   RecvWqe& head() { return srq_ ? srq_wqe_ : ring_[head_ & mask_]; }
   RecvWqe& take() {
     if (srq_) {

@@ -50,10 +50,11 @@ Requester::Step Requester::next_step() {
 
 // The QP's translations, shared by the roles, defined in the requester's
 // unit: send_whole (flatten) inlines translate_local into every message.
-bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out) const {
+bool Qp::translate_local(const std::vector<Sge>& sges, std::uint32_t access, PieceList& out,
+                         std::uint32_t pdn) const {
   out.clear();
   for (const Sge& s : sges) {
-    auto t = tables_.translate(s.lkey, s.addr, s.length, access, init_.pdn);
+    auto t = tables_.translate(s.lkey, s.addr, s.length, access, pdn);
     if (!t) return false;
     t->for_each_piece([&](MemPiece p) { out.push_back(p); });
   }
@@ -337,7 +338,8 @@ void Requester::send_packet(SendWqe& w) {
       // The local SGEs are checked for LOCAL_WRITE before the request goes
       // out, so a bad lkey never costs the responder a read. A resume asks
       // for the rest only, from the PSN where the responses stopped.
-      if (!qp_.translate_local(w.sges, ACCESS_LOCAL_WRITE, pieces_)) return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
+      if (!qp_.translate_local(w.sges, ACCESS_LOCAL_WRITE, pieces_, qp_.local_pdn(w)))
+        return qp_.fail_wqe(next_, WcStatus::kLocProtErr);
       p.op = row.only;
       p.va = w.remote_addr + offset_;
       p.rkey = w.rkey;

@@ -7,6 +7,8 @@
 // A state machine as rxe's rxe_resp.c: execute() runs one small
 // function per state, each returning the next; the IBA rule each applies is
 // cited beside it.
+#include <algorithm>
+#include <array>
 #include <atomic>
 
 #include "hca/copy.h"
@@ -73,6 +75,7 @@ void Responder::configure(const QpAttr& attr, std::uint32_t mtu) {
   resp_.peer_addr.store(attr.dest_addr, std::memory_order_relaxed);
   resp_.peer_qpn.store(attr.dest_qp_num, std::memory_order_relaxed);
   resp_.min_rnr_timer = attr.min_rnr_timer;
+  resp_.max_rd_atomic = attr.max_rd_atomic;
 }
 
 void Responder::set_rq_psn(std::uint32_t psn) {
@@ -389,7 +392,23 @@ Responder::State Responder::check_length(const Packet& pkt) const {
 // needs a responder resource: max_dest_rd_atomic 0 allows none (class C).
 Responder::State Responder::check_resources(const Packet& pkt) const {
   if (is_send(pkt.op)) {
-    if (starts_message(pkt.op) && !qp_.rq_.ready()) return State::kNakRnr;
+    if (starts_message(pkt.op)) {
+      if (qp_.rq_.is_tm()) [[unlikely]] {
+        // A tag-matching SRQ matches on the TMH (and a rendezvous request's
+        // RVH): the first bytes, copied out of the payload (fewer when the
+        // message is shorter), and the message's length if this packet
+        // ends it.
+        std::array<std::byte, kTmhSize + kRvhSize> first{};
+        const std::size_t n = std::min<std::size_t>(first.size(), pkt.payload_length);
+        const MemPiece to{first.data(), n};
+        const std::size_t got = copy_pieces(std::span<const MemPiece>(&to, 1), pkt.payload);
+        const std::uint64_t length = ends_message(last_opcode(pkt)) ? pkt.payload_length : UINT64_MAX;
+        if (!qp_.rq_.ready(std::span<const std::byte>(first.data(), std::min(n, got)), length))
+          return State::kNakRnr;
+      } else if (!qp_.rq_.ready()) {
+        return State::kNakRnr;
+      }
+    }
     return State::kExecuteSend;
   }
   if (is_write(pkt.op)) {
@@ -405,8 +424,20 @@ Responder::State Responder::execute_send(Packet& pkt) {
   // The receive stays at the head of the queue until the message's last
   // packet completes it (post_recv appends behind it).
   const RecvWqe& r = qp_.rq_.head();
+  if (r.tm == TmDisposition::kRndv) [[unlikely]] return execute_rndv(pkt);
+  // A matched tag's buffer takes the message without its TMH: the first
+  // packet's first r.skip bytes are not placed, and `offset` counts
+  // placed bytes.
   const std::uint32_t offset = starts_message(pkt.op) ? 0 : resp_.offset;
-  if (std::uint64_t{offset} + pkt.payload_length > r.length) {
+  const std::uint32_t skip = starts_message(pkt.op) ? r.skip : 0;
+  if (skip > pkt.payload_length) [[unlikely]] {
+    // (take_tm matched on a whole TMH, so never: kept as the invariant's check.)
+    resp_.in_message.store(M::kNone, std::memory_order_relaxed);
+    complete_recv(qp_.rq_.take().wr_id, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, pkt.src_qpn);
+    return State::kNakInvalidRecvTooShort;
+  }
+  const std::uint32_t placed_length = pkt.payload_length - skip;
+  if (std::uint64_t{offset} + placed_length > r.length) {
     // The receive is too small: the receiver sees a local length error,
     // the sender an invalid request (IBA 9.7.5.2.4).
     resp_.in_message.store(M::kNone, std::memory_order_relaxed);
@@ -419,8 +450,16 @@ Responder::State Responder::execute_send(Packet& pkt) {
   const bool placed = [&] {
     TranslationWindow window(Qp::window_key(r.sges));
     PieceList dst;
-    if (!qp_.translate_slice(r.sges, offset, pkt.payload_length, ACCESS_LOCAL_WRITE, pdn, dst)) return false;
-    copy_pieces(dst, pkt.payload);
+    if (!qp_.translate_slice(r.sges, offset, placed_length, ACCESS_LOCAL_WRITE, pdn, dst)) return false;
+    if (skip == 0) {
+      copy_pieces(dst, pkt.payload);
+    } else {
+      PieceCursor cursor(pkt.payload);
+      PieceList src, tmh;
+      cursor.take(skip, tmh);
+      cursor.take(placed_length, src);
+      copy_pieces(dst, src);
+    }
     return true;
   }();
   if (!placed) {
@@ -431,11 +470,35 @@ Responder::State Responder::execute_send(Packet& pkt) {
   const Opcode last_op = last_opcode(pkt);
   if (!ends_message(last_op)) {
     resp_.in_message.store(M::kSend, std::memory_order_relaxed);
-    resp_.offset = offset + pkt.payload_length;
+    resp_.offset = offset + placed_length;
     return State::kAcknowledge;
   }
   resp_.in_message.store(M::kNone, std::memory_order_relaxed);
-  const std::uint32_t byte_len = offset + pkt.payload_length;
+  const std::uint32_t byte_len = offset + placed_length;
+  if (r.tm != TmDisposition::kNone) [[unlikely]] {
+    // A message a tag-matching SRQ took: kTmRecv (matched, or unexpected)
+    // or kTmNoTag, with the TMH's tag and app_ctx. (A SEND with
+    // invalidate or immediate gets no special treatment here: the TMH
+    // protocol has neither.)
+    const RecvWqe& w = qp_.rq_.take();
+    count_message();
+    Wc wc;
+    wc.wr_id = w.wr_id;
+    wc.opcode = w.tm == TmDisposition::kNoTag ? WcOpcode::kTmNoTag : WcOpcode::kTmRecv;
+    wc.byte_len = byte_len;
+    if (w.tm == TmDisposition::kMatched) {
+      wc.wc_flags = WC_TM_MATCH | WC_TM_DATA_VALID;
+      wc.tm_tag = w.tm_tag;
+      wc.tm_priv = w.tm_priv;
+    }
+    wc.qp_num = qp_.qpn_;
+    wc.qp_context = qp_.init_.qp_context;
+    wc.src_qp = pkt.src_qpn;
+    acknowledge_before_completion(pkt);
+    if (Cq* cq = qp_.init_.recv_cq ? qp_.init_.recv_cq.get() : qp_.rq_.srq()->cq().get())
+      qp_.push_cqe(*cq, wc, pkt.solicited);
+    return State::kDone;
+  }
   const std::uint64_t done = qp_.rq_.take().wr_id;
   count_message();
   if (has_ieth(last_op)) {
@@ -461,6 +524,60 @@ Responder::State Responder::execute_send(Packet& pkt) {
   acknowledge_before_completion(pkt);
   complete_recv(done, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, imm ? pkt.imm : 0, imm ? WC_WITH_IMM : 0u,
                 pkt.src_qpn, pkt.solicited);
+  return State::kDone;
+}
+
+// A rendezvous request that matched a posted tag (Srq::take_tm: one
+// packet, TMH and RVH whole): nothing of it is placed; the tag completes
+// now as matched (kTmRecv, WC_TM_MATCH, the TMH's tag and app_ctx,
+// byte_len 0), and the device fetches the data: the READ of the RVH's
+// buffer into the tag's, and then the FIN, are the send side's
+// (Qp::queue_rndv), issued once rq_mu_ is let go. A request the device
+// does not fetch (an RVH of 0 bytes, or of more than the tag's buffer or a
+// message may hold, or a QP that may not READ) completes the tag with
+// kTmRndvIncomplete instead, MATCH | DATA_VALID, its TMH and RVH (as much
+// as fits) placed in the tag's buffer: the consumer carries on as for an
+// unexpected one. The bytes come from a peer: each is checked before
+// anything is written.
+Responder::State Responder::execute_rndv(Packet& pkt) {
+  resp_.in_message.store(ResponderState::InMessage::kNone, std::memory_order_relaxed);
+  const std::uint32_t pdn = qp_.rq_.pdn();
+  const RecvWqe& w = qp_.rq_.take();
+  count_message();
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.opcode = WcOpcode::kTmRecv;
+  wc.wc_flags = WC_TM_MATCH;
+  wc.tm_tag = w.tm_tag;
+  wc.tm_priv = w.tm_priv;
+  wc.qp_num = qp_.qpn_;
+  wc.qp_context = qp_.init_.qp_context;
+  wc.src_qp = pkt.src_qpn;
+  const bool fetch = w.rndv_len != 0 && w.rndv_len <= w.length && w.rndv_len <= Qp::kMaxMessageBytes &&
+                     resp_.max_rd_atomic != 0;
+  if (fetch) {
+    qp_.queue_rndv(Qp::RndvWork{w.wr_id, w.sges, pdn, w.rndv_va, w.rndv_rkey, w.rndv_len, w.tm_tag, w.tm_priv});
+  } else {
+    const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(kTmhSize + kRvhSize, w.length));
+    const bool placed = [&] {
+      TranslationWindow window(Qp::window_key(w.sges));
+      PieceList dst, src;
+      if (!qp_.translate_slice(w.sges, 0, n, ACCESS_LOCAL_WRITE, pdn, dst)) return false;
+      PieceCursor(pkt.payload).take(n, src);
+      copy_pieces(dst, src);
+      return true;
+    }();
+    if (!placed) {
+      complete_recv(w.wr_id, WcStatus::kLocProtErr, WcOpcode::kTmRecv, 0, 0, 0, pkt.src_qpn);
+      return State::kNakOperational;
+    }
+    wc.status = WcStatus::kTmRndvIncomplete;
+    wc.wc_flags |= WC_TM_DATA_VALID;
+    wc.byte_len = n;
+  }
+  acknowledge_before_completion(pkt);
+  if (Cq* cq = qp_.init_.recv_cq ? qp_.init_.recv_cq.get() : qp_.rq_.srq()->cq().get())
+    qp_.push_cqe(*cq, wc, pkt.solicited);
   return State::kDone;
 }
 

@@ -136,6 +136,7 @@ class Responder {
   struct ResponderState {
     std::atomic<std::uint32_t> access{0};  // qp_access_flags
     std::uint8_t min_rnr_timer = 1;
+    std::uint8_t max_rd_atomic = 0;  // the QP's own READs (a TM SRQ's rendezvous needs one)
     std::atomic<std::uint32_t> expected_psn{0};
     std::atomic<std::uint32_t> mtu{4096};  // path_mtu (read by the unlocked path too)
     // Messages completed (AETH MSN), and whether a sequence-error NAK for
@@ -239,6 +240,8 @@ class Responder {
   // TGT's, that of the SRQ its message named.
   std::uint32_t request_pdn() const REQUIRES(rq_mutex(qp_));
   State execute_send(Packet& pkt) REQUIRES(rq_mutex(qp_));
+  // A rendezvous request that matched a tag (execute_send's, out of line).
+  [[gnu::noinline, gnu::cold]] State execute_rndv(Packet& pkt) REQUIRES(rq_mutex(qp_));
   State execute_write(Packet& pkt) REQUIRES(rq_mutex(qp_));
   State execute_read(Packet& pkt) REQUIRES(rq_mutex(qp_));
   State execute_atomic(Packet& pkt) REQUIRES(rq_mutex(qp_));

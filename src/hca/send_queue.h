@@ -25,6 +25,11 @@ enum class WqeState : std::uint8_t {
   kError,         // completed with an error, or flushed
 };
 
+// A WQE the device posted itself (none: the consumer's): a tag-matching
+// SRQ's rendezvous, on the QP the request came by (Qp::post_rndv): the
+// READ of the sender's buffer into the matched tag's, then the FIN.
+enum class DeviceWqe : std::uint8_t { kNone, kRndvRead, kRndvFin };
+
 struct SendWqe {
   std::uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
@@ -61,6 +66,14 @@ struct SendWqe {
   bool ud_own_qkey = false;  // remote_qkey had the high bit: send the QP's
   std::uint8_t ud_hop_limit = 64;
   std::uint8_t ud_traffic_class = 0;
+  // A device WQE (wr_id: the tag's recv_wr_id). Its completion is not a
+  // send CQE: the completer hands it to Qp::rndv_done. kRndvRead: sges are
+  // the tag's buffer, of the PD `tm_pdn` (the SRQ's), and tm_tag, tm_priv
+  // what its FIN repeats.
+  DeviceWqe device = DeviceWqe::kNone;
+  std::uint32_t tm_pdn = 0;
+  std::uint32_t tm_priv = 0;
+  std::uint64_t tm_tag = 0;
 
   // Has nothing left to wait for: a resend from an earlier WQE passes it
   // without executing or sending it again.

@@ -10,6 +10,7 @@
 #include "hca/link.h"
 #include "hca/qp.h"
 #include "hca/queue_engine.h"
+#include "hca/srq.h"
 
 namespace srdma::hca {
 
@@ -44,6 +45,10 @@ void Qp::run_send_side(bool check_timeout) {
       {
         FastLock lock(inbox_mu_);
         drain_.swap(inbox_);
+        if (!rndv_inbox_.empty()) [[unlikely]] {
+          for (RndvWork& r : rndv_inbox_) rndv_pending_.push_back(std::move(r));
+          rndv_inbox_.clear();
+        }
         inbox_ready_.store(false, std::memory_order_relaxed);
       }
       for (auto& m : drain_) completer_.handle(m);
@@ -54,6 +59,7 @@ void Qp::run_send_side(bool check_timeout) {
       check_timeout = false;
       completer_.check_timeout();
     }
+    if (!rndv_pending_.empty()) [[unlikely]] post_rndv();
     switch (requester_.next_step()) {
       case Requester::Step::kIdle:
         return;
@@ -192,6 +198,148 @@ void Qp::fail_wqe(std::uint64_t index, WcStatus status) {
 void Qp::flush_send_queue() {
   completer_.flush();
   requester_.stop(sq_.prod());
+  // Rendezvous work not posted yet is younger than every WQE: it flushes last.
+  while (!rndv_pending_.empty()) {
+    const RndvWork r = std::move(rndv_pending_.front());
+    rndv_pending_.pop_front();
+    drop_rndv(r, WcStatus::kWrFlushErr);
+  }
+}
+
+// Tag matching's rendezvous (qp.h says how the pieces fit).
+void Qp::queue_rndv(RndvWork&& w) {
+  {
+    FastLock lock(inbox_mu_);
+    rndv_inbox_.push_back(std::move(w));
+    inbox_ready_.store(true, std::memory_order_release);
+  }
+  rndv_kick_.store(true, std::memory_order_relaxed);
+}
+
+void Qp::kick_rndv() {
+  rndv_kick_.store(false, std::memory_order_relaxed);
+  // A request delivered inside another QP's send side (the in-process
+  // link: the sender's post) kicks us once that send side returns: its
+  // loop has then taken the ACK it was delivered (and completed its
+  // SEND), so our READ and FIN reach the sender after it, as on a wire
+  // (its responder may refuse the READ and end its QP: the ACK must not
+  // find it ended). kick() takes sq_mu_ only if free, and a send side of
+  // ours running on this thread takes the work in its loop.
+  if (SendSideHere::top != nullptr && !SendSideHere::runs(this))
+    SendSideHere::deferred.push_back(shared_from_this());
+  else
+    kick();
+}
+
+void Qp::SendSideHere::run_deferred() {
+  while (!deferred.empty()) {
+    const std::shared_ptr<Qp> q = std::move(deferred.back());
+    deferred.pop_back();
+    q->kick();  // (its send side, the outermost now, runs what it defers in turn)
+  }
+}
+
+namespace {
+
+void store_be(std::byte* p, std::uint64_t v, int n) {
+  for (int i = n - 1; i >= 0; --i, v >>= 8) p[i] = static_cast<std::byte>(v & 0xff);
+}
+
+}  // namespace
+
+void Qp::post_rndv() {
+  // In the send queue's spare slots, behind the consumer's WQEs (RC keeps
+  // its order); what finds no room waits for a completion to free one.
+  while (!rndv_pending_.empty() && rndv_in_sq_ < kRndvSlots && sq_.prod() - completer_.consumer() < sq_.depth()) {
+    RndvWork r = std::move(rndv_pending_.front());
+    rndv_pending_.pop_front();
+    // max_rd_atomic 0 since the match (a modify): no READ may go out.
+    if (!r.fin && path_.max_rd_atomic == 0) {
+      drop_rndv(r, WcStatus::kLocQpOpErr);
+      continue;
+    }
+    SendWqe& w = sq_[sq_.prod()];
+    w.wr_id = r.recv_wr_id;
+    w.flags = SEND_SIGNALED;  // every way it completes goes through the completer's complete_send
+    w.imm = 0;
+    w.compare_add = w.swap = 0;
+    w.xrc_srqn = 0;
+    w.remote_addr = r.va;
+    w.rkey = r.rkey;
+    w.device = r.fin ? DeviceWqe::kRndvFin : DeviceWqe::kRndvRead;
+    w.tm_pdn = r.pdn;
+    w.tm_tag = r.tag;
+    w.tm_priv = r.priv;
+    if (r.fin) {
+      // The FIN: the request's TMH and RVH again, opcode FIN, inline.
+      w.opcode = WrOpcode::kSend;
+      w.sges.clear();
+      w.is_inline = true;
+      w.inline_data.assign(kTmhSize + kRvhSize, std::byte{0});
+      std::byte* p = w.inline_data.data();
+      p[0] = static_cast<std::byte>(TmhOpcode::kFin);
+      store_be(p + 4, r.priv, 4);
+      store_be(p + 8, r.tag, 8);
+      store_be(p + kTmhSize, r.va, 8);
+      store_be(p + kTmhSize + 8, r.rkey, 4);
+      store_be(p + kTmhSize + 12, r.len, 4);
+      w.length = kTmhSize + kRvhSize;
+    } else {
+      w.opcode = WrOpcode::kRdmaRead;
+      w.sges = std::move(r.sges);
+      w.is_inline = false;
+      w.inline_data.clear();
+      w.length = r.len;
+    }
+    sq_.produce();
+    ++rndv_in_sq_;
+  }
+}
+
+void Qp::rndv_done(SendWqe& w, WcStatus status) {
+  --rndv_in_sq_;
+  const DeviceWqe kind = w.device;
+  w.device = DeviceWqe::kNone;
+  // A FIN completes nothing the consumer posted: one that fails (the
+  // sender posted no receive for it, say) ends the QP with no WR of the
+  // consumer's to say why, so the QP fatal event does.
+  if (kind != DeviceWqe::kRndvRead) {
+    if (status != WcStatus::kSuccess && status != WcStatus::kWrFlushErr)
+      engine_.async_events().raise(AsyncEvent{AsyncEventType::kQpFatal, 0, qpn_, init_.qp_context});
+    return;
+  }
+  complete_tag(w.wr_id, status, status == WcStatus::kSuccess ? w.length : 0);
+  if (status != WcStatus::kSuccess) return;
+  RndvWork fin;
+  fin.recv_wr_id = w.wr_id;
+  fin.va = w.remote_addr;
+  fin.rkey = w.rkey;
+  fin.len = w.length;
+  fin.tag = w.tm_tag;
+  fin.priv = w.tm_priv;
+  fin.fin = true;
+  rndv_pending_.push_back(std::move(fin));
+}
+
+void Qp::drop_rndv(const RndvWork& r, WcStatus status) {
+  if (!r.fin) complete_tag(r.recv_wr_id, status, 0);
+}
+
+void Qp::complete_tag(std::uint64_t recv_wr_id, WcStatus status, std::uint32_t byte_len) {
+  // The tag's second completion (its first, WC_TM_MATCH, came with the
+  // request): the data is in its buffer (WC_TM_DATA_VALID), or the READ
+  // failed. No tag info: the first had it.
+  Wc wc;
+  wc.wr_id = recv_wr_id;
+  wc.status = status;
+  wc.opcode = WcOpcode::kTmRecv;
+  wc.byte_len = byte_len;
+  if (status == WcStatus::kSuccess) wc.wc_flags = WC_TM_DATA_VALID;
+  wc.qp_num = qpn_;
+  wc.qp_context = init_.qp_context;
+  wc.src_qp = path_.dest_qpn;
+  if (Cq* cq = init_.recv_cq ? init_.recv_cq.get() : init_.srq ? init_.srq->cq().get() : nullptr)
+    push_cqe(*cq, wc, false);
 }
 
 }  // namespace srdma::hca

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "hca/fast_mutex.h"
@@ -33,9 +34,13 @@ class Cq;
 // An XRC SRQ (IBA A14, ibv_create_srq_ex's IBV_SRQT_XRC): the XRC domain
 // it belongs to (a TGT QP of that domain only may receive into it) and the
 // CQ its receives complete on (a TGT QP has none of its own).
+// A tag-matching SRQ (ibv's IBV_SRQT_TM): xrcdn 0, max_num_tags > 0, and
+// the CQ its list operations complete on.
 struct SrqXrcBinding {
   std::uint32_t xrcdn = 0;  // 0: a basic SRQ
   std::shared_ptr<Cq> cq;
+  std::uint32_t max_num_tags = 0;  // > 0: tag matching
+  std::uint32_t max_ops = 0;
 };
 
 class Srq {
@@ -65,6 +70,35 @@ class Srq {
   // The oldest posted WQE, swapped into `out` (no allocation); false if
   // none is posted. May raise the limit event.
   bool take(RecvWqe& out);
+  // A TM SRQ: the WQE for a message of `message_length` bytes (UINT64_MAX:
+  // longer than its first packet) whose first bytes are `head` (kTmhSize +
+  // kRvhSize of them, or the whole message if shorter), after matching its
+  // TMH: a posted tag's buffer it matches (removed from the list), else an
+  // ordinary WQE (take()): for NO_TAG, and as unexpected (counted) for a
+  // tag that matches none, while the consumer is behind on unexpected
+  // messages, and for a message too short for a TMH or with an opcode
+  // other than EAGER, NO_TAG or RNDV. A RNDV message matches only whole in
+  // one packet, from kTmhSize + kRvhSize to kMaxRndvHdrSize bytes (any
+  // other is unexpected: its RVH goes to the consumer); its tag's WQE is
+  // kRndv, with the RVH's fields (the responder checks them).
+  // false: no WQE (an RNR NAK; nothing counted).
+  bool take_tm(std::span<const std::byte> head, std::uint64_t message_length, RecvWqe& out);
+  bool is_tm() const { return xrc_.max_num_tags != 0; }
+  // The longest rendezvous request the device offloads (tm_caps'
+  // max_rndv_hdr_size): TMH, RVH and up to 32 bytes the sender adds.
+  static constexpr std::uint32_t kMaxRndvHdrSize = 64;
+
+  // ibv_post_srq_ops: runs each op now, completing the signaled ones on
+  // the SRQ's CQ. EINVAL (not a TM SRQ, an SGE list beyond max_sge, a
+  // handle never returned), ENOMEM (max_num_tags posted); *bad names the
+  // first op not run.
+  Result<void> post_ops(TmOpWr* wr, TmOpWr** bad);
+  struct TmCounts {
+    std::uint32_t tags = 0;        // posted, not consumed nor removed
+    std::uint32_t unexpected = 0;  // unexpected messages counted
+    std::uint32_t synced = 0;      // the consumer's count, as last reported
+  };
+  TmCounts tm_counts() const;
 
   struct Attr {
     std::uint32_t max_wr = 0;
@@ -95,6 +129,21 @@ class Srq {
   std::uint64_t head_ = 0, tail_ = 0;
   std::uint32_t max_wr_;
   std::uint32_t limit_;
+  // Tag matching: slots indexed by handle (free when !used), and the
+  // posted ones in the order posted (matching takes the oldest that fits).
+  struct Tag {
+    RecvWqe wqe;
+    std::uint64_t tag = 0, mask = 0;
+    std::uint64_t seq = 0;  // order posted
+    bool used = false;
+  };
+  std::vector<Tag> tags_;
+  std::vector<std::uint32_t> free_tags_;
+  std::uint64_t tag_seq_ = 0;
+  std::uint32_t unexpected_ = 0;  // the device's count of unexpected messages
+  std::uint32_t synced_ = 0;      // the consumer's, from its last TM_OP_SYNC op
+
+  bool take_locked(RecvWqe& out, bool& limit_reached);  // under mu_
 };
 
 }  // namespace srdma::hca

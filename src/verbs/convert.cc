@@ -89,6 +89,8 @@ ibv_wc_status wc_status(WcStatus s) {
     case WcStatus::kMemMgmtOpErr: return IBV_WC_MW_BIND_ERR;  // verbs' memory-management error
     case WcStatus::kMwBindErr: return IBV_WC_MW_BIND_ERR;
     case WcStatus::kGeneralErr: return IBV_WC_GENERAL_ERR;
+    case WcStatus::kTmErr: return IBV_WC_TM_ERR;
+    case WcStatus::kTmRndvIncomplete: return IBV_WC_TM_RNDV_INCOMPLETE;
   }
   return IBV_WC_GENERAL_ERR;
 }
@@ -106,6 +108,11 @@ ibv_wc_opcode wc_opcode(WcOpcode o) {
     case WcOpcode::kAtomicWrite: return IBV_WC_ATOMIC_WRITE;
     case WcOpcode::kRecv: return IBV_WC_RECV;
     case WcOpcode::kRecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
+    case WcOpcode::kTmAdd: return IBV_WC_TM_ADD;
+    case WcOpcode::kTmDel: return IBV_WC_TM_DEL;
+    case WcOpcode::kTmSync: return IBV_WC_TM_SYNC;
+    case WcOpcode::kTmRecv: return IBV_WC_TM_RECV;
+    case WcOpcode::kTmNoTag: return IBV_WC_TM_NO_TAG;
   }
   return IBV_WC_SEND;
 }
@@ -128,6 +135,9 @@ void to_ibv_wc(const Wc& in, ibv_wc& out) {
     out.wc_flags |= IBV_WC_WITH_INV;
   }
   if (in.wc_flags & WC_GRH) out.wc_flags |= IBV_WC_GRH;
+  if (in.wc_flags & WC_TM_SYNC_REQ) out.wc_flags |= IBV_WC_TM_SYNC_REQ;
+  if (in.wc_flags & WC_TM_MATCH) out.wc_flags |= IBV_WC_TM_MATCH;
+  if (in.wc_flags & WC_TM_DATA_VALID) out.wc_flags |= IBV_WC_TM_DATA_VALID;
   out.qp_num = in.qp_num;
   out.src_qp = in.src_qp;
   out.pkey_index = in.pkey_index;

@@ -26,12 +26,12 @@ namespace srdma::verbs {
 
 namespace {
 
-// The flags this device can fill: the standard ones and both timestamps.
-// CVLAN, flow tags and tag matching belong to raw packet and TM hardware.
+// The flags this device can fill: the standard ones, both timestamps and
+// tag matching's info. CVLAN and flow tags belong to raw packet hardware.
 constexpr std::uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
     IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_TM_INFO;
 constexpr std::uint32_t kSupportedCqFlags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
 constexpr std::uint32_t kKnownInitMask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
 
@@ -58,6 +58,8 @@ bool refill(Cq& cq, CqExPoll& p) {
     to_ibv_wc(batch[static_cast<std::size_t>(i)], p.wc[static_cast<std::size_t>(i)]);
     p.ts[static_cast<std::size_t>(i)] = ts;
     p.wall[static_cast<std::size_t>(i)] = wall;
+    p.tm[static_cast<std::size_t>(i)] = ibv_wc_tm_info{batch[static_cast<std::size_t>(i)].tm_tag,
+                                                       batch[static_cast<std::size_t>(i)].tm_priv};
   }
   p.at = 0;
   p.count = n;
@@ -104,6 +106,10 @@ unsigned int read_wc_flags(ibv_cq_ex* cq) { return cur(cq).wc_flags; }
 std::uint32_t read_slid(ibv_cq_ex* cq) { return cur(cq).slid; }
 std::uint8_t read_sl(ibv_cq_ex* cq) { return cur(cq).sl; }
 std::uint8_t read_dlid_path_bits(ibv_cq_ex* cq) { return cur(cq).dlid_path_bits; }
+void read_tm_info(ibv_cq_ex* cq, ibv_wc_tm_info* info) {
+  CqExPoll& p = ext_of(cq);
+  *info = p.tm[static_cast<std::size_t>(p.at)];
+}
 std::uint64_t read_completion_ts(ibv_cq_ex* cq) {
   CqExPoll& p = ext_of(cq);
   return p.ts[p.at];
@@ -135,7 +141,7 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   if (!context || !attr) return fail_null<ibv_cq_ex>(verb, EINVAL, "NULL context or attribute");
   if (attr->comp_mask & ~kKnownInitMask) return fail_null<ibv_cq_ex>(verb, EINVAL, "unknown comp_mask bits");
   if (attr->wc_flags & ~kSupportedWcFlags)
-    return fail_null<ibv_cq_ex>(verb, EOPNOTSUPP, "wc_flags beyond the standard ones and the timestamps (CVLAN, flow tag, TM)");
+    return fail_null<ibv_cq_ex>(verb, EOPNOTSUPP, "wc_flags beyond the standard ones, the timestamps and TM info (CVLAN, flow tag)");
   const std::uint32_t flags = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) ? attr->flags : 0;
   if (flags & ~kSupportedCqFlags) return fail_null<ibv_cq_ex>(verb, EOPNOTSUPP, "unknown create flags");
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && !attr->parent_domain)
@@ -172,6 +178,7 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   // call in rdma-core's providers too, not a silent 0.
   x.read_completion_ts = ext_of(&x).stamp ? read_completion_ts : nullptr;
   x.read_completion_wallclock_ns = ext_of(&x).stamp_wall ? read_completion_wallclock_ns : nullptr;
+  x.read_tm_info = (attr->wc_flags & IBV_WC_EX_WITH_TM_INFO) ? read_tm_info : nullptr;
   return &x;
 }
 

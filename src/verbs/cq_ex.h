@@ -19,6 +19,7 @@ struct CqExPoll {
   std::array<ibv_wc, kBatch> wc;
   std::array<std::uint64_t, kBatch> ts;    // CLOCK_MONOTONIC ns, when taken from the core CQ
   std::array<std::uint64_t, kBatch> wall;  // CLOCK_REALTIME ns, likewise
+  std::array<ibv_wc_tm_info, kBatch> tm;   // a tag-matching SRQ's message: the TMH's tag and app_ctx
   int at = 0;     // the current CQE; between polls, the first not handed out
   int count = 0;  // CQEs in the batch
   bool single_threaded = false;

@@ -255,6 +255,13 @@ int query_device_ex_op(ibv_context* c, const ibv_query_device_ex_input* input, i
                         IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
   }
   full.max_dm_size = da.max_dm_size;
+  // Tag-matching SRQs on RC (srq.cc's post_srq_ops_op), rendezvous
+  // offloaded for requests of up to max_rndv_hdr_size bytes.
+  full.tm_caps.max_rndv_hdr_size = da.tm_max_rndv_hdr_size;
+  full.tm_caps.max_num_tags = da.tm_max_num_tags;
+  full.tm_caps.flags = da.tm_max_num_tags ? IBV_TM_CAP_RC : 0;
+  full.tm_caps.max_ops = da.tm_max_ops;
+  full.tm_caps.max_sge = da.tm_max_sge;
   // CQ moderation is the core's (CompletionQueue::modify), but
   // ibv_modify_cq is not wired to it: none is reported.
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
@@ -469,6 +476,7 @@ ibv_context* open_context(const char* verb, std::shared_ptr<CommandFile> file, i
   ctx->vctx.open_xrcd = open_xrcd_op;
   ctx->vctx.close_xrcd = close_xrcd_op;
   ctx->vctx.create_srq_ex = create_srq_ex_op;
+  ctx->vctx.post_srq_ops = post_srq_ops_op;
   ctx->vctx.get_srq_num = get_srq_num_op;
   ctx->vctx.open_qp = open_qp_op;
   ctx->vctx.alloc_td = alloc_td_op;

@@ -21,7 +21,11 @@ int get_srq_num_op(ibv_srq* srq, std::uint32_t* srq_num);
 ibv_qp* open_qp_op(ibv_context* context, ibv_qp_open_attr* attr);
 // ibv_create_srq's work, and ibv_create_srq_ex's with an XRCD and CQ (both
 // or neither): the wrapper, or NULL with errno set.
-ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrcd* xrcd, ibv_cq* cq);
+// An XRC SRQ with `xrcd` and `cq`; a tag-matching one with `tm` and `cq`.
+ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrcd* xrcd, ibv_cq* cq,
+                  const ibv_tm_cap* tm = nullptr);
+// ibv_post_srq_ops (verbs_context's post_srq_ops) on a tag-matching SRQ.
+int post_srq_ops_op(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 

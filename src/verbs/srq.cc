@@ -21,9 +21,11 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   });
 }
 
-ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrcd* xrcd, ibv_cq* cq) {
+ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrcd* xrcd, ibv_cq* cq,
+                  const ibv_tm_cap* tm) {
   if (!pd || !init) return fail_null<ibv_srq>(verb, EINVAL, "NULL PD or init_attr");
-  if (!xrcd != !cq) return fail_null<ibv_srq>(verb, EINVAL, "an XRC SRQ needs both an XRCD and a CQ");
+  if (tm ? (xrcd || !cq) : !xrcd != !cq)
+    return fail_null<ibv_srq>(verb, EINVAL, "an XRC SRQ needs both an XRCD and a CQ, a TM SRQ a CQ only");
   auto* srq = new_object<Srq>(pd);
   if (!srq) return fail_null<ibv_srq>(verb, ENOMEM, "out of memory");
   SrqInitAttr attr;
@@ -34,6 +36,11 @@ ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrc
   if (xrcd) {
     attr.xrcd = &xrcd_core(xrcd);
     attr.cq = to_cq(cq)->core.get();
+  }
+  if (tm) {
+    attr.cq = to_cq(cq)->core.get();
+    attr.max_num_tags = tm->max_num_tags;
+    attr.max_ops = tm->max_ops;
   }
   SignalsBlocked quiet;
   auto core = pd_core(pd).create_srq(attr);
@@ -53,6 +60,50 @@ ibv_srq* make_srq(const char* verb, ibv_pd* pd, ibv_srq_init_attr* init, ibv_xrc
   pthread_cond_init(&srq->ibv.cond, nullptr);
   to_ctx(pd->context)->adopt(Kind::kSrq, srq);
   return &srq->ibv;
+}
+
+int post_srq_ops_op(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
+  constexpr const char* verb = "ibv_post_srq_ops";
+  if (!srq) return fail(verb, EINVAL, "NULL SRQ");
+  SharedReceiveQueue& core = *to_srq(srq)->core;
+  if (!core.is_tm()) {
+    if (bad_wr) *bad_wr = wr;
+    return fail(verb, EINVAL, "not a tag-matching SRQ");
+  }
+  // One op at a time into the core's form (the core runs each as posted),
+  // the ADD's handle written back.
+  for (; wr; wr = wr->next) {
+    TmOpWr op;
+    op.wr_id = wr->wr_id;
+    switch (wr->opcode) {
+      case IBV_WR_TAG_ADD: op.opcode = TmOpcode::kAdd; break;
+      case IBV_WR_TAG_DEL: op.opcode = TmOpcode::kDel; break;
+      case IBV_WR_TAG_SYNC: op.opcode = TmOpcode::kSync; break;
+      default:
+        if (bad_wr) *bad_wr = wr;
+        return fail(verb, EINVAL, "unknown ibv_ops_wr opcode");
+    }
+    if (wr->flags & ~(IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC)) {
+      if (bad_wr) *bad_wr = wr;
+      return fail(verb, EINVAL, "unknown ibv_ops_wr flags");
+    }
+    op.flags = ((wr->flags & IBV_OPS_SIGNALED) ? TM_OP_SIGNALED : 0u) | ((wr->flags & IBV_OPS_TM_SYNC) ? TM_OP_SYNC : 0u);
+    op.unexpected_cnt = wr->tm.unexpected_cnt;
+    op.handle = wr->tm.handle;
+    if (op.opcode == TmOpcode::kAdd) {
+      op.recv_wr_id = wr->tm.add.recv_wr_id;
+      op.num_sge = wr->tm.add.num_sge;
+      op.sg_list = reinterpret_cast<const Sge*>(wr->tm.add.sg_list);
+      op.tag = wr->tm.add.tag;
+      op.mask = wr->tm.add.mask;
+    }
+    if (auto r = core.post_srq_ops(op); !r) {
+      if (bad_wr) *bad_wr = wr;
+      return fail(verb, r.error());
+    }
+    if (op.opcode == TmOpcode::kAdd) wr->tm.handle = op.handle;
+  }
+  return 0;
 }
 
 }  // namespace srdma::verbs

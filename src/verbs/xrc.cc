@@ -1,5 +1,5 @@
 // XRC in the drop-in: XRC domains (ibv_open_xrcd / ibv_close_xrcd), XRC
-// SRQs (ibv_create_srq_ex, ibv_get_srq_num) and XRC_RECV QPs
+// and tag-matching SRQs (ibv_create_srq_ex, ibv_get_srq_num) and XRC_RECV QPs
 // (ibv_create_qp_ex with an XRCD). XRC_SEND QPs are made as any QP of a PD
 // (qp.cc, qp_ex.cc).
 //
@@ -151,9 +151,10 @@ ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* attr) {
   if (!context || !attr) return fail_null<ibv_srq>(verb, EINVAL, "NULL context or attribute");
   if (attr->comp_mask & ~kKnownSrqMask) return fail_null<ibv_srq>(verb, EINVAL, "unknown comp_mask bits");
   const ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
-  if (type == IBV_SRQT_TM || (attr->comp_mask & IBV_SRQ_INIT_ATTR_TM))
-    return fail_null<ibv_srq>(verb, EOPNOTSUPP, "tag matching SRQs are not supported");
-  if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) return fail_null<ibv_srq>(verb, EINVAL, "unknown srq_type");
+  if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC && type != IBV_SRQT_TM)
+    return fail_null<ibv_srq>(verb, EINVAL, "unknown srq_type");
+  if ((type == IBV_SRQT_TM) != ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) != 0))
+    return fail_null<ibv_srq>(verb, EINVAL, "a TM SRQ (IBV_SRQT_TM) and its tm_cap (IBV_SRQ_INIT_ATTR_TM) go together");
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd)
     return fail_null<ibv_srq>(verb, EINVAL, "an SRQ needs a PD (IBV_SRQ_INIT_ATTR_PD)");
   if (attr->pd->context != context) return fail_null<ibv_srq>(verb, EINVAL, "the PD is of another context");
@@ -165,6 +166,11 @@ ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     if (attr->comp_mask & (IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ))
       return fail_null<ibv_srq>(verb, EINVAL, "a basic SRQ takes no XRCD or CQ");
     srq = make_srq(verb, attr->pd, &init, nullptr, nullptr);
+  } else if (type == IBV_SRQT_TM) {
+    if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq)
+      return fail_null<ibv_srq>(verb, EINVAL, "a TM SRQ needs a CQ (IBV_SRQ_INIT_ATTR_CQ) and no XRCD");
+    if (attr->cq->context != context) return fail_null<ibv_srq>(verb, EINVAL, "the CQ is of another context");
+    srq = make_srq(verb, attr->pd, &init, nullptr, attr->cq, &attr->tm_cap);
   } else {
     constexpr std::uint32_t kXrcNeeds = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
     if ((attr->comp_mask & kXrcNeeds) != kXrcNeeds || !attr->xrcd || !attr->cq)
