@@ -104,6 +104,22 @@ void Requester::rewind_to(std::uint64_t index, std::uint32_t psn) {
   offset_ = static_cast<std::uint32_t>(psn_diff(psn, w.psn)) * qp_.path_.mtu;
 }
 
+void Requester::probe_last() {
+  // The WQE of the last PSN sent: the one sent in part, or the last before
+  // next_ that took PSNs (local operations executed after it took none; the
+  // oldest outstanding WQE is never one).
+  std::uint64_t i = offset_ != 0 ? next_ : next_ - 1;
+  while (i != qp_.completer_.consumer() && qp_.sq_[i].acknowledged()) --i;
+  const SendWqe& w = qp_.sq_[i];
+  std::uint32_t psn = w.psn;  // an atomic; a READ none of whose responses came
+  if (is_message_op(w.opcode))
+    psn = i == next_ ? psn_add(next_psn_, kPsnMask) : psn_add(w.psn, w.npsn - 1);
+  else if (wr_row(w.opcode).cls == WrClass::kRead && i == qp_.completer_.consumer())
+    psn = qp_.completer_.oldest_unacked_psn();
+  rewind_to(i, psn);
+  probing_ = true;
+}
+
 void Requester::wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) {
   rewind_to(index, psn);
   rnr_until_ = until;
@@ -120,6 +136,7 @@ void Requester::reset() {
   offset_ = 0;
   rd_atomic_outstanding_ = 0;
   rnr_until_ = {};
+  probing_ = false;
 }
 
 void Requester::execute_local(SendWqe& w) {
@@ -264,7 +281,8 @@ void Requester::begin_wqe(SendWqe& w, std::uint32_t npsn) {
 
 void Requester::finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last, QpType type) {
   // Nothing answers UC; the rest ask as wants_ack() says.
-  p.ack_req = type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
+  p.ack_req = type != QpType::kUc && (wants_ack(w, last_psn_of(p), last) || probing_);
+  probing_ = false;
   note_sent(p, psns);
   if (last) {
     if (is_rd_atomic(w.opcode)) ++rd_atomic_outstanding_;

@@ -56,6 +56,11 @@ class Requester {
   void rewind_to(std::uint64_t index, std::uint32_t psn) REQUIRES(sq_mutex(qp_));
   // RNR NAK (IBA 9.7.5.2.8): go back to `psn` of `index`, sending nothing before `until`.
   void wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) REQUIRES(sq_mutex(qp_));
+  // A tail-loss probe: the next send is the last request sent again (a
+  // SEND's or WRITE's last packet sent, a READ asked from its first
+  // response not received, an atomic), with AckReq; then the requester is
+  // where it was. REQUIRES something outstanding.
+  void probe_last() REQUIRES(sq_mutex(qp_));
   // A READ or atomic completed: one more may go out (max_rd_atomic).
   void rd_atomic_retired() REQUIRES(sq_mutex(qp_)) { --rd_atomic_outstanding_; }
   // The QP failed or flushed every WQE before `from`: nothing of them is
@@ -116,6 +121,7 @@ class Requester {
   std::uint32_t sent_end_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
   Clock::time_point rnr_until_ GUARDED_BY(sq_mutex(qp_)){};  // no sends before this
   std::uint32_t rd_atomic_outstanding_ GUARDED_BY(sq_mutex(qp_)) = 0;  // READ and atomic WQEs sent and not completed
+  bool probing_ GUARDED_BY(sq_mutex(qp_)) = false;  // the next request is a tail-loss probe: AckReq
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));             // scratch for translations
 };
 
