@@ -430,8 +430,16 @@ Completer::State Completer::rnr_nak(Packet& pkt) {
 // everything before it is acknowledged (done above), go back N from there.
 // Like a timeout, a retry that makes no progress spends retry_cnt (as rxe
 // does): a responder that NAKs for ever cannot keep us resending for ever.
+// A NAK past the oldest unacknowledged PSN is progress too (the responder
+// took what came before it, inside a WQE implied_acks did not retire):
+// the count starts again first, or under steady loss a run of NAKs, each
+// a few packets further into a long message, ended the QP.
 Completer::State Completer::sequence_nak(Packet& pkt) {
   qp_.send_counters_.seq_naks_received.bump();
+  if (psn_before(psn_, pkt.psn)) {
+    psn_ = pkt.psn;
+    note_progress();
+  }
   if (!spend_retry()) return State::kDone;
   psn_ = pkt.psn;
   go_back(consumer_, pkt.psn);
