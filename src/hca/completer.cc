@@ -440,6 +440,7 @@ Completer::State Completer::sequence_nak(Packet& pkt) {
     psn_ = pkt.psn;
     note_progress();
   }
+  qp_.requester_.note_loss(pkt.psn);
   if (!spend_retry()) return State::kDone;
   psn_ = pkt.psn;
   go_back(consumer_, pkt.psn);
@@ -490,6 +491,7 @@ void Completer::start_transport_timer() {
 
 void Completer::retransmit_early(Clock::time_point now) {
   qp_.send_counters_.rto_expiries.bump();
+  qp_.requester_.note_loss(psn_);
   read_retry_pending_ = false;
   go_back(consumer_, psn_);
   early_wait_ *= 2;  // (TCP's backoff) until the IBA timeout is nearer
@@ -507,6 +509,7 @@ void Completer::send_tail_probe() {
   // request would be dropped too. Go back N now, as at RTO.
   if (psn_diff(qp_.requester_.next_psn(), psn_) > static_cast<std::int32_t>(kAckEveryPsns)) {
     qp_.send_counters_.rto_expiries.bump();
+    qp_.requester_.note_loss(psn_);
     read_retry_pending_ = false;
     go_back(consumer_, psn_);
     return qp_.arm_timer(next_deadline(), /*transport=*/true);
@@ -540,6 +543,7 @@ void Completer::check_timeout() {
   timeout_at_ = {};
   early_at_ = {};
   probe_at_ = {};
+  qp_.requester_.note_loss(psn_);
   if (!spend_retry()) return;
   read_retry_pending_ = false;
   go_back(consumer_, psn_);

@@ -34,7 +34,7 @@ Requester::Step Requester::next_step() {
     rnr_until_ = {};  // the wait is over: no more clock reads
   }
   // The window: an ACK (asked for every kAckEveryPsns packets) reopens it.
-  if (outstanding() && window_room() <= 0) [[unlikely]]
+  if (outstanding() && window_room() <= 0 && !grow_window()) [[unlikely]]
     return Step::kIdle;
   const SendWqe& w = qp_.sq_[next_];
   // Fence: wait for the completions of everything before (a response runs
@@ -82,7 +82,34 @@ bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std
 bool Requester::outstanding() const { return qp_.completer_.consumer() != next_; }
 
 std::int32_t Requester::window_room() const {
-  return static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(next_psn_, qp_.completer_.oldest_unacked_psn());
+  return static_cast<std::int32_t>(window_) - psn_diff(next_psn_, qp_.completer_.oldest_unacked_psn());
+}
+
+bool Requester::grow_window() {
+  if (window_ == kMaxUnackedPsns) return false;
+  const std::uint32_t oldest = qp_.completer_.oldest_unacked_psn();
+  const std::int32_t acked = psn_diff(window_mark_, oldest);
+  window_mark_ = oldest;
+  if (acked <= 0) return false;
+  if (recovering_ && !psn_before(oldest, recover_psn_)) recovering_ = false;  // the episode's losses are resent
+  window_acked_ += static_cast<std::uint32_t>(acked);
+  while (window_acked_ >= window_ && window_ < kMaxUnackedPsns) {
+    window_acked_ -= window_;
+    window_ = std::min(kMaxUnackedPsns, window_ + kAckEveryPsns);
+  }
+  return window_room() > 0;
+}
+
+void Requester::note_loss(std::uint32_t psn) {
+  // In process the NAK comes back inside the send that drew it: nothing
+  // more went out meanwhile, and the window stays.
+  if (!qp_.engine_.link_is_polled()) return;
+  if (recovering_ && psn_before(psn, recover_psn_)) return;  // the episode's own
+  window_ = std::max(kMinLossWindow, window_ / 2);
+  window_acked_ = 0;
+  window_mark_ = qp_.completer_.oldest_unacked_psn();
+  recovering_ = true;
+  recover_psn_ = sent_end_psn_;
 }
 
 void Requester::rewind_to(std::uint64_t index, std::uint32_t psn) {
@@ -137,6 +164,9 @@ void Requester::reset() {
   rd_atomic_outstanding_ = 0;
   rnr_until_ = {};
   probing_ = false;
+  window_ = kMaxUnackedPsns;
+  window_acked_ = 0;
+  recovering_ = false;
 }
 
 void Requester::execute_local(SendWqe& w) {
