@@ -207,6 +207,10 @@ void listen_handler(const srdma_cm_event* e, void* context) {
   n->state = State::kConnectRequest;
   n->peer_qpn = e->qpn;
   n->peer_psn = e->starting_psn;
+  // Our starting PSN, chosen now (the kernel's ID has its seq_num from the
+  // start): a program with a QP of its own moves it to RTS through
+  // rdma_init_qp_attr before rdma_accept, and the REP must carry that PSN.
+  n->psn = srdma::random_psn();
   n->mtu = std::min(e->path_mtu, d->mtu);
   n->peer_responder_resources = e->responder_resources;
   n->peer_initiator_depth = e->initiator_depth;
@@ -385,7 +389,6 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
       return -1;
     i.retry_count = i.peer_retry_count;  // ib_cm: the REQ's, on the passive side
     i.rnr_retry_count = i.peer_rnr_retry_count;
-    i.psn = srdma::random_psn();
     if (move_qp(i, IBV_QPS_RTR) || move_qp(i, IBV_QPS_RTS)) return -1;
     srdma_cm_reply r{};
     r.local_qpn = id->qp ? id->qp->qp_num : p.qp_num;
