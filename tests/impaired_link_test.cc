@@ -181,12 +181,6 @@ TEST(ImpairedLink, OverAWireOfSinglePacketsNoTrains) {
   RecordingLink wire;
   ImpairedLink link(wire, spec(0.01, 0, 0, 0));
   EXPECT_FALSE(link.carries_trains());
-  RecordingLink trains;
-  trains.trains = true;
-  ImpairSpec alone = spec(0.01, 0, 0, 0);
-  alone.single_packets = true;
-  ImpairedLink asked(trains, alone);
-  EXPECT_FALSE(asked.carries_trains()) << "asked for single packets";
 }
 
 // A held packet is overtaken by at most reorder_depth packets sent after it.

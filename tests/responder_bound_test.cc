@@ -25,13 +25,11 @@ namespace {
 using namespace pair;
 
 // Single packets, delivered at once, in the sender's thread: the impairing
-// link with a rate that never fires (the seed replays the same draws),
-// asked not to carry trains.
+// link with a rate that never fires (the seed replays the same draws).
 ImpairSpec single_packets() {
   ImpairSpec s;
   s.corrupt = 1e-15;
   s.seed = 1;
-  s.single_packets = true;
   return s;
 }
 

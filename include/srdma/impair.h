@@ -21,10 +21,6 @@ struct ImpairSpec {
   double corrupt = 0;  // it arrives with a bad ICRC (and a flipped payload bit)
   std::uint32_t reorder_depth = 4;
   std::uint64_t seed = 1;
-  // Every packet alone, as a wire hands them over, even where the link
-  // underneath carries trains (the in-process link): for tests of the
-  // per-packet paths. Set in code only; parse_impair leaves it false.
-  bool single_packets = false;
 
   // Some impairment is asked for (a spec without any is a plain link).
   bool any() const { return loss > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
