@@ -396,49 +396,6 @@ INSTANTIATE_TEST_SUITE_P(EveryMtu, TransportSoak,
                                             ::testing::Values(256u, 512u, 1024u, 2048u, 4096u)),
                          soak_name);
 
-// Loss alone, at the rates issue 38 sets goodput targets for (0.1%, 1%,
-// 5%), at the MTUs it measures (1024, 4096), with the IBA timeout perftest
-// uses (14: 67 ms of the clock): every WR completes once, in order, with
-// its bytes, recovered by sequence NAKs, tail-loss probes and early
-// go-back-N, never by the IBA timeout (no retry spent on a timeout). Over
-// the in-process link the stream's messages go as trains the impairing link
-// loses packets of.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kLossOps = 300;
-#else
-constexpr int kLossOps = 1500;
-#endif
-
-class TransportLoss : public ::testing::TestWithParam<std::tuple<LinkKind, std::uint32_t, double>> {};
-
-std::string loss_name(const ::testing::TestParamInfo<std::tuple<LinkKind, std::uint32_t, double>>& i) {
-  return test::link_name({std::get<0>(i.param), i.index}) + "Mtu" + std::to_string(std::get<1>(i.param)) + "Loss" +
-         std::to_string(static_cast<int>(std::get<2>(i.param) * 1000)) + "permille";
-}
-
-TEST_P(TransportLoss, EveryWrOnceWithItsBytesWithoutAnIbaTimeout) {
-  const auto [link, mtu, loss] = GetParam();
-  ManualClock clock;
-  ImpairSpec spec;
-  spec.loss = loss;
-  spec.seed = 38;
-  Soak soak(link, mtu, spec, clock, /*timeout=*/14);
-  soak.run(kLossOps, mtu + 38);
-  if (::testing::Test::HasFatalFailure()) return;
-  const TransportCounters ca = soak.a().qp->counters(), cb = soak.b().qp->counters();
-  EXPECT_EQ(ca.timeouts, 0u) << "no IBA timeout: probes and early resends recovered every loss";
-  EXPECT_EQ(cb.timeouts, 0u);
-  if (loss >= 0.01) {
-    EXPECT_GT(ca.retransmissions, 0u);
-    EXPECT_GT(ca.seq_naks_received, 0u);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Rates, TransportLoss,
-                         ::testing::Combine(::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
-                                            ::testing::Values(1024u, 4096u), ::testing::Values(0.001, 0.01, 0.05)),
-                         loss_name);
-
 class TransportSoakClean : public ::testing::TestWithParam<LinkKind> {};
 
 // The same stream over a clean link: no retransmission at all. The timeout

@@ -69,9 +69,6 @@ struct TransportCounters {
   // Early retransmissions: the round-trip estimate's timeout (RTO) expired
   // before the QP's IBA timeout did (no retry spent).
   std::uint64_t rto_expiries = 0;
-  // Tail-loss probes: the last request sent again, asking for an ACK, when
-  // nothing was answered for about two round trips (no retry spent).
-  std::uint64_t tail_probes = 0;
   std::uint64_t rnr_naks_sent = 0;
   std::uint64_t rnr_naks_received = 0;
   std::uint64_t rnr_retries = 0;         // resends after an RNR NAK

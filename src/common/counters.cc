@@ -61,7 +61,6 @@ void each_count(TransportCounters& a, const TransportCounters& b, Op op) {
   op(a.retransmissions, b.retransmissions);
   op(a.timeouts, b.timeouts);
   op(a.rto_expiries, b.rto_expiries);
-  op(a.tail_probes, b.tail_probes);
   op(a.rnr_naks_sent, b.rnr_naks_sent);
   op(a.rnr_naks_received, b.rnr_naks_received);
   op(a.rnr_retries, b.rnr_retries);

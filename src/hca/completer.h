@@ -122,7 +122,6 @@ class Completer {
     timeout_at_ = {};
     timeout_unstamped_ = false;
     early_at_ = {};
-    probe_at_ = {};
   }
   // Go back N to `psn` of the WQE `index` (the requester's rewind_to): a
   // retransmission, so the round-trip sample in flight is dropped (Karn).
@@ -130,18 +129,6 @@ class Completer {
   // The RTO expired before the IBA timeout: resend from the oldest
   // unacknowledged PSN, spend no retry, and wait twice as long next.
   void retransmit_early(Clock::time_point now) REQUIRES(sq_mutex(qp_));
-  // PTO passed without an answer: the last request goes again with AckReq
-  // (a tail-loss probe); its answer, an ACK or a sequence NAK, tells what
-  // was lost. Spends no retry; at most one until the window moves.
-  void send_tail_probe() REQUIRES(sq_mutex(qp_));
-  // The transport timer's next deadline: the probe's, the early
-  // retransmission's, or the IBA timeout's.
-  Clock::time_point next_deadline() const REQUIRES(sq_mutex(qp_)) {
-    return probe_at_ != Clock::time_point{} ? probe_at_ : early_at_ != Clock::time_point{} ? early_at_ : timeout_at_;
-  }
-  // Karn: a resend makes the sample in flight ambiguous; the next request
-  // sent once is timed instead.
-  void drop_rtt_sample() REQUIRES(sq_mutex(qp_));
   // The round trip of the request at rtt_psn_ is over once psn_ passed it.
   void end_rtt_sample() REQUIRES(sq_mutex(qp_));
   // The countdown reached zero: time this request if none is being timed.
@@ -164,8 +151,7 @@ class Completer {
   // Adaptive retransmission (rtt_estimator.h): the estimate; the request
   // being timed (its last PSN, when it went out) and the requests left
   // before the next sample; the next early retransmission ({}: none before the
-  // IBA timeout) and the wait before it, doubled at each; the tail-loss
-  // probe ({}: none due).
+  // IBA timeout) and the wait before it, doubled at each.
   RttEstimator rtt_ GUARDED_BY(sq_mutex(qp_));
   bool rtt_sampling_ GUARDED_BY(sq_mutex(qp_)) = false;
   std::uint32_t rtt_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
@@ -173,7 +159,6 @@ class Completer {
   Clock::time_point rtt_sent_at_ GUARDED_BY(sq_mutex(qp_)){};
   Clock::time_point early_at_ GUARDED_BY(sq_mutex(qp_)){};
   Clock::duration early_wait_ GUARDED_BY(sq_mutex(qp_)){};
-  Clock::time_point probe_at_ GUARDED_BY(sq_mutex(qp_)){};
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));  // scratch for translations
 };
 

@@ -1,7 +1,5 @@
 #include "hca/engine_timer.h"
 
-#include <sys/prctl.h>
-
 #include <future>
 
 namespace srdma::hca {
@@ -67,10 +65,6 @@ void EngineTimer::drain() {
 }
 
 void EngineTimer::run() {
-  // Deadlines here are tens of microseconds apart (a tail-loss probe on the
-  // in-process link): the kernel's default 50 us of timer slack would be
-  // most of them. (Per thread; the call cannot fail with these arguments.)
-  (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (tasks_.empty()) {

@@ -1,6 +1,5 @@
 #include "hca/impaired_link.h"
 
-#include <bit>
 #include <cstring>
 #include <utility>
 
@@ -56,82 +55,8 @@ bool ImpairedLink::deliver(Pending& p) {
   return known;
 }
 
-ImpairedLink::Fate ImpairedLink::draw() {
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  Fate f;
-  f.u_loss = unit(rng_);
-  f.u_corrupt = unit(rng_);
-  f.u_dup = unit(rng_);
-  f.u_reorder = unit(rng_);
-  f.bit = rng_();
-  f.wait = 1 + static_cast<std::uint32_t>(rng_() % spec_.reorder_depth);
-  return f;
-}
-
-bool ImpairedLink::untouched(const Fate& f) const {
-  return f.u_loss >= spec_.loss && f.u_corrupt >= spec_.corrupt && f.u_dup >= spec_.dup &&
-         f.u_reorder >= spec_.reorder;
-}
-
 bool ImpairedLink::send(Packet&& msg) {
-  if (msg.count > 1) return send_train(std::move(msg));
-  Fate fate;
-  {
-    std::lock_guard lock(mu_);
-    fate = draw();
-  }
-  return send_packet(std::move(msg), fate);
-}
-
-bool ImpairedLink::send_train(Packet&& train) {
-  // Each of its packets draws its own fate, as it would one by one, so a
-  // packet's fate still depends only on the seed and its place in the
-  // sequence. When none of them is touched and nothing of its flow is held
-  // (no countdown could end inside it), the train goes on whole.
-  Fate fates[kMaxTrainFates];
-  const bool fits = train.count <= kMaxTrainFates;
-  std::vector<Fate> many;
-  Fate* f = fates;
-  if (!fits) {
-    many.resize(train.count);
-    f = many.data();
-  }
-  const Flow flow = flow_of(train);
-  bool whole = true;
-  {
-    std::lock_guard lock(mu_);
-    for (std::uint32_t i = 0; i < train.count; ++i) {
-      f[i] = draw();
-      whole = whole && untouched(f[i]);
-    }
-    if (whole)
-      for (const Pending& h : held_) whole = whole && !(h.flow == flow);
-    if (whole) {
-      // What send_packet notes of a packet that passes: the flow's newest PSN.
-      const std::uint32_t last = last_psn_of(train);
-      auto [next, first] = next_psn_.try_emplace(flow, psn_add(last, 1));
-      if (!first && psn_diff(last, next->second) >= 0) next->second = psn_add(last, 1);
-    }
-  }
-  if (whole) {
-    passed_.fetch_add(train.count, kRelaxed);
-    return inner_.send(std::move(train));  // outside the lock, as deliver()
-  }
-  // Packet by packet, each with the fate it drew. Every packet but the
-  // last carries the path MTU, a power of two: the only one with
-  // (count - 1) * mtu < payload <= count * mtu.
-  const std::uint32_t mtu =
-      std::bit_ceil((train.payload_length + train.count - 1) / train.count);
-  bool known = true, any = false;
-  std::uint32_t i = 0;
-  unroll(train, mtu, [&](Packet& p) {
-    const bool k = send_packet(std::move(p), f[i++]);
-    if (!any) known = k, any = true;
-  });
-  return known;
-}
-
-bool ImpairedLink::send_packet(Packet&& msg, const Fate& fate) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
   Pending now;
   now.flow = flow_of(msg);
   now.pkt = std::move(msg);
@@ -139,6 +64,12 @@ bool ImpairedLink::send_packet(Packet&& msg, const Fate& fate) {
   std::vector<Pending> released;
   {
     std::lock_guard lock(mu_);
+    // Every draw happens on every send, in one order, so that the decisions
+    // for packet n depend only on the seed and n.
+    double u_loss = unit(rng_), u_corrupt = unit(rng_), u_dup = unit(rng_), u_reorder = unit(rng_);
+    std::uint64_t bit = rng_();
+    std::uint32_t wait = 1 + static_cast<std::uint32_t>(rng_() % spec_.reorder_depth);
+
     // A PSN behind the newest the flow sent is a resend (go-back-N, a
     // timeout, a repeated ACK or NAK).
     const std::uint32_t psn = now.pkt.psn;
@@ -162,28 +93,28 @@ bool ImpairedLink::send_packet(Packet&& msg, const Fate& fate) {
       }
     }
 
-    if (fate.u_loss < spec_.loss) {
+    if (u_loss < spec_.loss) {
       lost = true;
     } else {
-      if (fate.u_corrupt < spec_.corrupt) {
+      if (u_corrupt < spec_.corrupt) {
         // Never the sender's own byte: the flip goes into a copy.
         now.pkt.corrupted = true;
         own_payload(now);
         if (now.bytes && !now.bytes->empty())
-          (*now.bytes)[fate.bit / 8 % now.bytes->size()] ^= std::byte(1u << (fate.bit % 8));
+          (*now.bytes)[bit / 8 % now.bytes->size()] ^= std::byte(1u << (bit % 8));
         corrupted_.fetch_add(1, kRelaxed);
       }
       // A packet kept or sent twice carries a copy (Packet::owned, shared
       // by its copies and by a receiver that keeps one): the first copy may
       // complete the WR, and the sender reuse its buffer, before the second
       // goes.
-      if (fate.u_dup < spec_.dup) {
+      if (u_dup < spec_.dup) {
         now.copies = 2;  // counted when both go
         own_payload(now);
       }
-      if (fate.u_reorder < spec_.reorder && !resend) {
+      if (u_reorder < spec_.reorder && !resend) {
         own_payload(now);
-        now.left = fate.wait;
+        now.left = wait;
         held_.push_back(std::move(now));
         held = true;
         reordered_.fetch_add(1, kRelaxed);

@@ -8,13 +8,6 @@
 // 1..reorder_depth later packets of its flow have been offered, then
 // delivered after the packet that released it).
 //
-// Over a link that carries trains (the in-process link) a train's packets
-// draw their fates one by one, as they would unrolled; a train none of
-// whose packets is touched, and whose flow holds nothing back, goes on
-// whole, any other packet by packet. So a lossy in-process link costs what
-// the clean one does except where a packet is touched (a link of single
-// packets ran the in-process transport at a third of its clean rate).
-//
 // A flow is one QP's requests, or one QP's responses, to one peer QP: RC
 // needs order only within it, and a held packet goes on only in the context
 // that sends its flow, so the transport's locks see what a plain
@@ -74,9 +67,6 @@ class ImpairedLink final : public Link {
   // deadlock a synchronous link's receiver (see above).
   void flush();
 
-  // A train (packet.h) where the inner link takes trains: it goes on whole
-  // when none of its packets is touched, else packet by packet.
-  bool carries_trains() const override { return inner_.carries_trains(); }
   void end_batch() override { inner_.end_batch(); }
   bool knows(std::uint64_t addr) const override { return inner_.knows(addr); }
   std::uint32_t active_mtu() const override { return inner_.active_mtu(); }
@@ -111,17 +101,6 @@ class ImpairedLink final : public Link {
     std::uint32_t copies = 1;      // 2 when duplicated
     std::uint32_t left = 0;        // sends of its flow still to let by, when held
   };
-  // What the PRNG decides for one packet: six draws, in this order.
-  struct Fate {
-    double u_loss = 1, u_corrupt = 1, u_dup = 1, u_reorder = 1;
-    std::uint64_t bit = 0;
-    std::uint32_t wait = 1;
-  };
-  static constexpr std::uint32_t kMaxTrainFates = 64;  // on the stack; a longer train allocates
-  Fate draw();  // REQUIRES mu_
-  bool untouched(const Fate& f) const;  // it passes as it is
-  bool send_train(Packet&& train);
-  bool send_packet(Packet&& msg, const Fate& fate);
   static void own_payload(Pending& p);
   bool deliver(Pending& p);
 

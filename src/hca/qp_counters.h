@@ -30,7 +30,7 @@ class Counter {
 struct QpCounters {
   // Send side (requester and completer).
   struct SendSide {
-    Counter requests_sent, responses_received, retransmissions, timeouts, rto_expiries, tail_probes;
+    Counter requests_sent, responses_received, retransmissions, timeouts, rto_expiries;
     Counter rnr_naks_received, rnr_retries, seq_naks_received;
     Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_length, dropped_bad_opcode;
     std::array<Counter, kNumNakCodes> naks_received;  // class C, by code
@@ -56,7 +56,6 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.retransmissions = send.retransmissions.get();
   c.timeouts = send.timeouts.get();
   c.rto_expiries = send.rto_expiries.get();
-  c.tail_probes = send.tail_probes.get();
   c.rnr_naks_received = send.rnr_naks_received.get();
   c.rnr_retries = send.rnr_retries.get();
   c.seq_naks_received = send.seq_naks_received.get();

@@ -34,7 +34,7 @@ Requester::Step Requester::next_step() {
     rnr_until_ = {};  // the wait is over: no more clock reads
   }
   // The window: an ACK (asked for every kAckEveryPsns packets) reopens it.
-  if (outstanding() && window_room() <= 0 && !grow_window()) [[unlikely]]
+  if (outstanding() && window_room() <= 0) [[unlikely]]
     return Step::kIdle;
   const SendWqe& w = qp_.sq_[next_];
   // Fence: wait for the completions of everything before (a response runs
@@ -83,34 +83,7 @@ bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std
 bool Requester::outstanding() const { return qp_.completer_.consumer() != next_; }
 
 std::int32_t Requester::window_room() const {
-  return static_cast<std::int32_t>(window_) - psn_diff(next_psn_, qp_.completer_.oldest_unacked_psn());
-}
-
-bool Requester::grow_window() {
-  if (window_ == kMaxUnackedPsns) return false;
-  const std::uint32_t oldest = qp_.completer_.oldest_unacked_psn();
-  const std::int32_t acked = psn_diff(window_mark_, oldest);
-  window_mark_ = oldest;
-  if (acked <= 0) return false;
-  if (recovering_ && !psn_before(oldest, recover_psn_)) recovering_ = false;  // the episode's losses are resent
-  window_acked_ += static_cast<std::uint32_t>(acked);
-  while (window_acked_ >= window_ && window_ < kMaxUnackedPsns) {
-    window_acked_ -= window_;
-    window_ = std::min(kMaxUnackedPsns, window_ + kAckEveryPsns);
-  }
-  return window_room() > 0;
-}
-
-void Requester::note_loss(std::uint32_t psn) {
-  // In process the NAK comes back inside the send that drew it: nothing
-  // more went out meanwhile, and the window stays.
-  if (!qp_.engine_.link_is_polled()) return;
-  if (recovering_ && psn_before(psn, recover_psn_)) return;  // the episode's own
-  window_ = std::max(kMinLossWindow, window_ / 2);
-  window_acked_ = 0;
-  window_mark_ = qp_.completer_.oldest_unacked_psn();
-  recovering_ = true;
-  recover_psn_ = sent_end_psn_;
+  return static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(next_psn_, qp_.completer_.oldest_unacked_psn());
 }
 
 void Requester::rewind_to(std::uint64_t index, std::uint32_t psn) {
@@ -132,22 +105,6 @@ void Requester::rewind_to(std::uint64_t index, std::uint32_t psn) {
   offset_ = static_cast<std::uint32_t>(psn_diff(psn, w.psn)) * qp_.path_.mtu;
 }
 
-void Requester::probe_last() {
-  // The WQE of the last PSN sent: the one sent in part, or the last before
-  // next_ that took PSNs (local operations executed after it took none; the
-  // oldest outstanding WQE is never one).
-  std::uint64_t i = offset_ != 0 ? next_ : next_ - 1;
-  while (i != qp_.completer_.consumer() && qp_.sq_[i].acknowledged()) --i;
-  const SendWqe& w = qp_.sq_[i];
-  std::uint32_t psn = w.psn;  // an atomic; a READ none of whose responses came
-  if (is_message_op(w.opcode))
-    psn = i == next_ ? psn_add(next_psn_, kPsnMask) : psn_add(w.psn, w.npsn - 1);
-  else if (wr_row(w.opcode).cls == WrClass::kRead && i == qp_.completer_.consumer())
-    psn = qp_.completer_.oldest_unacked_psn();
-  rewind_to(i, psn);
-  probing_ = true;
-}
-
 void Requester::wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) {
   rewind_to(index, psn);
   rnr_until_ = until;
@@ -164,10 +121,6 @@ void Requester::reset() {
   offset_ = 0;
   rd_atomic_outstanding_ = 0;
   rnr_until_ = {};
-  probing_ = false;
-  window_ = kMaxUnackedPsns;
-  window_acked_ = 0;
-  recovering_ = false;
 }
 
 void Requester::execute_local(SendWqe& w) {
@@ -312,8 +265,7 @@ void Requester::begin_wqe(SendWqe& w, std::uint32_t npsn) {
 
 void Requester::finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last, QpType type) {
   // Nothing answers UC; the rest ask as wants_ack() says.
-  p.ack_req = type != QpType::kUc && (wants_ack(w, last_psn_of(p), last) || probing_);
-  probing_ = false;
+  p.ack_req = type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
   note_sent(p, psns);
   if (last) {
     if (is_rd_atomic(w.opcode)) ++rd_atomic_outstanding_;

@@ -56,16 +56,6 @@ class Requester {
   void rewind_to(std::uint64_t index, std::uint32_t psn) REQUIRES(sq_mutex(qp_));
   // RNR NAK (IBA 9.7.5.2.8): go back to `psn` of `index`, sending nothing before `until`.
   void wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) REQUIRES(sq_mutex(qp_));
-  // A tail-loss probe: the next send is the last request sent again (a
-  // SEND's or WRITE's last packet sent, a READ asked from its first
-  // response not received, an atomic), with AckReq; then the requester is
-  // where it was. REQUIRES something outstanding.
-  void probe_last() REQUIRES(sq_mutex(qp_));
-  // The completer saw a loss at `psn` (a sequence NAK, an early or IBA
-  // timeout). On a wire, the first of an episode halves the window: what
-  // is in flight past a loss is resent (go-back-N), and a full window of
-  // 256 PSNs queued in the peer's socket was resent for every loss.
-  void note_loss(std::uint32_t psn) REQUIRES(sq_mutex(qp_));
   // A READ or atomic completed: one more may go out (max_rd_atomic).
   void rd_atomic_retired() REQUIRES(sq_mutex(qp_)) { --rd_atomic_outstanding_; }
   // The QP failed or flushed every WQE before `from`: nothing of them is
@@ -73,17 +63,13 @@ class Requester {
   void stop(std::uint64_t from) REQUIRES(sq_mutex(qp_));
 
   // modify_qp's calls (every lock held).
-  void set_sq_psn(std::uint32_t psn) REQUIRES(sq_mutex(qp_)) { next_psn_ = sent_end_psn_ = window_mark_ = psn; }
+  void set_sq_psn(std::uint32_t psn) REQUIRES(sq_mutex(qp_)) { next_psn_ = sent_end_psn_ = psn; }
   void reset() REQUIRES(sq_mutex(qp_));  // RESET: the queue is empty
 
  private:
-  // PSNs the window has left while something is outstanding: the window
-  // (kMaxUnackedPsns, or less on a wire after a loss) less those sent since
-  // the oldest unacknowledged one.
+  // PSNs the window has left while something is outstanding:
+  // kMaxUnackedPsns less those sent since the oldest unacknowledged one.
   std::int32_t window_room() const REQUIRES(sq_mutex(qp_));
-  // The window is full: it grows by what was acknowledged since it last
-  // looked (kAckEveryPsns PSNs per window's worth); true if it has room now.
-  bool grow_window() REQUIRES(sq_mutex(qp_));
   bool outstanding() const REQUIRES(sq_mutex(qp_));  // a WQE before next() has not completed
   // The early entry: an RC SEND or WRITE sent whole from its start, in one
   // packet (n == 1, every message of a small-message stream, so what it
@@ -130,16 +116,6 @@ class Requester {
   std::uint32_t sent_end_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
   Clock::time_point rnr_until_ GUARDED_BY(sq_mutex(qp_)){};  // no sends before this
   std::uint32_t rd_atomic_outstanding_ GUARDED_BY(sq_mutex(qp_)) = 0;  // READ and atomic WQEs sent and not completed
-  bool probing_ GUARDED_BY(sq_mutex(qp_)) = false;  // the next request is a tail-loss probe: AckReq
-  // The window (PSNs), cut on a wire's loss and grown back (note_loss,
-  // grow_window): PSNs acknowledged toward its next step and the oldest
-  // unacknowledged PSN when they were counted; a loss before
-  // recover_psn_ belongs to the episode that cut it already.
-  std::uint32_t window_ GUARDED_BY(sq_mutex(qp_)) = kMaxUnackedPsns;
-  std::uint32_t window_acked_ GUARDED_BY(sq_mutex(qp_)) = 0;
-  std::uint32_t window_mark_ GUARDED_BY(sq_mutex(qp_)) = 0;
-  std::uint32_t recover_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
-  bool recovering_ GUARDED_BY(sq_mutex(qp_)) = false;
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));             // scratch for translations
 };
 

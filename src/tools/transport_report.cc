@@ -50,7 +50,6 @@ nlohmann::json to_json(const TransportCounters& c) {
           {"retransmissions", c.retransmissions},
           {"timeouts", c.timeouts},
           {"rto_expiries", c.rto_expiries},
-          {"tail_probes", c.tail_probes},
           {"rnr_naks_sent", c.rnr_naks_sent},
           {"rnr_naks_received", c.rnr_naks_received},
           {"rnr_retries", c.rnr_retries},
@@ -81,7 +80,6 @@ TransportCounters transport_from_json(const nlohmann::json& j) {
   c.retransmissions = count_field(j, "retransmissions");
   c.timeouts = count_field(j, "timeouts");
   c.rto_expiries = count_field(j, "rto_expiries");
-  c.tail_probes = count_field(j, "tail_probes");
   c.rnr_naks_sent = count_field(j, "rnr_naks_sent");
   c.rnr_naks_received = count_field(j, "rnr_naks_received");
   c.rnr_retries = count_field(j, "rnr_retries");
@@ -177,9 +175,9 @@ void print_transport(const std::vector<DeviceTransport>& devs, const ImpairSpec&
     if (!naks.empty()) naks += ")";
     fmt::print(out,
                "{}transport {:<{}}: requests {} sent / {} received, responses {} / {}, retransmissions {}, "
-               "timeouts {}, early (RTO) {}, tail probes {}, seq NAKs {} / {}, RNR NAKs {} / {}, duplicate requests {}, dropped {}{}{}\n",
+               "timeouts {}, early (RTO) {}, seq NAKs {} / {}, RNR NAKs {} / {}, duplicate requests {}, dropped {}{}{}\n",
                indent, d.role, width, c.requests_sent, c.requests_received, c.responses_sent, c.responses_received,
-               c.retransmissions, c.timeouts, c.rto_expiries, c.tail_probes, c.seq_naks_sent, c.seq_naks_received, c.rnr_naks_sent,
+               c.retransmissions, c.timeouts, c.rto_expiries, c.seq_naks_sent, c.seq_naks_received, c.rnr_naks_sent,
                c.rnr_naks_received, c.duplicate_requests, c.dropped_total(), drops, naks);
     const WireStats& w = d.wire;
     if (w.frames_sent + w.frames_received > 0)
