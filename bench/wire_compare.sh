@@ -31,9 +31,22 @@
 # one value, 1 otherwise, 2 on a usage or setup error.
 
 set -u -o pipefail
+# The wire between processes (UDP on lo), not the same-host path; with
+# PATH_UNDER_TEST=same_host (bench/same_host_compare.sh) the same
+# measurements go through the same-host path's rings, against UCX's
+# shared-memory transports, with that issue's targets.
+PATH_UNDER_TEST=${PATH_UNDER_TEST:-wire}
+if [[ $PATH_UNDER_TEST == same_host ]]; then
+  export SRDMA_SAME_HOST=1
+  UCX_TLS_USE=${UCX_TLS_USE:-sm,self}
+  NAME=same_host_compare BW_TARGET=1.0 LAT_TARGET=1.5
+else
+  export SRDMA_SAME_HOST=0
+  UCX_TLS_USE=tcp,self
+  NAME=wire_compare BW_TARGET=1.5 LAT_TARGET=1.0
+fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-NAME=wire_compare
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
 IDLE_SECONDS=${IDLE_SECONDS:-5}
@@ -126,8 +139,8 @@ UCX_BW_N=${UCX_BW_ITERS:-}
 ucx_bw_run() {  # d iters
   next_port || { WHY="no free TCP port"; return 1; }
   SLOG=$1.server.log CLOG=$1.client.log
-  SCMD=(env "UCX_TLS=tcp,self" ucx_perftest -p "$PORT" -t ucp_put_bw -s 65536 -n "$2")
-  CCMD=(env "UCX_TLS=tcp,self" ucx_perftest 127.0.0.1 -p "$PORT" -t ucp_put_bw -s 65536 -n "$2")
+  SCMD=(env "UCX_TLS=$UCX_TLS_USE" ucx_perftest -p "$PORT" -t ucp_put_bw -s 65536 -n "$2")
+  CCMD=(env "UCX_TLS=$UCX_TLS_USE" ucx_perftest 127.0.0.1 -p "$PORT" -t ucp_put_bw -s 65536 -n "$2")
   run_pair ucx_bw listen "$PORT" 120 || return 1
   ucx_final "$CLOG" || return 1
 }
@@ -158,8 +171,8 @@ m_ucx_lat() {
   local r=$1 d=$WORK/r$1.ucx_lat.$2
   next_port || { WHY="no free TCP port"; return 1; }
   SLOG=$d.server.log CLOG=$d.client.log
-  SCMD=(env "UCX_TLS=tcp,self" ucx_perftest -p "$PORT" -t ucp_am_lat -s 8 -n 20000)
-  CCMD=(env "UCX_TLS=tcp,self" ucx_perftest 127.0.0.1 -p "$PORT" -t ucp_am_lat -s 8 -n 20000)
+  SCMD=(env "UCX_TLS=$UCX_TLS_USE" ucx_perftest -p "$PORT" -t ucp_am_lat -s 8 -n 20000)
+  CCMD=(env "UCX_TLS=$UCX_TLS_USE" ucx_perftest 127.0.0.1 -p "$PORT" -t ucp_am_lat -s 8 -n 20000)
   run_pair ucx_lat listen "$PORT" 120 || return 1
   ucx_final "$CLOG" || return 1
   grep -q 'latency (usec)' "$CLOG" || { WHY="ucp_am_lat header has no 'latency (usec)'"; return 1; }
@@ -299,13 +312,13 @@ ratio_line() {  # label num den target-op target
 }
 
 {
-  echo "# wire_compare: srdma vs UCX (tcp) vs iperf3, cross-process on lo"
+  echo "# $NAME: srdma ($PATH_UNDER_TEST) vs UCX ($UCX_TLS_USE) vs iperf3, cross-process on lo"
   echo
   echo "- date: $START (ended $(date -u '+%H:%M:%S UTC'))"
   echo "- cpu: $(lscpu 2>/dev/null | grep 'Model name' | sed 's/  */ /g' || echo 'lscpu failed'); $(nproc) online"
   echo "- load average: $LOAD0 at the start, $LOAD1 at the end"
   echo "- kernel: $(uname -r); srdma: $SRDMA_DESC, repo at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
-  ((have_ucx)) && echo "- ucx_perftest: UCX $(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p' | head -n 1), UCX_TLS=tcp,self on both sides; ucp_put_bw -n ${UCX_BW_N:-?} (${UCX_BW_HOW:-from UCX_BW_ITERS})"
+  ((have_ucx)) && echo "- ucx_perftest: UCX $(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p' | head -n 1), UCX_TLS=$UCX_TLS_USE on both sides; ucp_put_bw -n ${UCX_BW_N:-?} (${UCX_BW_HOW:-from UCX_BW_ITERS})"
   ((have_iperf)) && echo "- iperf3: $(iperf3 --version 2>/dev/null | head -n 1)"
   echo "- rounds: $ROUNDS, the order rotated each round: ${MEAS[*]}"
   echo
@@ -314,23 +327,23 @@ ratio_line() {  # label num den target-op target
   echo "$hdr median | unit |"; echo "$sep ---: | --- |"
   row srdma_bw        srdma   "write_bw 64 KiB, RoCEv2 127.0.0.2 -> 127.0.0.1, -D 3 (bw_avg_mib_s)" "MiB/s" "%.1f"
   row srdma_bw_gb     srdma   "write_bw 64 KiB, same runs" "GB/s" "%.3f"
-  row ucx_bw          UCX     "ucp_put_bw 64 KiB over tcp (Final: bandwidth overall, MB = 2^20 B)" "MiB/s" "%.1f"
+  row ucx_bw          UCX     "ucp_put_bw 64 KiB over $UCX_TLS_USE (Final: bandwidth overall, MB = 2^20 B)" "MiB/s" "%.1f"
   row ucx_bw_gb       UCX     "ucp_put_bw 64 KiB, same runs" "GB/s" "%.3f"
   row udp_gb          iperf3  "UDP 4 KiB datagrams, -b 0, receiver's rate" "GB/s" "%.3f"
   row udp_loss        iperf3  "UDP, same runs: lost" "%" "%.1f"
   row tcp_gb          iperf3  "TCP (reference), receiver's rate" "GB/s" "%.3f"
   row srdma_lat       srdma   "send_lat 8 B t_typical (JSON t_p50_us)" "µs" "%.2f"
   row srdma_lat_text  srdma   "send_lat 8 B t_typical[usec] (text), same runs" "µs" "%.2f"
-  row ucx_lat         UCX     "ucp_am_lat 8 B over tcp, typical (Final: 50.0%ile column)" "µs" "%.2f"
+  row ucx_lat         UCX     "ucp_am_lat 8 B over $UCX_TLS_USE, typical (Final: 50.0%ile column)" "µs" "%.2f"
   row idle_cpu        srdma   "server waiting for a client: utime+stime of /proc/PID/stat over ${IDLE_SECONDS} s" "% of one CPU" "%.2f"
   row idle_cpu_threads srdma  "same, summed over /proc/PID/task/*/stat" "% of one CPU" "%.2f"
   row idle_cpu_ns     srdma   "same, threads' schedstat run time (ns resolution)" "% of one CPU" "%.3f"
   echo
   echo "| ratio (of medians) | value | target | |"
   echo "| --- | ---: | --- | --- |"
-  ratio_line "srdma write_bw / UCX put_bw" srdma_bw ucx_bw ">=" 1.5
+  ratio_line "srdma write_bw / UCX put_bw" srdma_bw ucx_bw ">=" "$BW_TARGET"
   ratio_line "srdma write_bw / iperf3 UDP" srdma_bw_gb udp_gb ">=" 1.0
-  ratio_line "srdma send_lat / UCX am_lat" srdma_lat ucx_lat "<=" 1.0
+  ratio_line "srdma send_lat / UCX am_lat" srdma_lat ucx_lat "<=" "$LAT_TARGET"
   if [[ -n ${MEDV[idle_cpu]:-} ]]; then
     printf '| idle srdma CPU (%% of one CPU) | %.2f | <= 1 | %s |\n' "${MEDV[idle_cpu]}" \
       "$(awk -v v="${MEDV[idle_cpu]}" 'BEGIN { print (v <= 1) ? "met" : "NOT met" }')"

@@ -1,4 +1,5 @@
-// Two devices' CM agents on QP1, over the in-process link and over RoCEv2:
+// Two devices' CM agents on QP1, over the in-process link and over RoCEv2
+// (IPv4, and IPv6 on ::1):
 // an RC connection set up by REQ/REP/RTU carries a SEND on the QPNs and
 // PSNs the MADs exchanged; a refused connection and one to a service
 // nobody listens on come back as REJ; DREQ/DREP reach both sides.
@@ -199,7 +200,8 @@ TEST_P(CmAgentTest, SidrResolvesAUdQpThatReceivesADatagram) {
   cb->stop_listening(kUdService);
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, CmAgentTest, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), test::link_name);
+INSTANTIATE_TEST_SUITE_P(Links, CmAgentTest, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kUdp6),
+                         test::link_name);
 
 }  // namespace
 }  // namespace srdma::cm

@@ -261,5 +261,41 @@ TEST(CompChannel, EventDrivenConsumerSeesEveryCqe) {
   EXPECT_EQ(b.eq.completions_handled(), kTotal);
 }
 
+// A notifier and a taker racing on one channel: whatever the interleaving
+// of the eventfd's writes and reads with the queue, once both are done the
+// fd is readable exactly while events wait, and no read of the counter
+// blocks on zero (a hang here is a failure: the ctest timeout).
+TEST(CompChannel, TakingAnEventRacingItsNotifyLeavesTheFdConsistent) {
+  auto ch = CompChannel::create().value();
+  Cq cq(7, 16, nullptr, 0, nullptr);
+  constexpr int kEvents = 20000;
+  std::atomic<bool> go{false};
+  std::thread notifier([&] {
+    while (!go.load()) std::this_thread::yield();
+    for (int i = 0; i < kEvents; ++i) ch->notify(&cq);
+  });
+  int taken = 0;
+  go.store(true);
+  while (taken < kEvents) {
+    auto r = ch->get_event(false);
+    if (r) {
+      ++taken;
+      continue;
+    }
+    ASSERT_EQ(r.error().code, EAGAIN);
+    std::this_thread::yield();
+  }
+  notifier.join();
+  EXPECT_FALSE(readable(*ch, 0)) << "no event waits: the counter must be zero";
+  EXPECT_EQ(ch->get_event(false).error().code, EAGAIN);
+  ch->notify(&cq);
+  EXPECT_TRUE(readable(*ch, 0));
+  EXPECT_EQ(ch->get_event(true).value(), &cq);
+  EXPECT_FALSE(readable(*ch, 0));
+  ch->ack_events(&cq, kEvents + 1);
+  EXPECT_EQ(ch->unacked(&cq), 0u);
+  EXPECT_TRUE(ch->close().has_value());
+}
+
 }  // namespace
 }  // namespace srdma::hca

@@ -19,6 +19,24 @@ TEST(ImpairSpec, ParsesEveryKey) {
   EXPECT_TRUE(s->any());
 }
 
+TEST(ImpairSpec, ParsesABottleneckAndRoundTripsIt) {
+  auto s = parse_impair("rate=10,queue=256,ecn=16,seed=4");
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_EQ(s->rate_gbps, 10.0);
+  EXPECT_EQ(s->queue_packets, 256u);
+  EXPECT_EQ(s->ecn_packets, 16u);
+  EXPECT_TRUE(s->any()) << "a port alone is an impairment";
+  EXPECT_EQ(to_string(*s), "loss=0,dup=0,reorder=0,corrupt=0,seed=4,depth=4,rate=10,queue=256,ecn=16");
+  auto back = parse_impair(to_string(*s));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, *s);
+  // The defaults: a 1000-packet queue that never marks.
+  auto plain = parse_impair("rate=0.5");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->queue_packets, 1000u);
+  EXPECT_EQ(plain->ecn_packets, 0u);
+}
+
 TEST(ImpairSpec, KeysAreOptionalAndInAnyOrder) {
   auto s = parse_impair("seed=3,loss=0.5");
   ASSERT_TRUE(s) << s.error().to_string();
@@ -68,6 +86,14 @@ TEST(ImpairSpec, RefusesBadInputNamingIt) {
       {"loss", "\"loss\" is not key=value"},
       {"loss=0.1,", "\"\" is not key=value"},
       {"loss=0.1,loss=0.2", "loss given twice"},
+      {"rate=0", "rate=\"0\""},
+      {"rate=1001", "rate=\"1001\""},
+      {"rate=nan", "rate=\"nan\""},
+      {"rate=1,queue=0", "queue=\"0\""},
+      {"rate=1,queue=100001", "queue=\"100001\""},
+      {"rate=1,queue=10,ecn=11", "ecn=11 is above queue=10"},
+      {"queue=10", "need rate="},
+      {"loss=0.1,ecn=5", "need rate="},
   };
   for (const Case& c : cases) {
     auto s = parse_impair(c.text);
@@ -90,6 +116,16 @@ TEST(ImpairSpec, ValidateRefusesASpecBuiltOutOfRange) {
   r = validate_impair(s);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().reason.find("depth=0"), std::string::npos) << r.error().reason;
+  s = ImpairSpec{};
+  s.rate_gbps = 10;
+  s.queue_packets = 8;
+  s.ecn_packets = 9;
+  r = validate_impair(s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("queue=8 ecn=9"), std::string::npos) << r.error().reason;
+  s.rate_gbps = -1;
+  s.ecn_packets = 0;
+  EXPECT_FALSE(validate_impair(s));
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ class RecordingLink final : public Link {
     {
       std::lock_guard lock(mu);
       got.push_back(std::move(a));
+      counts.push_back(p.count);
     }
     if (on_arrival) on_arrival(p);
     return p.dst_addr != kUnknown;
@@ -43,7 +44,10 @@ class RecordingLink final : public Link {
     for (const Arrival& a : got) v.push_back(a.psn);
     return v;
   }
+  bool carries_trains() const override { return trains; }
   static constexpr std::uint64_t kUnknown = 99;
+  bool trains = false;
+  std::vector<std::uint32_t> counts;  // each arrival's packets (a train's count)
   std::mutex mu;
   std::vector<Arrival> got;
   std::function<void(const Packet&)> on_arrival;
@@ -118,6 +122,71 @@ TEST(ImpairedLink, OneSeedReplaysTheSameSequence) {
   EXPECT_EQ(run(s, 5000), first);
   s.seed = 8;
   EXPECT_NE(run(s, 5000), first);
+}
+
+// A train of `n` packets of `mtu` bytes from PSN `psn` (a WRITE FIRST..LAST).
+Packet train(std::uint32_t psn, std::uint32_t n, std::byte* data, std::uint32_t mtu) {
+  Packet p = packet(psn, data, std::size_t{n} * mtu);
+  p.op = Opcode::kWriteFirst;
+  p.last_op = Opcode::kWriteLast;
+  p.count = n;
+  return p;
+}
+
+// Over a link that carries trains, a train's packets meet the fates they
+// would one by one (the same seed loses the same PSNs); an untouched train
+// goes on whole, by reference; a touched one packet by packet, each with
+// its own MTU of the payload.
+TEST(ImpairedLink, ATrainsPacketsMeetTheFatesTheyWouldOneByOne) {
+  constexpr std::uint32_t kMtu = 256, kTrain = 16, kTrains = 200;
+  const ImpairSpec s = spec(0.01, 0.01, 0.01, 0.01, 38);
+  RecordingLink single;
+  {
+    ImpairedLink link(single, s);
+    for (std::uint32_t i = 0; i < kTrain * kTrains; ++i) link.send(packet(i));
+    link.flush();
+  }
+  std::vector<std::byte> buf(kTrain * kMtu);
+  for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = std::byte(i / kMtu);
+  RecordingLink wire;
+  wire.trains = true;
+  ImpairedLink link(wire, s);
+  EXPECT_TRUE(link.carries_trains());
+  for (std::uint32_t t = 0; t < kTrains; ++t) link.send(train(t * kTrain, kTrain, buf.data(), kMtu));
+  link.flush();
+  std::vector<std::uint32_t> psns;
+  std::size_t whole = 0;
+  for (std::size_t i = 0; i < wire.got.size(); ++i) {
+    const Arrival& a = wire.got[i];
+    if (wire.counts[i] > 1) {  // whole: by reference, every packet of it
+      ++whole;
+      EXPECT_EQ(wire.counts[i], kTrain);
+      EXPECT_EQ(a.first_piece, buf.data());
+      for (std::uint32_t k = 0; k < kTrain; ++k) psns.push_back(a.psn + k);
+      continue;
+    }
+    psns.push_back(a.psn);
+    if (!a.corrupted) {  // its own MTU of the payload, or none
+      ASSERT_EQ(a.bytes.size(), kMtu);
+      EXPECT_EQ(a.bytes[0], std::byte(a.psn % kTrain));
+    }
+  }
+  EXPECT_EQ(psns, single.psns()) << "the same packets lost, duplicated and reordered";
+  EXPECT_GT(whole, kTrains / 4) << "many untouched at 4% per packet (and nothing of the flow held)";
+  EXPECT_LT(whole, kTrains);
+  EXPECT_EQ(link.stats().passed + link.stats().dropped, kTrain * kTrains);
+}
+
+TEST(ImpairedLink, OverAWireOfSinglePacketsNoTrains) {
+  RecordingLink wire;
+  ImpairedLink link(wire, spec(0.01, 0, 0, 0));
+  EXPECT_FALSE(link.carries_trains());
+  RecordingLink trains;
+  trains.trains = true;
+  ImpairSpec alone = spec(0.01, 0, 0, 0);
+  alone.single_packets = true;
+  ImpairedLink asked(trains, alone);
+  EXPECT_FALSE(asked.carries_trains()) << "asked for single packets";
 }
 
 // A held packet is overtaken by at most reorder_depth packets sent after it.

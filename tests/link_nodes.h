@@ -26,7 +26,7 @@ namespace srdma::test {
 // address (named srdma<k>).
 inline Device open_device(LinkKind link, unsigned k, const Profile& profile = small_profile()) {
   if (link == LinkKind::kInproc) return Device::open(profile).value();
-  auto d = Device::open(profile, "srdma" + std::to_string(k), loopback_net(k));
+  auto d = Device::open(profile, "srdma" + std::to_string(k), *link_net(link, k));
   EXPECT_TRUE(d) << d.error().reason;
   return std::move(*d);
 }

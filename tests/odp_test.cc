@@ -61,12 +61,12 @@ class Odp : public ::testing::Test {
 };
 
 TEST_F(Odp, RegionOverMemoryMappedAfterRegistrationCarriesTraffic) {
-  // An address range nobody has mapped (taken, then given back).
-  std::byte* hole;
-  {
-    Mapping m(4);
-    hole = m.p;
-  }
+  // An address range with nothing accessible in it. Reserved (PROT_NONE)
+  // rather than unmapped: another thread's mmap could land in a range given
+  // back, and MAP_FIXED below would then clobber it.
+  void* r = ::mmap(nullptr, 4 * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(r, MAP_FAILED);
+  auto* hole = static_cast<std::byte*>(r);
   EXPECT_EQ(a.pd.reg_mr(hole, 4 * kPage, kAccessAll).error().code, EFAULT) << "without ON_DEMAND it must be mapped";
   MemoryRegion odp = a.pd.reg_mr(hole, 4 * kPage, kOdpAll).value();
   // Mapped only now, at the registered address.

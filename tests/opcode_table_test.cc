@@ -42,6 +42,8 @@ constexpr Expect kIba[] = {
     {0x2a, 28, true, true, true, true},        {0x2b, 32, true, true, true, true},
     // UD: SEND ONLY (with Immediate), DETH after the BTH.
     {0x64, 20, true, true, true, true},        {0x65, 24, true, true, true, true},
+    // RoCEv2's CNP (annex A17.9.3): BTH and 16 reserved bytes.
+    {0x81, 28, false, true, true, false},
     // XRC (annex A14): RC's opcodes, every request with an XRCETH (4) after the BTH.
     {0xa0, 16, true, true, false, true},       {0xa1, 16, true, false, false, true},
     {0xa2, 16, true, false, true, true},       {0xa3, 20, true, false, true, true},

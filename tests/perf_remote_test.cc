@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <future>
 #include <sstream>
 #include <string>
@@ -97,6 +99,12 @@ Result<PerfReport> client(PerfOptions o) {
 class PerfRemoteTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PerfRemoteTest, EveryTestRunsBetweenTwoDevicesOverRoceV2) {
+  // The tool's devices read the environment (NetConfig::from_env): over the
+  // wire, not the same-host path.
+  struct WireOnly {
+    WireOnly() { ::setenv("SRDMA_SAME_HOST", "0", 1); }
+    ~WireOnly() { ::unsetenv("SRDMA_SAME_HOST"); }
+  } wire_only;
   const std::string test = GetParam();
   const bool bw = test.ends_with("_bw");
   PerfOptions o = opts(test, bw ? 200 : 100, side_port(1));
@@ -133,6 +141,7 @@ TEST_P(PerfRemoteTest, EveryTestRunsBetweenTwoDevicesOverRoceV2) {
   EXPECT_EQ(c->transport[1].role, "server");
   EXPECT_GT(c->transport[0].wire.frames_sent, 0u);
   EXPECT_GT(c->transport[1].wire.frames_received, 0u);
+  EXPECT_EQ(c->transport[0].wire.same_host_frames_sent, 0u) << "SRDMA_SAME_HOST=0: the wire's test";
   // Every request sent arrived, unless the loopback lost some (then resent).
   if (c->transport[0].counters.retransmissions == 0) {
     EXPECT_EQ(c->transport[1].counters.requests_received, c->transport[0].counters.requests_sent);

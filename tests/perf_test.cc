@@ -368,7 +368,13 @@ TEST(Perf, ReportCarriesTransportCountersAndImpairStats) {
   c.seq_naks_received = 4;
   c.duplicate_requests = 2;
   c.dropped_for(DropReason::kBadPsn) = 5;
-  r.transport = {DeviceTransport{"client", c, ImpairStats{100, 6, 1, 2, 3}, {}}, DeviceTransport{"server", {}, {}, {}}};
+  c.cnps_received = 9;
+  c.rate_decreases = 8;
+  c.rate_increases = 20;
+  c.paced_waits = 30;
+  c.lowest_rate_mbps = 2500;
+  r.transport = {DeviceTransport{"client", c, ImpairStats{100, 6, 1, 2, 3, 4, 11}, {}},
+                 DeviceTransport{"server", {}, {}, {}}};
   auto j = to_json(r);
   EXPECT_EQ(j["mtu"], 1024);
   EXPECT_EQ(j["impair"], "loss=0.05,dup=0,reorder=0,corrupt=0,seed=7,depth=4");
@@ -381,14 +387,21 @@ TEST(Perf, ReportCarriesTransportCountersAndImpairStats) {
   EXPECT_EQ(cj["dropped"]["bad_psn"], 5);
   EXPECT_EQ(cj["dropped_total"], 5);
   EXPECT_EQ(cj["impair"], (nlohmann::json{{"passed", 100}, {"dropped", 6}, {"duplicated", 1}, {"reordered", 2},
-                                          {"corrupted", 3}}));
+                                          {"corrupted", 3}, {"tail_dropped", 4}, {"ce_marked", 11}}));
+  EXPECT_EQ(cj["cnps_received"], 9);
+  EXPECT_EQ(cj["cnps_sent"], 0);
+  EXPECT_EQ(cj["rate_decreases"], 8);
+  EXPECT_EQ(cj["lowest_rate_mbps"], 2500);
+  EXPECT_EQ(transport_from_json(cj).paced_waits, 30u);
   EXPECT_EQ(j["transport"]["server"]["retransmissions"], 0);
 
   std::ostringstream out;
   print_footer(r, out);
   for (const char* text : {"transport client: requests", "retransmissions 12", "timeouts 3", "seq NAKs 0 / 4",
                            "duplicate requests 2", "dropped 5 (bad_psn 5)", "impaired link loss=0.05",
-                           "passed 100, dropped 6, duplicated 1, reordered 2, corrupted 3"})
+                           "passed 100, dropped 6, duplicated 1, reordered 2, corrupted 3",
+                           "congestion control: CNPs 0 sent / 9 received, rate cuts 8, increases 20, paced waits 30, "
+                           "lowest rate now 2500 Mb/s"})
     EXPECT_NE(out.str().find(text), std::string::npos) << text << "\n" << out.str();
   r.settings.impair = {};
   EXPECT_TRUE(to_json(r)["impair"].is_null());

@@ -99,7 +99,7 @@ TEST_P(PollReceiving, EndsWithTheChannelsEventAnOrdinaryFdOrTheTimeout) {
   EXPECT_EQ(fds[0].revents | fds[1].revents, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, PollReceiving, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), test::link_name);
+INSTANTIATE_TEST_SUITE_P(Links, PollReceiving, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost), test::link_name);
 
 }  // namespace
 }  // namespace srdma::test

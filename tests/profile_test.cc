@@ -91,7 +91,9 @@ TEST(Profile, SetByName) {
   ASSERT_TRUE(p.set("num_mpt", 4096));
   EXPECT_EQ(p.num_mpt, 4096);
   EXPECT_EQ(p.set("num_bogus", 1).error().code, EINVAL);
-  EXPECT_EQ(p.fields().size(), 17u);
+  EXPECT_EQ(p.fields().size(), 18u);
+  ASSERT_TRUE(p.set("congestion_control", 0));
+  EXPECT_EQ(p.congestion_control, 0);
 }
 
 }  // namespace

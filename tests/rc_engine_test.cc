@@ -39,7 +39,7 @@ class RcEngine : public ::testing::TestWithParam<LinkKind> {
   // against a real wire and receive threads that share two cores with the
   // test's, and a busy host must not look like a lost peer.
   void connect(Side& a, Side& b, pair::PathParams p = {}) {
-    if (GetParam() == LinkKind::kUdp) {
+    if (GetParam() != LinkKind::kInproc) {
       p.timeout = std::max<std::uint8_t>(p.timeout, 14);
       p.retry_cnt = std::max<std::uint8_t>(p.retry_cnt, 7);  // half a second of silence before retry exceeded
     }
@@ -776,7 +776,7 @@ TEST_P(RcEngine, WritesArriveWhileTheResponderEntersError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, RcEngine, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), test::link_name);
+INSTANTIATE_TEST_SUITE_P(Links, RcEngine, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost), test::link_name);
 
 }  // namespace
 }  // namespace srdma::hca

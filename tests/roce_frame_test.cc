@@ -507,6 +507,108 @@ TEST(RoceFrame, AFlippedBitAnywhereIsABadIcrc) {
   }
 }
 
+// RoCEv2 over IPv6 (IBA A17.3.3): the IPv6 header in the ICRC's input, with
+// traffic class, flow label and hop limit all ones.
+IpUdpFields test_ip6() {
+  IpUdpFields ip;
+  ip.ipv6 = true;
+  ip.src_ip6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};  // 2001:db8::1
+  ip.dst_ip6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};  // 2001:db8::2
+  ip.src_port = 0xc123;
+  return ip;
+}
+
+// The IPv6 ICRC built independently of the codec: the masked IPv6 and UDP
+// headers written out byte by byte (with the traffic class, flow label and
+// hop limit a packet really had, then masked here), then zlib.
+std::uint32_t reference_icrc6(const IpUdpFields& ip, std::span<const std::byte> frame_without_icrc,
+                              std::uint8_t tclass = 0, std::uint32_t flow = 0, std::uint8_t hops = 64) {
+  const std::size_t udp_len = 8 + frame_without_icrc.size() + 4;
+  std::vector<std::uint8_t> in;
+  in.reserve(8 + 40 + 8 + frame_without_icrc.size());
+  in.assign(8, 0xff);
+  std::uint8_t ip6[40] = {std::uint8_t(0x60 | tclass >> 4), std::uint8_t(tclass << 4 | (flow >> 16 & 0xf)),
+                          std::uint8_t(flow >> 8), std::uint8_t(flow), std::uint8_t(udp_len >> 8),
+                          std::uint8_t(udp_len), 17, hops};
+  std::memcpy(ip6 + 8, ip.src_ip6.data(), 16);
+  std::memcpy(ip6 + 24, ip.dst_ip6.data(), 16);
+  // The mask: version kept, the rest of the first word and the hop limit ones.
+  ip6[0] |= 0x0f;
+  ip6[1] = ip6[2] = ip6[3] = 0xff;
+  ip6[7] = 0xff;
+  const std::uint8_t udp[8] = {std::uint8_t(ip.src_port >> 8), std::uint8_t(ip.src_port),
+                               std::uint8_t(ip.dst_port >> 8), std::uint8_t(ip.dst_port),
+                               std::uint8_t(udp_len >> 8),     std::uint8_t(udp_len),
+                               0xff,                           0xff};
+  in.insert(in.end(), ip6, ip6 + 40);
+  in.insert(in.end(), udp, udp + 8);
+  const std::size_t bth = in.size();
+  for (std::byte b : frame_without_icrc) in.push_back(std::to_integer<std::uint8_t>(b));
+  in[bth + 4] = 0xff;  // BTH byte 4
+  return static_cast<std::uint32_t>(crc32(0, in.data(), static_cast<uInt>(in.size())));
+}
+
+// kWriteOnlyFrame's body between 2001:db8::1:0xc123 and 2001:db8::2:4791;
+// the ICRC computed outside this code with python3:
+//   zlib.crc32(b'\xff'*8 + bytes([0x6f,0xff,0xff,0xff]) + pack('!H', 8+40) +
+//              bytes([17, 0xff]) + src + dst + pack('!HHHH', 0xc123, 4791, 48, 0xffff) +
+//              frame_with_byte4_ff) == 0x42331413
+constexpr std::uint32_t kWriteOnlyIcrc6 = 0x42331413;
+
+TEST(RoceFrameIpv6, WriteOnlyMatchesAVectorComputedElsewhere) {
+  const auto body = std::span<const std::byte>(kWriteOnlyFrame).first(kWriteOnlyFrame.size() - 4);
+  EXPECT_EQ(compute_icrc(test_ip6(), body), kWriteOnlyIcrc6);
+  EXPECT_EQ(reference_icrc6(test_ip6(), body), kWriteOnlyIcrc6);
+  Bytes f(body.begin(), body.end());
+  append_le32(f, kWriteOnlyIcrc6);
+  ParsedFrame out;
+  ASSERT_EQ(parse_frame(f, test_ip6(), true, out), FrameError::kNone);
+  EXPECT_EQ(out.pkt.dma_length, 5u);
+  // The IPv4 ICRC of the same frame is another value: the families differ.
+  EXPECT_NE(compute_icrc(test_ip(), body), kWriteOnlyIcrc6);
+  EXPECT_EQ(parse_frame(f, test_ip(), true, out), FrameError::kBadIcrc);
+}
+
+TEST(RoceFrameIpv6, IcrcIgnoresTrafficClassFlowLabelAndHopLimit) {
+  Bytes storage;
+  for (Opcode op : kAllRcOpcodes) {
+    const Packet p = packet_of(op, 0x1122334455667788, storage, 29);
+    const Bytes f = assemble(p, test_ip6());
+    const auto body = std::span<const std::byte>(f).first(f.size() - 4);
+    const std::uint32_t icrc = compute_icrc(test_ip6(), body);
+    // Whatever the routers on the way did to the variant fields.
+    for (std::uint8_t tclass : {0x00, 0x2e, 0xff})
+      for (std::uint32_t flow : {0u, 0x12345u, 0xfffffu})
+        for (std::uint8_t hops : {1, 64, 255})
+          EXPECT_EQ(reference_icrc6(test_ip6(), body, tclass, flow, hops), icrc) << opcode_str(op);
+    ParsedFrame out;
+    EXPECT_EQ(parse_frame(f, test_ip6(), true, out), FrameError::kNone) << opcode_str(op);
+  }
+}
+
+TEST(RoceFrameIpv6, IcrcCoversTheAddressesAndPortsExactly) {
+  Bytes storage;
+  const Bytes f = assemble(packet_of(Opcode::kSendOnly, 0x0f0f0f0f0f0f0f0f, storage, 64), test_ip6());
+  auto with = [](auto edit) {
+    IpUdpFields ip = test_ip6();
+    edit(ip);
+    return ip;
+  };
+  ParsedFrame out;
+  EXPECT_EQ(parse_frame(f, with([](IpUdpFields& ip) { ip.src_ip6[15] ^= 1; }), true, out), FrameError::kBadIcrc);
+  EXPECT_EQ(parse_frame(f, with([](IpUdpFields& ip) { ip.dst_ip6[0] ^= 0x80; }), true, out), FrameError::kBadIcrc);
+  EXPECT_EQ(parse_frame(f, with([](IpUdpFields& ip) { ip.src_port ^= 2; }), true, out), FrameError::kBadIcrc);
+  // IPv6 has no Identification: the IPv4 check's window does not apply (a
+  // field the IPv6 check never reads changes nothing).
+  EXPECT_EQ(parse_frame(f, with([](IpUdpFields& ip) { ip.ip_id = 7; }), true, out), FrameError::kNone);
+  // Every flipped bit but BTH byte 4's is a bad ICRC.
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    Bytes g = f;
+    g[i] ^= std::byte{0x10};
+    EXPECT_EQ(parse_frame(g, test_ip6(), true, out), i == 4 ? FrameError::kNone : FrameError::kBadIcrc) << i;
+  }
+}
+
 TEST(RoceFrame, TruncatedAtEveryLengthIsRefused) {
   Bytes storage;
   for (Opcode op : kAllRcOpcodes) {
@@ -550,10 +652,10 @@ TEST(RoceFrame, RefusesOpcodesThatAreNotRcUcOrUdSend) {
     // IBA table 38, spelled out here apart from the opcode table: RC
     // 0x00..0x14, 0x16, 0x17 and IBA 1.5's ATOMIC WRITE 0x1d; UC's SENDs and
     // WRITEs 0x20..0x2b; UD SEND ONLY 0x64, 0x65; XRC (annex A14) RC's
-    // again at 0xa0..0xb4, 0xb6, 0xb7, 0xbd.
+    // again at 0xa0..0xb4, 0xb6, 0xb7, 0xbd; RoCEv2's CNP 0x81 (annex A17).
     const bool defined = (opcode <= 0x17 && opcode != 0x15) || opcode == 0x1d || (opcode >= 0x20 && opcode <= 0x2b) ||
                          opcode == 0x64 || opcode == 0x65 || (opcode >= 0xa0 && opcode <= 0xb7 && opcode != 0xb5) ||
-                         opcode == 0xbd;
+                         opcode == 0xbd || opcode == 0x81;
     EXPECT_EQ(opcode_row(static_cast<std::uint8_t>(opcode)).valid(), defined) << opcode;
     if (defined) {
       EXPECT_NE(e, FrameError::kBadOpcode) << opcode;
@@ -671,6 +773,34 @@ TEST(RoceFrame, UdSendParsesWithItsDeth) {
     // Its DETH counts as a header: cut into it, the frame is too short.
     EXPECT_EQ(parse(std::span<const std::byte>(f).first(kBthBytes + kDethBytes - 1 + kIcrcBytes), false),
               FrameError::kTooShort);
+  }
+}
+
+// RoCEv2's CNP (annex A17.9.3): opcode 0x81 whatever the QP's transport,
+// the BECN bit, the destination QP, PSN 0, then 16 reserved bytes.
+TEST(RoceFrame, CnpIsItsOpcodeBecnAndSixteenReservedBytes) {
+  for (QpType t : {QpType::kRc, QpType::kUc}) {
+    Packet p;
+    p.transport = t;
+    p.op = Opcode::kCnp;
+    p.dst_qpn = 0x00abcd;
+    const FrameHeaders h = build_headers(p);
+    Bytes want = bytes({0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0xab, 0xcd, 0x00, 0x00, 0x00, 0x00});
+    want.resize(kBthBytes + kCnpReservedBytes, std::byte{0});
+    EXPECT_EQ(Bytes(h.bytes.begin(), h.bytes.begin() + h.length), want);
+    const Bytes f = assemble(p, test_ip());
+    EXPECT_EQ(f.size(), kBthBytes + kCnpReservedBytes + kIcrcBytes);
+    ParsedFrame out;
+    ASSERT_EQ(parse(f, out), FrameError::kNone);
+    EXPECT_EQ(out.pkt.op, Opcode::kCnp);
+    EXPECT_EQ(out.pkt.dst_qpn, 0x00abcdu);
+    EXPECT_EQ(out.pkt.payload_length, 0u);
+    // Cut into the reserved bytes: too short. A payload after them: refused.
+    EXPECT_EQ(parse(std::span<const std::byte>(f).first(kBthBytes + 8 + kIcrcBytes), false), FrameError::kTooShort);
+    Bytes longer(f.begin(), f.end() - kIcrcBytes);
+    longer.resize(longer.size() + 4 + kIcrcBytes, std::byte{0});
+    reseal(longer, test_ip());
+    EXPECT_EQ(parse(longer), FrameError::kBadLength);
   }
 }
 

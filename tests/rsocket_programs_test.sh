@@ -22,8 +22,14 @@
 # (the CM's listen grace). Every wait is bounded. Skips (77) without
 # rdmacm-utils, iperf3, the preload library or ss.
 #
+#  - AF_INET6 rsockets on the IPv6 addresses that stand for IPv4 ones:
+#    rstream -b ::1 with -s ::ffff:A (blocking, 64 KiB), rstream -f ip
+#    with the server unbound (getaddrinfo's passive ::) and -T v; a real
+#    IPv6 destination (2001:db8::1) refused with EAFNOSUPPORT and a reason;
 #  - udpong (datagram rsockets: the first datagram over UDP, then UD) with
 #    1000 datagrams of 1000 bytes, after a stray UDP datagram to its port;
+#    and with its server unbound (::1, an AF_INET6 datagram rsocket) and
+#    its client to ::ffff:A;
 #  - rsocket_duplex: 64 MB each way at once, a sender and a receiver thread
 #    per side on one rsocket, every byte checked.
 #
@@ -145,6 +151,31 @@ if pair rstream-verify side "rstream -b @A@ -p @PORT@ -T v" side "rstream -s @A@
   if ((n >= 6)); then echo "ok   rstream -T v: $n sizes, data verified"; else pp_fail "rstream -T v: $n result lines"; show "$out_c"; fi
 fi
 
+echo "--- AF_INET6 rsockets: IPv6 addresses that stand for IPv4 ones"
+# The server on ::1 (a loopback address: the device's, as rdma_bind_addr
+# takes it), the client to ::ffff:A; blocking, 64 KiB.
+pair rstream-v6-loopback side "rstream -b ::1 -p @PORT@ -T b -S 65536 -C 200" \
+  side "rstream -s ::ffff:@A@ -p @PORT@ -T b -S 65536 -C 200" &&
+  result_line "rstream -b ::1 / -s ::ffff:A -T b -S 65536 -C 200"
+# -f ip (numeric hosts), the server on getaddrinfo's passive answer (::
+# before 0.0.0.0 where the host has IPv6), data verified.
+pair rstream-f-ip side "rstream -f ip -p @PORT@ -T v -S 4096 -C 500" \
+  side "rstream -f ip -s ::ffff:@A@ -p @PORT@ -T v -S 4096 -C 500" &&
+  result_line "rstream -f ip (server unbound, client -s ::ffff:A) -T v -S 4096 -C 500"
+# A real IPv6 address is refused: EAFNOSUPPORT, the reason under
+# SRDMA_VERBS_DEBUG.
+pp_next_port || true
+out=$PP_TMP/rstream-v6-real.client
+if side "$ip_b" env SRDMA_VERBS_DEBUG=1 timeout $limit rstream -s 2001:db8::1 -p "$PORT" -S 4096 -C 10 >"$out" 2>&1; then
+  pp_fail "rstream -s 2001:db8::1: exit 0, expected a refusal"
+  show "$out"
+elif grep -q "rconnect: Address family not supported" "$out" && grep -q "not an IPv4 one" "$out"; then
+  echo "ok   rstream -s 2001:db8::1: refused (EAFNOSUPPORT, with the reason)"
+else
+  pp_fail "rstream -s 2001:db8::1: not refused with EAFNOSUPPORT and a reason"
+  show "$out"
+fi
+
 echo "--- rcopy"
 src=$PP_TMP/rcopy.src dst=$PP_TMP/rcopy.dst
 head -c 3000000 /dev/urandom >"$src"
@@ -222,6 +253,30 @@ else
   pp_fail "udpong: the server did not open its device"
 fi
 kill -TERM "$upid" 2>/dev/null # udpong's server serves until killed
+pp_wait_exit "$upid" 10 || pp_kill "$upid"
+# udpong's server as Debian runs it, unbound: getaddrinfo(NULL) gives ::1
+# (an AF_INET6 datagram rsocket) or 127.0.0.1, the device's address as a
+# loopback one; the client sends to ::ffff:A, and the server reports the
+# client's address as AF_INET6 (recvfrom).
+pp_next_port || true
+udp_port=$PORT
+env "LD_LIBRARY_PATH=$libdir" "SRDMA_ADDR=$ip_a" stdbuf -oL timeout $limit udpong -p "$udp_port" >"$PP_TMP/udpong6.server" 2>&1 &
+upid=$!
+PP_PIDS+=("$upid")
+if wait_device "$ip_a" "$upid"; then
+  if side "$ip_b" timeout $limit udpong -s "::ffff:$ip_a" -p "$udp_port" -C 1000 -S 1000 >"$PP_TMP/udpong6.client" 2>&1 &&
+    grep -qE '^custom +1000 +1k' "$PP_TMP/udpong6.client"; then
+    echo "ok   udpong (server unbound, client -s ::ffff:A): 1000 datagrams of 1000 bytes; $(grep -m1 'client login' "$PP_TMP/udpong6.server")"
+  else
+    pp_fail "udpong (server unbound) failed"
+    show "$PP_TMP/udpong6.client"
+    show "$PP_TMP/udpong6.server"
+  fi
+else
+  pp_fail "udpong (server unbound): the server did not open its device"
+  show "$PP_TMP/udpong6.server"
+fi
+kill -TERM "$upid" 2>/dev/null
 pp_wait_exit "$upid" 10 || pp_kill "$upid"
 
 echo "--- both directions at once, two threads per side"

@@ -102,7 +102,7 @@ TEST_P(Srq, AQpWithAnSrqRefusesPostRecvAndAnEmptySrqIsRnr) {
   EXPECT_EQ(got.qp_num, qb->qp_num());
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, Srq, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), link_name);
+INSTANTIATE_TEST_SUITE_P(Links, Srq, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost), link_name);
 
 TEST(SrqApi, LimitsComeFromTheDeviceAndAreEnforcedNamingTheField) {
   LinkNode n(LinkKind::kInproc, 1);

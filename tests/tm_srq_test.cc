@@ -613,7 +613,7 @@ TEST(TmSrqCreate, RefusesBadAttributesAndOpsOnABasicSrq) {
   EXPECT_EQ(bad, &w);
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, TmSrq, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), link_name);
+INSTANTIATE_TEST_SUITE_P(Links, TmSrq, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost), link_name);
 
 }  // namespace
 }  // namespace srdma::test

@@ -64,11 +64,12 @@ TEST(TransportCounters, APeerDestroyedAfterTrafficIsSentNothingMore) {
   EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
   // Its one retry after the IBA timeout (retry_cnt 1: two timeouts end it),
   // and the early ones the round trip measured on the first WR allows in
-  // between (RTO 1 ms, then 2 ms, inside each 4.2 ms timeout).
+  // between (a tail-loss probe, then go-back-N at RTO with backoff, inside
+  // each 4.2 ms timeout).
   const TransportCounters c = a.qp->counters();
   EXPECT_EQ(c.timeouts, 2u);
   EXPECT_GT(c.rto_expiries, 0u);
-  EXPECT_EQ(c.retransmissions, 1u + c.rto_expiries);
+  EXPECT_EQ(c.retransmissions, 1u + c.rto_expiries + c.tail_probes);
   EXPECT_EQ(unknown_qp(), 1u + c.retransmissions);  // every one dropped for no QP
 }
 

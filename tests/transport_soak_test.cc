@@ -186,8 +186,12 @@ class Soak {
     const UdpLinkStats f = from.dev->udp()->stats(), t = to.dev->udp()->stats();
     TransportCounters dropped;
     to.dev->udp()->add_drops(dropped);
-    return static_cast<std::int64_t>(f.frames_sent - f.send_errors) -
-           static_cast<std::int64_t>(t.frames_received + t.rx_overruns + dropped.dropped_total());
+    // And through the same-host path's rings (kSameHost).
+    hca::SameHostStats fs, ts;
+    if (from.dev->udp()->same_host()) fs = from.dev->udp()->same_host()->stats();
+    if (to.dev->udp()->same_host()) ts = to.dev->udp()->same_host()->stats();
+    return static_cast<std::int64_t>(f.frames_sent - f.send_errors + fs.frames_sent) -
+           static_cast<std::int64_t>(t.frames_received + t.rx_overruns + dropped.dropped_total() + ts.frames_received);
   }
 
   static bool consumes_recv(Op op) { return op == Op::kSend || op == Op::kSendImm || op == Op::kSendInv || op == Op::kWriteImm; }
@@ -340,9 +344,12 @@ class Soak {
   std::uint32_t mtu_, max_len_;
   ManualClock& clock_;
   ImpairSpec b_spec_;  // before b_, which reads it as it opens
+  // The memory before the devices, so that it outlives them: a duplicate
+  // READ still arriving on b's receive thread while the test ends reads
+  // b_mem_ until closing the device stops it (ASan saw it freed first).
+  std::vector<std::uint8_t> a_mem_, b_mem_, recv_mem_;
   Side a_, b_;
   std::size_t slot_ = 0;
-  std::vector<std::uint8_t> a_mem_, b_mem_, recv_mem_;
   std::uint32_t a_key_ = 0, b_key_ = 0, recv_key_ = 0, inv_key_ = 0;
   std::vector<Planned> plan_;
   std::vector<std::size_t> recv_of_;  // the WR each receive is for
@@ -379,7 +386,7 @@ TEST_P(TransportSoak, EveryOperationCompletesOnceInOrderWithItsBytes) {
   // flight as duplicates; a timeout of 262 us (6), many steps of 10 us and
   // longer than the responder's refill of a duplicate READ's token (100 us),
   // keeps those from spending the retry count.
-  Soak soak(link, mtu, rough_link(mtu), clock, link == LinkKind::kUdp ? 6 : 1);
+  Soak soak(link, mtu, rough_link(mtu), clock, link != LinkKind::kInproc ? 6 : 1);
   soak.run(kOpsPerMtu, mtu * 131);
   if (::testing::Test::HasFatalFailure()) return;
   const TransportCounters ca = soak.a().qp->counters(), cb = soak.b().qp->counters();
@@ -392,9 +399,52 @@ TEST_P(TransportSoak, EveryOperationCompletesOnceInOrderWithItsBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMtu, TransportSoak,
-                         ::testing::Combine(::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
+                         ::testing::Combine(::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost),
                                             ::testing::Values(256u, 512u, 1024u, 2048u, 4096u)),
                          soak_name);
+
+// Loss alone, at the rates issue 38 sets goodput targets for (0.1%, 1%,
+// 5%), at the MTUs it measures (1024, 4096), with the IBA timeout perftest
+// uses (14: 67 ms of the clock): every WR completes once, in order, with
+// its bytes, recovered by sequence NAKs, tail-loss probes and early
+// go-back-N, never by the IBA timeout (no retry spent on a timeout). Over
+// the in-process link the stream's messages go as trains the impairing link
+// loses packets of.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int kLossOps = 300;
+#else
+constexpr int kLossOps = 1500;
+#endif
+
+class TransportLoss : public ::testing::TestWithParam<std::tuple<LinkKind, std::uint32_t, double>> {};
+
+std::string loss_name(const ::testing::TestParamInfo<std::tuple<LinkKind, std::uint32_t, double>>& i) {
+  return test::link_name({std::get<0>(i.param), i.index}) + "Mtu" + std::to_string(std::get<1>(i.param)) + "Loss" +
+         std::to_string(static_cast<int>(std::get<2>(i.param) * 1000)) + "permille";
+}
+
+TEST_P(TransportLoss, EveryWrOnceWithItsBytesWithoutAnIbaTimeout) {
+  const auto [link, mtu, loss] = GetParam();
+  ManualClock clock;
+  ImpairSpec spec;
+  spec.loss = loss;
+  spec.seed = 38;
+  Soak soak(link, mtu, spec, clock, /*timeout=*/14);
+  soak.run(kLossOps, mtu + 38);
+  if (::testing::Test::HasFatalFailure()) return;
+  const TransportCounters ca = soak.a().qp->counters(), cb = soak.b().qp->counters();
+  EXPECT_EQ(ca.timeouts, 0u) << "no IBA timeout: probes and early resends recovered every loss";
+  EXPECT_EQ(cb.timeouts, 0u);
+  if (loss >= 0.01) {
+    EXPECT_GT(ca.retransmissions, 0u);
+    EXPECT_GT(ca.seq_naks_received, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rates, TransportLoss,
+                         ::testing::Combine(::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
+                                            ::testing::Values(1024u, 4096u), ::testing::Values(0.001, 0.01, 0.05)),
+                         loss_name);
 
 class TransportSoakClean : public ::testing::TestWithParam<LinkKind> {};
 
@@ -414,7 +464,7 @@ TEST_P(TransportSoakClean, NothingIsSentTwiceOnACleanLink) {
   EXPECT_EQ(soak.b().qp->counters().duplicate_requests, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, TransportSoakClean, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
+INSTANTIATE_TEST_SUITE_P(Links, TransportSoakClean, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost),
                          test::link_name);
 
 class TransportSoakSilentPeer : public ::testing::TestWithParam<LinkKind> {};
@@ -449,7 +499,7 @@ TEST_P(TransportSoakSilentPeer, RetryExceededThenEverythingElseFlushed) {
   EXPECT_GE(c.retransmissions, 3u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, TransportSoakSilentPeer, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp),
+INSTANTIATE_TEST_SUITE_P(Links, TransportSoakSilentPeer, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost),
                          test::link_name);
 
 }  // namespace

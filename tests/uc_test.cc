@@ -123,7 +123,7 @@ TEST_P(Uc, AMessageWithoutAReceiveIsDroppedNotRnrNaked) {
   EXPECT_EQ(qb->counters().rnr_naks_sent, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, Uc, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), link_name);
+INSTANTIATE_TEST_SUITE_P(Links, Uc, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost), link_name);
 
 TEST(UcApi, ReadsAndAtomicsAreRefusedAndTheTransitionsAreUcs) {
   LinkNode a(LinkKind::kInproc, 1), b(LinkKind::kInproc, 2);

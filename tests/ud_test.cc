@@ -219,7 +219,7 @@ TEST_P(Ud, TheGsiQpIsQp1) {
   EXPECT_EQ(make_ud_qp(a, kGsiQkey, nullptr, QP_CREATE_GSI)->qp_num(), kGsiQpn);
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, Ud, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), link_name);
+INSTANTIATE_TEST_SUITE_P(Links, Ud, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost), link_name);
 
 TEST(UdApi, AnAddressHandleNeedsADestinationTheLinkReaches) {
   LinkNode n(LinkKind::kInproc, 1);

@@ -345,12 +345,13 @@ namespace {
 TEST(NetConfigEnv, BadValuesAreRefusedNamingTheVariable) {
   struct Unset {
     ~Unset() {
-      for (const char* v : {"SRDMA_ADDR", "SRDMA_PORT", "SRDMA_ICRC", "SRDMA_BUSY_POLL_US", "SRDMA_GSO"}) ::unsetenv(v);
+      for (const char* v : {"SRDMA_ADDR", "SRDMA_PORT", "SRDMA_ICRC", "SRDMA_BUSY_POLL_US", "SRDMA_GSO", "SRDMA_SAME_HOST"})
+        ::unsetenv(v);
     }
   } unset;
   for (auto [var, value] : {std::pair{"SRDMA_ADDR", "10.0.0"}, {"SRDMA_ADDR", "localhost"}, {"SRDMA_PORT", "0"},
                             {"SRDMA_PORT", "65536"}, {"SRDMA_PORT", "47x"}, {"SRDMA_ICRC", "2"},
-                            {"SRDMA_BUSY_POLL_US", "-1"}, {"SRDMA_GSO", "yes"}}) {
+                            {"SRDMA_BUSY_POLL_US", "-1"}, {"SRDMA_GSO", "yes"}, {"SRDMA_SAME_HOST", "2"}}) {
     ::setenv(var, value, 1);
     auto c = NetConfig::from_env();
     ASSERT_FALSE(c) << var << "=" << value;
@@ -362,12 +363,14 @@ TEST(NetConfigEnv, BadValuesAreRefusedNamingTheVariable) {
   ::setenv("SRDMA_PORT", "4800", 1);
   ::setenv("SRDMA_ICRC", "0", 1);
   ::setenv("SRDMA_GSO", "0", 1);
+  ::setenv("SRDMA_SAME_HOST", "0", 1);
   auto c = NetConfig::from_env();
   ASSERT_TRUE(c) << c.error().reason;
   EXPECT_EQ(c->ip, "127.0.0.9");
   EXPECT_EQ(c->port, 4800);
   EXPECT_FALSE(c->check_icrc);
   EXPECT_FALSE(c->gso);
+  EXPECT_FALSE(c->same_host);
 }
 
 TEST(NetConfigEnv, GidsAreIpv4MappedAndOthersRefused) {

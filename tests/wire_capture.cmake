@@ -11,3 +11,10 @@
 add_test(NAME wire_capture
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/wire_capture_test.sh $<TARGET_FILE:srdma>)
 set_tests_properties(wire_capture PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS 2)
+
+# Congestion control on the wire (cnp_capture_test.sh): ECN codepoints and
+# CNPs, decoded by tshark, every ICRC checked; none of either with
+# SRDMA_CC=0. Same packages and skips as above.
+add_test(NAME cnp_capture
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cnp_capture_test.sh $<TARGET_FILE:srdma>)
+set_tests_properties(cnp_capture PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS 2)

@@ -37,6 +37,8 @@
 # failure (and with WIRE_CAPTURE_KEEP=1). WIRE_CAPTURE_ITERS: iterations
 # per test (4; 2 in a sanitizer build).
 set -u
+# The frames under test are the wire's: not the same-host path's rings.
+export SRDMA_SAME_HOST=0
 
 BIN=${1:?usage: wire_capture_test.sh SRDMA}
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -78,7 +78,7 @@ TEST_P(Xrcd, TwoTgtQpsOfOneDomainReceiveIntoTheSrqEachMessageNames) {
   EXPECT_FALSE(xrcd->create_tgt_qp(again));
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, Xrcd, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp), link_name);
+INSTANTIATE_TEST_SUITE_P(Links, Xrcd, ::testing::Values(LinkKind::kInproc, LinkKind::kUdp, LinkKind::kSameHost), link_name);
 
 TEST(XrcdApi, AnOpenedTgtQpIsTheSameQpAndOutlivesItsCreator) {
   LinkNode a(LinkKind::kInproc, 1), b(LinkKind::kInproc, 2);

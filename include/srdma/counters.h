@@ -69,12 +69,27 @@ struct TransportCounters {
   // Early retransmissions: the round-trip estimate's timeout (RTO) expired
   // before the QP's IBA timeout did (no retry spent).
   std::uint64_t rto_expiries = 0;
+  // Tail-loss probes: the last request sent again, asking for an ACK, when
+  // nothing was answered for about two round trips (no retry spent).
+  std::uint64_t tail_probes = 0;
   std::uint64_t rnr_naks_sent = 0;
   std::uint64_t rnr_naks_received = 0;
   std::uint64_t rnr_retries = 0;         // resends after an RNR NAK
   std::uint64_t seq_naks_sent = 0;       // NAK PSN sequence error
   std::uint64_t seq_naks_received = 0;
   std::uint64_t duplicate_requests = 0;  // requests with a PSN already executed (acknowledged again)
+  // Congestion control (DCQCN, hca/dcqcn.h): CNPs sent as the notification
+  // point (for requests that arrived marked CE) and received as the
+  // reaction point; the rate's cuts (a CNP's or the delay signal's) and
+  // climbs; sends that waited for the pacer.
+  std::uint64_t cnps_sent = 0;
+  std::uint64_t cnps_received = 0;
+  std::uint64_t rate_decreases = 0;
+  std::uint64_t rate_increases = 0;
+  std::uint64_t paced_waits = 0;
+  // A gauge, not a count: the lowest rate (Mb/s) a QP is held to now; 0
+  // when none is. += keeps the lower, -= the later.
+  std::uint64_t lowest_rate_mbps = 0;
   std::array<std::uint64_t, kNumDropReasons> dropped{};
   std::array<std::uint64_t, kNumNakCauses> naks_sent{};     // class C NAKs sent, by cause
   std::array<std::uint64_t, kNumNakCodes> naks_received{};  // class C NAKs received, by code

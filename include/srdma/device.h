@@ -81,7 +81,8 @@ struct PortAttr {
   std::uint32_t active_mtu = 0;  // the largest path_mtu a QP may use
   std::uint32_t max_mtu = 0;
   std::uint16_t lid = 0;        // low 16 bits of the address (RoCE ignores it; LID-only tools use it)
-  Gid gid{};                    // GID[0]: ::ffff:a.b.c.d on RoCEv2, fe80::<address> in process
+  Gid gid{};                    // GID[0]: ::ffff:a.b.c.d on RoCEv2 over IPv4, the address itself over
+                                // IPv6, fe80::<address> in process
   std::uint64_t address = 0;    // Device::address()
 };
 
@@ -97,6 +98,13 @@ struct WireStats {
   std::uint64_t steer_rebuilds = 0;   // steering programs this device attached
   std::uint64_t steer_foreign = 0;    // packets for another process's QP, dropped here
   std::uint64_t steer_bad_probes = 0; // probes without the host's secret or from elsewhere: ignored
+  // The same-host path (shared-memory rings to this user's other devices
+  // on this host), beside the RoCEv2 frames above:
+  std::uint32_t same_host_peers = 0;           // devices this one writes to through a ring now
+  std::uint64_t same_host_frames_sent = 0;
+  std::uint64_t same_host_frames_received = 0;
+  std::uint64_t same_host_ring_full = 0;       // frames lost to a full ring (the transport resends)
+  std::uint64_t same_host_refused = 0;         // connections or rings refused (another user, a bad hello, a broken ring)
 };
 
 // One completion vector's counters.

@@ -21,19 +21,38 @@ struct ImpairSpec {
   double corrupt = 0;  // it arrives with a bad ICRC (and a flipped payload bit)
   std::uint32_t reorder_depth = 4;
   std::uint64_t seed = 1;
+  // Every packet alone, as a wire hands them over, even where the link
+  // underneath carries trains (the in-process link): for tests of the
+  // per-packet paths. Set in code only; parse_impair leaves it false.
+  bool single_packets = false;
+  // A bottleneck: the device's packets leave through one switch port that
+  // drains at rate_gbps (0: no port) with room for queue_packets, and
+  // marks CE on the ECN-capable ones that find ecn_packets or more queued
+  // (0: it never marks). A full queue drops at its tail. The queue is a
+  // virtual one (a phantom queue): the port's occupancy is kept from the
+  // packets' sizes and the engine clock, and a packet that fits goes on
+  // at once.
+  double rate_gbps = 0;
+  std::uint32_t queue_packets = 1000;
+  std::uint32_t ecn_packets = 0;
 
   // Some impairment is asked for (a spec without any is a plain link).
-  bool any() const { return loss > 0 || dup > 0 || reorder > 0 || corrupt > 0; }
+  bool any() const { return loss > 0 || dup > 0 || reorder > 0 || corrupt > 0 || rate_gbps > 0; }
   bool operator==(const ImpairSpec&) const = default;
 };
 
 inline constexpr std::uint32_t kMaxReorderDepth = 64;
+inline constexpr double kMaxBottleneckGbps = 1000;
+inline constexpr std::uint32_t kMaxQueuePackets = 100000;
 
-// "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K": any subset of the keys,
+// "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K,rate=GBPS,queue=PACKETS,
+// ecn=THRESHOLD": any subset of the keys,
 // each at most once, in any order; the others keep their defaults.
 // EINVAL naming the key or value at fault: an unknown key, a probability
 // outside [0, 1), a seed that is not a 64-bit unsigned number, a depth
-// outside 1..kMaxReorderDepth, an empty spec.
+// outside 1..kMaxReorderDepth, a rate outside (0, kMaxBottleneckGbps], a
+// queue outside 1..kMaxQueuePackets, an ecn threshold above the queue,
+// queue= or ecn= without rate=, an empty spec.
 Result<ImpairSpec> parse_impair(std::string_view text);
 
 // EINVAL naming the field when a spec is outside parse_impair's ranges (a
@@ -52,6 +71,8 @@ struct ImpairStats {
   std::uint64_t duplicated = 0;  // extra copies delivered
   std::uint64_t reordered = 0;   // held back behind later packets
   std::uint64_t corrupted = 0;   // marked corrupted
+  std::uint64_t tail_dropped = 0;  // the bottleneck's queue was full (also in dropped)
+  std::uint64_t ce_marked = 0;     // the bottleneck marked CE (ECN congestion experienced)
   bool operator==(const ImpairStats&) const = default;
 };
 

@@ -28,6 +28,9 @@ struct Profile {
   std::int64_t max_qp_wr = 16384;
   std::int64_t max_sge = 32;
   std::int64_t max_inline_data = 512;
+  // RoCEv2 congestion control (DCQCN: ECN marks, CNPs, rate pacing) on
+  // every RC and UC QP: 1 on, 0 off. SRDMA_CC=0 turns it off too.
+  std::int64_t congestion_control = 1;
 
   // Entries at the bottom of each table that are never handed out. Negative
   // or >= the table size is an error.

@@ -39,6 +39,10 @@ enum QpCreateFlags : std::uint32_t {
   // well-known QPN 1 that carries the CM's MADs (kGsiQkey). One per
   // device: EBUSY while one exists.
   QP_CREATE_GSI = 1u << 1,
+  // An RC or UC QP without congestion control (DCQCN) on a device that
+  // has it: its requests are not ECN-capable, CNPs for it are dropped and
+  // its rate is never paced. (No effect where the device has it off.)
+  QP_CREATE_NO_CONGESTION_CONTROL = 1u << 2,
 };
 
 

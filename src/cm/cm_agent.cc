@@ -126,7 +126,28 @@ void CmAgent::post_recv(std::uint32_t slot) {
   (void)qp_->post_recv(wr);  // fails only once the QP is going away
 }
 
-std::uint64_t CmAgent::sender_of(const std::byte* grh) const {
+std::optional<IpAddress> ipv6_grh_source(std::span<const std::byte> grh, std::size_t payload_bytes) {
+  if (grh.size() < 40) return std::nullopt;
+  auto u8 = [&](std::size_t i) { return std::to_integer<unsigned>(grh[i]); };
+  if ((u8(0) >> 4) != 6 || u8(6) != 17) return std::nullopt;  // IPv6, next header UDP
+  const std::size_t pad = (4 - payload_bytes % 4) % 4;
+  const std::size_t expected = 8 + 12 + 8 + payload_bytes + pad + 4;  // UDP, BTH, DETH, payload, ICRC
+  if ((u8(4) << 8 | u8(5)) != expected) return std::nullopt;
+  IpAddress a;
+  for (std::size_t i = 0; i < 16; ++i) a.bytes[i] = static_cast<std::uint8_t>(u8(8 + i));
+  if (a.is_v4() || a == IpAddress{}) return std::nullopt;  // no IPv6 datagram comes from those
+  return a;
+}
+
+std::uint64_t CmAgent::sender_of(const std::byte* grh, std::size_t mad_bytes) {
+  if (is_roce6_address(dev_.address())) {
+    // Looked up, never added: a MAD from an address this process never
+    // named has no link address (net.h) and is dropped.
+    const auto src = ipv6_grh_source(std::span(grh, kGrhBytes), mad_bytes);
+    const std::uint64_t a = src ? known_roce_address(*src) : 0;
+    if (a == 0) ++dropped_bad_grh_;
+    return a;
+  }
   std::uint32_t be;
   std::memcpy(&be, grh + kIpv4HeaderAt + 12, sizeof be);
   const std::uint32_t ip = ntohl(be);
@@ -155,10 +176,13 @@ void CmAgent::drain_cq() {
         MadHeader h;
         const bool sidr = decode_header(mad, h).ok() &&
                           (h.attribute_id == AttributeId::kSidrReq || h.attribute_id == AttributeId::kSidrRep);
-        if (sidr)
-          sidr_.receive(sender_of(at), mad, now);
-        else
-          engine_.receive(sender_of(at), mad, now);
+        if (const std::uint64_t from = sender_of(at, mad.size()); from == 0 && is_roce6_address(dev_.address())) {
+          // dropped (counted)
+        } else if (sidr) {
+          sidr_.receive(from, mad, now);
+        } else {
+          engine_.receive(from, mad, now);
+        }
       }
       post_recv(slot);
     }
@@ -166,6 +190,7 @@ void CmAgent::drain_cq() {
 }
 
 void CmAgent::run() {
+  thread_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   std::unique_lock lock(mu_);
   while (!stopping_) {
     int timeout_ms = -1;
@@ -316,7 +341,7 @@ void CmAgent::stop_listening(std::uint64_t service_id) {
   engine_.stop_listening(service_id);
   sidr_.stop_listening(service_id);
   const Handler* l = it->second.get();
-  if (std::this_thread::get_id() != thread_.get_id())
+  if (!on_agent_thread())
     idle_.wait(lock, [&] { return running_listener_ != l; });
   listeners_.erase(it);
   lock.unlock();
@@ -378,7 +403,7 @@ void CmAgent::destroy(std::uint32_t id) {
   engine_.destroy(id, CmClock::now());
   sidr_.destroy(id);
   handlers_.erase(id);
-  if (std::this_thread::get_id() != thread_.get_id()) idle_.wait(lock, [&] { return running_id_ != id; });
+  if (!on_agent_thread()) idle_.wait(lock, [&] { return running_id_ != id; });
   wake();
 }
 
@@ -389,7 +414,9 @@ std::optional<CmState> CmAgent::state(std::uint32_t id) const {
 
 CmCounters CmAgent::counters() const {
   std::lock_guard lock(mu_);
-  return engine_.counters();
+  CmCounters c = engine_.counters();
+  c.dropped_bad_grh = dropped_bad_grh_;
+  return c;
 }
 
 SidrCounters CmAgent::sidr_counters() const {

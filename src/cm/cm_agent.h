@@ -18,12 +18,15 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <list>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -33,10 +36,18 @@
 #include "srdma/cq.h"
 #include "srdma/device.h"
 #include "srdma/mr.h"
+#include "srdma/net.h"
 #include "srdma/pd.h"
 #include "srdma/qp.h"
 
 namespace srdma::cm {
+
+// The source of a UD datagram received over IPv6, from its GRH area (the
+// datagram's IPv6 header, as udp_link writes it): nullopt unless it is the
+// header of a RoCEv2 datagram (version 6, next header UDP) whose payload
+// length is that of a UD SEND of `payload_bytes` (UDP, BTH, DETH, the
+// payload and its pad, ICRC).
+std::optional<IpAddress> ipv6_grh_source(std::span<const std::byte> grh, std::size_t payload_bytes);
 
 class CmAgent final : private CmEngine::Port {
  public:
@@ -85,7 +96,9 @@ class CmAgent final : private CmEngine::Port {
   std::uint32_t cqn() const { return cq_->cqn(); }
   // True on the agent's own thread (in a handler): an owner must not
   // destroy the agent there, since the destructor joins that thread.
-  bool on_agent_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  bool on_agent_thread() const {
+    return std::this_thread::get_id() == thread_id_.load(std::memory_order_relaxed);
+  }
 
  private:
   static constexpr std::uint32_t kRecvSlots = 256;  // a burst of REQs waits here, not dropped
@@ -105,7 +118,9 @@ class CmAgent final : private CmEngine::Port {
   // REQUIRES mu_.
   void drain_cq();
   void post_recv(std::uint32_t slot);
-  std::uint64_t sender_of(const std::byte* grh) const;
+  // The MAD's sender (0: none, a GRH that does not hold up; counted).
+  // REQUIRES mu_.
+  std::uint64_t sender_of(const std::byte* grh, std::size_t mad_bytes);
   void dispatch();
 
   // CmEngine::Port (called with mu_ held).
@@ -136,6 +151,7 @@ class CmAgent final : private CmEngine::Port {
   std::map<std::uint64_t, std::unique_ptr<Handler>> listeners_;  // by service ID; the engine's context
   std::vector<CmEvent> pending_;                     // events for dispatch()
   std::uint64_t send_failures_ = 0;
+  std::uint64_t dropped_bad_grh_ = 0;  // sender_of()
   // The handler running on the agent's thread (0: none), so that destroy()
   // and stop_listening() can wait for it.
   std::uint32_t running_id_ = 0;
@@ -143,6 +159,9 @@ class CmAgent final : private CmEngine::Port {
   std::condition_variable idle_;
   bool stopping_ = false;
   std::thread thread_;
+  // Stored by the agent's thread itself: thread_ is still being assigned
+  // when that thread first runs.
+  std::atomic<std::thread::id> thread_id_{};
 };
 
 }  // namespace srdma::cm

@@ -134,6 +134,8 @@ struct CmCounters {
   std::uint64_t dropped_unknown_id = 0;   // no connection with that comm ID
   std::uint64_t dropped_wrong_peer = 0;   // from another address than the connection's peer
   std::uint64_t dropped_unexpected = 0;   // not expected in the connection's state
+  std::uint64_t dropped_bad_grh = 0;      // (the agent's) a GRH that is no datagram's IPv6 header,
+                                          // or from an IPv6 address this process never named
   std::uint64_t duplicates = 0;           // a message seen before, answered again or ignored
   std::uint64_t rejects_sent = 0;
   std::uint64_t reqs_parked = 0;          // REQs that waited for a listener (kListenGrace)

@@ -61,12 +61,18 @@ void each_count(TransportCounters& a, const TransportCounters& b, Op op) {
   op(a.retransmissions, b.retransmissions);
   op(a.timeouts, b.timeouts);
   op(a.rto_expiries, b.rto_expiries);
+  op(a.tail_probes, b.tail_probes);
   op(a.rnr_naks_sent, b.rnr_naks_sent);
   op(a.rnr_naks_received, b.rnr_naks_received);
   op(a.rnr_retries, b.rnr_retries);
   op(a.seq_naks_sent, b.seq_naks_sent);
   op(a.seq_naks_received, b.seq_naks_received);
   op(a.duplicate_requests, b.duplicate_requests);
+  op(a.cnps_sent, b.cnps_sent);
+  op(a.cnps_received, b.cnps_received);
+  op(a.rate_decreases, b.rate_decreases);
+  op(a.rate_increases, b.rate_increases);
+  op(a.paced_waits, b.paced_waits);
   for (std::size_t i = 0; i < kNumDropReasons; ++i) op(a.dropped[i], b.dropped[i]);
   for (std::size_t i = 0; i < kNumNakCauses; ++i) op(a.naks_sent[i], b.naks_sent[i]);
   for (std::size_t i = 0; i < kNumNakCodes; ++i) op(a.naks_received[i], b.naks_received[i]);
@@ -75,6 +81,8 @@ void each_count(TransportCounters& a, const TransportCounters& b, Op op) {
 
 TransportCounters& TransportCounters::operator+=(const TransportCounters& o) {
   each_count(*this, o, [](std::uint64_t& x, std::uint64_t y) { x += y; });
+  if (o.lowest_rate_mbps != 0 && (lowest_rate_mbps == 0 || o.lowest_rate_mbps < lowest_rate_mbps))
+    lowest_rate_mbps = o.lowest_rate_mbps;
   return *this;
 }
 

@@ -9,7 +9,7 @@
 namespace srdma {
 namespace {
 
-constexpr std::string_view kForm = "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K";
+constexpr std::string_view kForm = "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K,rate=GBPS,queue=N,ecn=N";
 
 Result<double> parse_probability(std::string_view key, std::string_view value) {
   double p = 0;
@@ -46,7 +46,8 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
       return make_error(EINVAL, fmt::format("{:?} is not key=value (expected {})", item, kForm));
     std::string_view key = item.substr(0, eq);
     std::string_view value = item.substr(eq + 1);
-    static constexpr std::string_view kKeys[] = {"loss", "dup", "reorder", "corrupt", "seed", "depth"};
+    static constexpr std::string_view kKeys[] = {"loss", "dup",   "reorder", "corrupt", "seed",
+                                                 "depth", "rate", "queue",   "ecn"};
     unsigned bit = 0;
     while (bit < std::size(kKeys) && kKeys[bit] != key) ++bit;
     if (bit == std::size(kKeys))
@@ -58,6 +59,16 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
       if (!p) return std::unexpected(p.error());
       double* field[] = {&spec.loss, &spec.dup, &spec.reorder, &spec.corrupt};
       *field[bit] = *p;
+    } else if (key == "rate") {
+      double g = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), g);
+      if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || !(g > 0 && g <= kMaxBottleneckGbps))
+        return make_error(EINVAL, fmt::format("rate={:?} is not a rate in Gb/s in (0, {}]", value, kMaxBottleneckGbps));
+      spec.rate_gbps = g;
+    } else if (key == "queue" || key == "ecn") {
+      auto n = parse_unsigned(key, value, key == "queue" ? 1 : 0, kMaxQueuePackets);
+      if (!n) return std::unexpected(n.error());
+      (key == "queue" ? spec.queue_packets : spec.ecn_packets) = static_cast<std::uint32_t>(*n);
     } else if (key == "seed") {
       auto n = parse_unsigned(key, value, 0, UINT64_MAX);
       if (!n) return std::unexpected(n.error());
@@ -68,6 +79,11 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
       spec.reorder_depth = static_cast<std::uint32_t>(*n);
     }
   }
+  if (spec.rate_gbps == 0 && (seen & (3u << 7)))
+    return make_error(EINVAL, "queue= and ecn= describe a bottleneck: they need rate=");
+  if (spec.ecn_packets > spec.queue_packets)
+    return make_error(EINVAL, fmt::format("ecn={} is above queue={}: it would never mark", spec.ecn_packets,
+                                          spec.queue_packets));
   return spec;
 }
 
@@ -80,13 +96,20 @@ Result<void> validate_impair(const ImpairSpec& s) {
   if (s.reorder_depth < 1 || s.reorder_depth > kMaxReorderDepth)
     return make_error(EINVAL, fmt::format("impair spec: depth={} is not an integer in 1..{}", s.reorder_depth,
                                           kMaxReorderDepth));
+  if (!(s.rate_gbps >= 0 && s.rate_gbps <= kMaxBottleneckGbps))
+    return make_error(EINVAL, fmt::format("impair spec: rate={} is not in [0, {}]", s.rate_gbps, kMaxBottleneckGbps));
+  if (s.queue_packets < 1 || s.queue_packets > kMaxQueuePackets || s.ecn_packets > s.queue_packets)
+    return make_error(EINVAL, fmt::format("impair spec: queue={} ecn={}: ecn <= queue, 1 <= queue <= {}", s.queue_packets,
+                                          s.ecn_packets, kMaxQueuePackets));
   return {};
 }
 
 std::string to_string(const ImpairSpec& s) {
   // fmt's {} for a double is the shortest text that reads back exactly.
-  return fmt::format("loss={},dup={},reorder={},corrupt={},seed={},depth={}", s.loss, s.dup, s.reorder, s.corrupt,
-                     s.seed, s.reorder_depth);
+  std::string out = fmt::format("loss={},dup={},reorder={},corrupt={},seed={},depth={}", s.loss, s.dup, s.reorder,
+                                s.corrupt, s.seed, s.reorder_depth);
+  if (s.rate_gbps > 0) out += fmt::format(",rate={},queue={},ecn={}", s.rate_gbps, s.queue_packets, s.ecn_packets);
+  return out;
 }
 
 }  // namespace srdma

@@ -36,10 +36,31 @@ std::string ipv4_str(std::uint32_t ip) {
   return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
 }
 
+std::uint32_t IpAddress::v4() const {
+  return (std::uint32_t{bytes[12]} << 24) | (std::uint32_t{bytes[13]} << 16) | (std::uint32_t{bytes[14]} << 8) |
+         bytes[15];
+}
+
+Result<IpAddress> parse_ip(std::string_view s) {
+  const std::string z(s);
+  if (auto v4 = parse_ipv4(s)) return IpAddress::of_v4(*v4);
+  IpAddress a;
+  if (z.find(':') == std::string::npos || inet_pton(AF_INET6, z.c_str(), a.bytes.data()) != 1)
+    return make_error(EINVAL, fmt::format("'{}' is not an IP address (a.b.c.d or IPv6 text such as ::1)", s));
+  return a;
+}
+
+std::string ip_str(const IpAddress& a) {
+  if (a.is_v4()) return ipv4_str(a.v4());
+  char buf[INET6_ADDRSTRLEN] = {};
+  (void)inet_ntop(AF_INET6, a.bytes.data(), buf, sizeof buf);
+  return buf;
+}
+
 Result<NetConfig> NetConfig::from_env() {
   NetConfig c;
   if (const char* a = std::getenv("SRDMA_ADDR"); a != nullptr && *a != '\0') {
-    auto ip = parse_ipv4(a);
+    auto ip = parse_ip(a);
     if (!ip) return make_error(EINVAL, fmt::format("SRDMA_ADDR: {}", ip.error().reason));
     c.ip = a;
   }
@@ -59,6 +80,9 @@ Result<NetConfig> NetConfig::from_env() {
   auto exclusive = env_number<std::uint32_t>("SRDMA_EXCLUSIVE", 0, 1);
   if (!exclusive) return std::unexpected(exclusive.error());
   c.shared = *exclusive == 0;
+  auto same_host = env_number<std::uint32_t>("SRDMA_SAME_HOST", 1, 1);
+  if (!same_host) return std::unexpected(same_host.error());
+  c.same_host = *same_host != 0;
   return c;
 }
 
@@ -73,18 +97,21 @@ Gid gid_of_ipv4(std::uint32_t ip) {
   return g;
 }
 
-Result<std::uint32_t> ipv4_of_gid(const Gid& g) {
+bool is_ipv4_mapped(const Gid& g) {
   for (int i = 0; i < 10; ++i)
-    if (g[i] != 0) return make_error(EINVAL, "the GID is not an IPv4-mapped address (::ffff:a.b.c.d)");
-  if (g[10] != 0xff || g[11] != 0xff)
-    return make_error(EINVAL, "the GID is not an IPv4-mapped address (::ffff:a.b.c.d)");
+    if (g[i] != 0) return false;
+  return g[10] == 0xff && g[11] == 0xff;
+}
+
+Result<std::uint32_t> ipv4_of_gid(const Gid& g) {
+  if (!is_ipv4_mapped(g)) return make_error(EINVAL, "the GID is not an IPv4-mapped address (::ffff:a.b.c.d)");
   return (std::uint32_t{g[12]} << 24) | (std::uint32_t{g[13]} << 16) | (std::uint32_t{g[14]} << 8) | g[15];
 }
 
-std::uint32_t ib_mtu_for_ip_mtu(std::uint32_t ip_mtu) {
-  // IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ImmDt 4 (the most a data packet
-  // carries) + ICRC 4, as rxe sizes its MTU from the netdev's.
-  constexpr std::uint32_t kOverhead = 20 + 8 + 12 + 16 + 4 + 4;
+std::uint32_t ib_mtu_for_ip_mtu(std::uint32_t ip_mtu, bool ipv6) {
+  // IPv4 20 (IPv6 40) + UDP 8 + BTH 12 + RETH 16 + ImmDt 4 (the most a
+  // data packet carries) + ICRC 4, as rxe sizes its MTU from the netdev's.
+  const std::uint32_t kOverhead = (ipv6 ? 40 : 20) + 8 + 12 + 16 + 4 + 4;
   for (std::uint32_t m = 4096; m >= 256; m /= 2)
     if (ip_mtu >= m + kOverhead) return m;
   return 0;

@@ -27,6 +27,10 @@ Result<std::unique_ptr<AddressHandle>> ProtectionDomain::create_ah(const AhAttr&
     if (!ip || *ip != roce_ipv4(attr.dest_addr))
       return make_error(EINVAL, fmt::format("dgid is not the IPv4-mapped GID of {}", ipv4_str(roce_ipv4(attr.dest_addr))));
   }
+  // Over IPv6 the DGID is the peer's IPv6 address.
+  if (attr.is_global && is_roce6_address(attr.dest_addr) && attr.dgid != gid_of_roce_address(attr.dest_addr))
+    return make_error(EINVAL, fmt::format("dgid is not {}, the GID of the destination",
+                                          ip_str(ip_of_roce_address(attr.dest_addr))));
   auto s = std::make_unique<detail::AhImpl>();
   s->pd = state_;
   s->attr = attr;

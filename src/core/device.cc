@@ -44,6 +44,14 @@ WireStats Device::wire_stats() const {
     w.steer_foreign = s.foreign;
     w.steer_bad_probes = s.bad_probes;
   }
+  if (const hca::SameHostPath* same = udp->same_host()) {
+    const hca::SameHostStats s = same->stats();
+    w.same_host_peers = s.peers_out;
+    w.same_host_frames_sent = s.frames_sent;
+    w.same_host_frames_received = s.frames_received;
+    w.same_host_ring_full = s.ring_full;
+    w.same_host_refused = s.refused + s.broken_rings;
+  }
   return w;
 }
 
@@ -55,9 +63,9 @@ PortAttr Device::query_port() const {
   a.address = engine.address();
   a.active_mtu = a.max_mtu = engine.active_mtu();
   a.lid = static_cast<std::uint16_t>(a.address);
-  if (is_roce_address(a.address)) {
+  if (is_roce_link_address(a.address)) {
     a.ethernet = true;
-    a.gid = gid_of_ipv4(roce_ipv4(a.address));
+    a.gid = gid_of_roce_address(a.address);  // ::ffff:a.b.c.d, or the IPv6 address itself
   } else {
     a.gid[0] = 0xfe;
     a.gid[1] = 0x80;

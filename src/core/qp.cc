@@ -139,7 +139,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   if (!state_) return make_error(EINVAL, "the protection domain is deallocated");
   auto* dev = state_->device.get();
   if (dev->removed) return make_error(ENODEV, "the device has been removed");
-  if (init.create_flags & ~std::uint32_t{QP_CREATE_ASSIGN_CQS | QP_CREATE_GSI})
+  if (init.create_flags & ~std::uint32_t{QP_CREATE_ASSIGN_CQS | QP_CREATE_GSI | QP_CREATE_NO_CONGESTION_CONTROL})
     return make_error(EINVAL, "unknown create_flags");
   const bool gsi = init.create_flags & QP_CREATE_GSI;
   if (gsi && init.qp_type != QpType::kUd) return make_error(EINVAL, "the GSI QP is a UD QP");
@@ -173,6 +173,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
       return make_error(EINVAL, "the CQ is destroyed or belongs to another device");
   hca::QpInit hi{state_->pdn, s->send_cq->state_->cq, s->recv_cq ? s->recv_cq->state_->cq : nullptr,
                  init.cap, init.sq_sig_all, init.qp_context, nullptr, init.qp_type, gsi};
+  hi.congestion_control = !(init.create_flags & QP_CREATE_NO_CONGESTION_CONTROL);
   if (init.srq) {
     if (detail::SrqImpl::destroyed_of(*init.srq) || detail::SrqImpl::device_of(*init.srq) != dev)
       return make_error(EINVAL, "the SRQ is destroyed or belongs to another device");

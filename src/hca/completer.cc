@@ -114,11 +114,26 @@ void Completer::note_retired() {
 
 void Completer::end_rtt_sample() {
   rtt_sampling_ = false;
-  rtt_.add(qp_.engine_.clock().now() - rtt_sent_at_);
+  const Clock::duration rtt = qp_.engine_.clock().now() - rtt_sent_at_;
+  rtt_.add(rtt);
+  backoff_ = 0;  // (Karn: a round trip measured on a request sent once)
+  if (qp_.congestion_control_) qp_.requester_.on_rtt(rtt);  // the delay signal's input
+}
+
+void Completer::back_off() {
+  if (backoff_ < kMaxBackoff) ++backoff_;
+  if (!rtt_sampling_) rtt_countdown_ = 1;  // what ends it: the next request sent once is timed
+}
+
+void Completer::drop_rtt_sample() {
+  // The next request sent for the first time is timed instead: under loss
+  // most samples are dropped, and waiting kRttSampleEvery requests for the
+  // next one left a QP without an estimate (only IBA timeouts) for long.
+  if (rtt_sampling_) rtt_sampling_ = false, rtt_countdown_ = 1;
 }
 
 void Completer::go_back(std::uint64_t index, std::uint32_t psn) {
-  rtt_sampling_ = false;
+  drop_rtt_sample();
   qp_.requester_.rewind_to(index, psn);
 }
 
@@ -158,6 +173,7 @@ void Completer::reset() {
   read_retry_pending_ = false;
   rtt_sampling_ = false;
   rtt_.reset();
+  backoff_ = 0;
   stop_transport_timer();
 }
 
@@ -179,7 +195,11 @@ bool Completer::admit(std::uint64_t src_addr, std::uint32_t src_qpn) {
 }
 
 void Completer::handle(Packet& pkt) {
-  if (admit(pkt.src_addr, pkt.src_qpn)) run(pkt);
+  if (!admit(pkt.src_addr, pkt.src_qpn)) return;
+  // A CNP retires nothing: it slows the requester (dcqcn.h).
+  if (pkt.op == Opcode::kCnp) [[unlikely]]
+    return qp_.requester_.on_cnp();
+  run(pkt);
 }
 
 void Completer::handle_ack(const Ack& ack) {
@@ -415,7 +435,7 @@ Completer::State Completer::rnr_nak(Packet& pkt) {
   if (!forever) --rnr_retries_left_;
   qp_.send_counters_.rnr_retries.bump();
   psn_ = pkt.psn;
-  rtt_sampling_ = false;  // (Karn: what follows is a resend)
+  drop_rtt_sample();  // (Karn: what follows is a resend)
   qp_.requester_.wait_rnr(consumer_, pkt.psn,
                           qp_.engine_.clock().now() + std::chrono::microseconds(rnr_timer_usec(pkt.rnr_timer)));
   stop_transport_timer();
@@ -426,8 +446,17 @@ Completer::State Completer::rnr_nak(Packet& pkt) {
 // everything before it is acknowledged (done above), go back N from there.
 // Like a timeout, a retry that makes no progress spends retry_cnt (as rxe
 // does): a responder that NAKs for ever cannot keep us resending for ever.
+// A NAK past the oldest unacknowledged PSN is progress too (the responder
+// took what came before it, inside a WQE implied_acks did not retire):
+// the count starts again first, or under steady loss a run of NAKs, each
+// a few packets further into a long message, ended the QP.
 Completer::State Completer::sequence_nak(Packet& pkt) {
   qp_.send_counters_.seq_naks_received.bump();
+  if (psn_before(psn_, pkt.psn)) {
+    psn_ = pkt.psn;
+    note_progress();
+  }
+  qp_.requester_.note_loss(pkt.psn);
   if (!spend_retry()) return State::kDone;
   psn_ = pkt.psn;
   go_back(consumer_, pkt.psn);
@@ -458,24 +487,57 @@ void Completer::start_transport_timer() {
     return;
   }
   const Clock::time_point now = qp_.engine_.clock().now();
-  timeout_at_ = now + path.timeout_span();
-  // An early retransmission at RTO, where the estimate has a sample and its
-  // RTO leaves room for one before the IBA timeout.
-  if (rtt_.has_sample() && 2 * rtt_.rto() <= path.timeout_span()) {
-    early_wait_ = rtt_.rto();
-    early_at_ = now + early_wait_;
-    return qp_.arm_timer(early_at_, /*transport=*/true);
+  const Clock::duration span = path.timeout_span();
+  timeout_at_ = now + span;
+  // With a sample of the round trip: a tail-loss probe at PTO and an early
+  // retransmission at RTO, each where it leaves room before the next (the
+  // IBA timeout last). The floors are a wire's or the in-process link's.
+  // Both are backed off (doubled) for each go-back-N they caused, until a
+  // round trip is measured again (RFC 6298 5.5-5.7, Karn).
+  if (rtt_.has_sample()) {
+    const bool wire = qp_.engine_.link_is_polled();
+    const Clock::duration rto = rtt_.rto(wire ? kRtoFloor : kRtoFloorInProcess) * (1 << backoff_);
+    const Clock::duration pto = rtt_.pto(wire ? kPtoFloor : kPtoFloorInProcess) * (1 << backoff_);
+    if (2 * rto <= span) {
+      early_wait_ = rto;
+      early_at_ = now + rto;
+    }
+    if (2 * pto <= (early_at_ != Clock::time_point{} ? rto : span)) probe_at_ = now + pto;
   }
-  qp_.arm_timer(timeout_at_, /*transport=*/true);
+  qp_.arm_timer(next_deadline(), /*transport=*/true);
 }
 
 void Completer::retransmit_early(Clock::time_point now) {
   qp_.send_counters_.rto_expiries.bump();
+  qp_.requester_.note_loss(psn_);
   read_retry_pending_ = false;
   go_back(consumer_, psn_);
+  back_off();
   early_wait_ *= 2;  // (TCP's backoff) until the IBA timeout is nearer
   early_at_ = now + early_wait_ < timeout_at_ ? now + early_wait_ : Clock::time_point{};
-  qp_.arm_timer(early_at_ != Clock::time_point{} ? early_at_ : timeout_at_, /*transport=*/true);
+  probe_at_ = {};  // (none after a go-back-N until the window moves)
+  qp_.arm_timer(next_deadline(), /*transport=*/true);
+}
+
+void Completer::send_tail_probe() {
+  probe_at_ = {};
+  // More than a group of kAckEveryPsns is out: a request that asked for an
+  // ACK went unanswered for two round trips. The responder is silent on
+  // purpose (it NAKed a gap once, C9-66, and drops all after it until the
+  // gap's PSN comes; the NAK was lost), or everything was lost: the last
+  // request would be dropped too. Go back N now, as at RTO.
+  if (psn_diff(qp_.requester_.next_psn(), psn_) > static_cast<std::int32_t>(kAckEveryPsns)) {
+    qp_.send_counters_.rto_expiries.bump();
+    qp_.requester_.note_loss(psn_);
+    read_retry_pending_ = false;
+    go_back(consumer_, psn_);
+    back_off();
+    return qp_.arm_timer(next_deadline(), /*transport=*/true);
+  }
+  qp_.send_counters_.tail_probes.bump();
+  drop_rtt_sample();  // (Karn: the probe's answer could be the first send's)
+  qp_.requester_.probe_last();  // the send side sends it next
+  qp_.arm_timer(next_deadline(), /*transport=*/true);
 }
 
 void Completer::check_timeout() {
@@ -490,8 +552,9 @@ void Completer::check_timeout() {
   if (timeout_at_ == Clock::time_point{}) return;
   const Clock::time_point now = qp_.engine_.clock().now();
   if (now < timeout_at_) {
+    if (probe_at_ != Clock::time_point{} && now >= probe_at_) return send_tail_probe();
     if (early_at_ != Clock::time_point{} && now >= early_at_) return retransmit_early(now);
-    qp_.arm_timer(early_at_ != Clock::time_point{} ? early_at_ : timeout_at_, /*transport=*/true);
+    qp_.arm_timer(next_deadline(), /*transport=*/true);
     return;
   }
   // Lost request or response: go back to the oldest unacknowledged PSN,
@@ -499,6 +562,8 @@ void Completer::check_timeout() {
   qp_.send_counters_.timeouts.bump();
   timeout_at_ = {};
   early_at_ = {};
+  probe_at_ = {};
+  qp_.requester_.note_loss(psn_);
   if (!spend_retry()) return;
   read_retry_pending_ = false;
   go_back(consumer_, psn_);

@@ -122,6 +122,7 @@ class Completer {
     timeout_at_ = {};
     timeout_unstamped_ = false;
     early_at_ = {};
+    probe_at_ = {};
   }
   // Go back N to `psn` of the WQE `index` (the requester's rewind_to): a
   // retransmission, so the round-trip sample in flight is dropped (Karn).
@@ -129,8 +130,26 @@ class Completer {
   // The RTO expired before the IBA timeout: resend from the oldest
   // unacknowledged PSN, spend no retry, and wait twice as long next.
   void retransmit_early(Clock::time_point now) REQUIRES(sq_mutex(qp_));
+  // PTO passed without an answer: the last request goes again with AckReq
+  // (a tail-loss probe); its answer, an ACK or a sequence NAK, tells what
+  // was lost. Spends no retry; at most one until the window moves.
+  void send_tail_probe() REQUIRES(sq_mutex(qp_));
+  // The transport timer's next deadline: the probe's, the early
+  // retransmission's, or the IBA timeout's.
+  Clock::time_point next_deadline() const REQUIRES(sq_mutex(qp_)) {
+    return probe_at_ != Clock::time_point{} ? probe_at_ : early_at_ != Clock::time_point{} ? early_at_ : timeout_at_;
+  }
+  // Karn: a resend makes the sample in flight ambiguous; the next request
+  // sent once is timed instead.
+  void drop_rtt_sample() REQUIRES(sq_mutex(qp_));
   // The round trip of the request at rtt_psn_ is over once psn_ passed it.
   void end_rtt_sample() REQUIRES(sq_mutex(qp_));
+  // An early go-back-N (at PTO or RTO): PTO and RTO double from the next
+  // deadline on, until end_rtt_sample. A slow peer (a process that did not
+  // run for milliseconds) is no loss: without it every period after one
+  // started at the same short RTO, and spurious go-back-Ns kept both
+  // sides busy with duplicates and their ACKs.
+  void back_off() REQUIRES(sq_mutex(qp_));
   // The countdown reached zero: time this request if none is being timed.
   void start_rtt_sample() REQUIRES(sq_mutex(qp_));
 
@@ -151,7 +170,8 @@ class Completer {
   // Adaptive retransmission (rtt_estimator.h): the estimate; the request
   // being timed (its last PSN, when it went out) and the requests left
   // before the next sample; the next early retransmission ({}: none before the
-  // IBA timeout) and the wait before it, doubled at each.
+  // IBA timeout) and the wait before it, doubled at each; the tail-loss
+  // probe ({}: none due).
   RttEstimator rtt_ GUARDED_BY(sq_mutex(qp_));
   bool rtt_sampling_ GUARDED_BY(sq_mutex(qp_)) = false;
   std::uint32_t rtt_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
@@ -159,6 +179,10 @@ class Completer {
   Clock::time_point rtt_sent_at_ GUARDED_BY(sq_mutex(qp_)){};
   Clock::time_point early_at_ GUARDED_BY(sq_mutex(qp_)){};
   Clock::duration early_wait_ GUARDED_BY(sq_mutex(qp_)){};
+  Clock::time_point probe_at_ GUARDED_BY(sq_mutex(qp_)){};
+  // PTO and RTO are multiplied by 2^backoff_ (back_off).
+  static constexpr std::uint8_t kMaxBackoff = 6;
+  std::uint8_t backoff_ GUARDED_BY(sq_mutex(qp_)) = 0;
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));  // scratch for translations
 };
 

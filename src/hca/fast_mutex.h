@@ -53,6 +53,9 @@ class CAPABILITY("mutex") FastMutex {
   void assert_held() const ASSERT_CAPABILITY(this) {}
   // Whether some thread holds it (a snapshot, for a Dekker pair's check).
   bool locked() const { return state_.load(std::memory_order_relaxed) != 0; }
+  // Threads asleep (or about to sleep) waiting for it: a snapshot, which
+  // tests use to know that a thread has reached the lock and waits there.
+  std::uint32_t sleepers() const { return sleepers_.load(std::memory_order_relaxed); }
   void unlock() RELEASE() {
     state_.store(0, std::memory_order_release);
     asymmetric_light_fence();

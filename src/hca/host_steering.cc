@@ -25,6 +25,8 @@
 #include <fmt/format.h>
 
 #include "common/secure_random.h"
+#include "hca/sock_addr.h"
+#include "hca/udp_link.h"
 
 #ifndef SO_ATTACH_REUSEPORT_CBPF
 #define SO_ATTACH_REUSEPORT_CBPF 51
@@ -99,13 +101,12 @@ std::uint64_t be64(const std::byte* p) { return std::uint64_t{be32(p)} << 32 | b
 // Where the registry lives: $SRDMA_REGISTRY_DIR (tests), else /dev/shm.
 // One group per user, network namespace (its inode: containers share
 // /dev/shm but not 127.0.0.1), address and port.
-std::string registry_path(std::uint32_t ip, std::uint16_t port) {
+std::string registry_path(const IpAddress& ip, std::uint16_t port) {
   const char* dir = std::getenv("SRDMA_REGISTRY_DIR");
   const std::string d = dir != nullptr && *dir != '\0' ? dir : "/dev/shm";
   struct stat ns{};
   if (::stat("/proc/self/ns/net", &ns) != 0) ns.st_ino = 0;
-  return fmt::format("{}/srdma-{}-{}-{}.{}.{}.{}-{}", d, ::geteuid(), ns.st_ino, ip >> 24, (ip >> 16) & 255,
-                     (ip >> 8) & 255, ip & 255, port);
+  return fmt::format("{}/srdma-{}-{}-{}-{}", d, ::geteuid(), ns.st_ino, ip_str(ip), port);
 }
 
 // The live members of this process, for exit(): a program that never closes
@@ -227,7 +228,7 @@ Result<int> open_registry(const std::string& path) {
 }
 }  // namespace
 
-Result<std::unique_ptr<HostSteering>> HostSteering::join(std::uint32_t ip, std::uint16_t port) {
+Result<std::unique_ptr<HostSteering>> HostSteering::join(const IpAddress& ip, std::uint16_t port) {
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] {
     ::pthread_atfork(nullptr, nullptr, atfork_child);
@@ -283,19 +284,17 @@ Result<std::unique_ptr<HostSteering>> HostSteering::join(std::uint32_t ip, std::
   // Join under the mutex: the group grows only while nobody probes it.
   std::lock_guard local(h->rebuild_mu_);
   h->lock_mutex();
-  const int sock = static_cast<int>(::syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const SockAddr a = SockAddr::of(ip, port);
+  const int sock = device_udp_socket(0, a.family());
   const int on = 1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(ip);
-  a.sin_port = htons(port);
   if (sock < 0 || ::setsockopt(sock, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0 ||
-      ::bind(sock, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+      ::bind(sock, a.ptr(), a.len()) != 0) {
     const int e = errno;
     if (sock >= 0) ::close(sock);
     h->unlock_mutex();
-    return make_error(e, fmt::format("cannot bind {}.{}.{}.{}:{} (shared by this user's processes): {}", ip >> 24,
-                                     (ip >> 16) & 255, (ip >> 8) & 255, ip & 255, port, std::strerror(e)));
+    return make_error(e, fmt::format("cannot bind {}:{} (shared by this user's processes): {}",
+                                     a.family() == AF_INET6 ? "[" + ip_str(ip) + "]" : ip_str(ip), port,
+                                     std::strerror(e)));
   }
   h->sock_ = sock;
   track(sock);
@@ -304,7 +303,7 @@ Result<std::unique_ptr<HostSteering>> HostSteering::join(std::uint32_t ip, std::
   return h;
 }
 
-HostSteering::HostSteering(std::uint32_t ip, std::uint16_t port, int reg_fd, int check_fd, Registry* reg,
+HostSteering::HostSteering(const IpAddress& ip, std::uint16_t port, int reg_fd, int check_fd, Registry* reg,
                            std::uint32_t slot)
     : ip_(ip), port_(port), reg_fd_(reg_fd), check_fd_(check_fd), reg_(reg), slot_(slot) {
   track(reg_fd_);
@@ -407,7 +406,7 @@ std::uint32_t HostSteering::service_owner(std::uint64_t sid) const {
   return 0;
 }
 
-HostSteering::Verdict HostSteering::admit(std::span<const std::byte> f, std::uint32_t src_ip) {
+HostSteering::Verdict HostSteering::admit(std::span<const std::byte> f, const IpAddress& src_ip) {
   if (f.size() == sizeof(Probe) && std::to_integer<std::uint8_t>(f[0]) == kProbeOpcode) {
     Probe p;
     std::memcpy(&p, f.data(), sizeof p);
@@ -478,14 +477,16 @@ void HostSteering::pump_once() {
   // Before the link receives (join): answer probes, drop the rest (nothing
   // here has a QP yet).
   std::array<std::byte, 64> b;
-  sockaddr_in from{};
+  const int family = ip_.is_v4() ? AF_INET : AF_INET6;
   for (;;) {
-    socklen_t len = sizeof from;
-    const ssize_t n = ::recvfrom(sock_, b.data(), b.size(), MSG_DONTWAIT | MSG_TRUNC,
-                                 reinterpret_cast<sockaddr*>(&from), &len);
+    SockAddr from;
+    socklen_t len = sizeof from.u;
+    const ssize_t n = ::recvfrom(sock_, b.data(), b.size(), MSG_DONTWAIT | MSG_TRUNC, from.ptr(), &len);
     if (n < 0) return;
-    if (static_cast<std::size_t>(n) <= b.size())
-      (void)admit(std::span(b.data(), static_cast<std::size_t>(n)), ntohl(from.sin_addr.s_addr));
+    IpAddress src;
+    std::uint16_t sport = 0;
+    if (static_cast<std::size_t>(n) <= b.size() && from.ip_port(family, len, src, sport))
+      (void)admit(std::span(b.data(), static_cast<std::size_t>(n)), src);
   }
 }
 
@@ -502,18 +503,16 @@ void HostSteering::rebuild_locked() {
   // Alone in the group (the common case: one process on its address), our
   // socket is index 0 and nothing needs asking: no probe reaches the wire.
   const bool alone = live.size() == 1 && live[0] == slot_;
-  const int ps = alone ? -1 : static_cast<int>(::syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(ip_);
-  if (ps >= 0) (void)::bind(ps, reinterpret_cast<const sockaddr*>(&a), sizeof a);  // probes come from ip_
-  a.sin_port = htons(port_);
+  SockAddr a = SockAddr::of(ip_, 0);
+  const int ps = alone ? -1 : device_udp_socket(0, a.family());
+  if (ps >= 0) (void)::bind(ps, a.ptr(), a.len());  // probes come from ip_
+  a = SockAddr::of(ip_, port_);
   std::vector<std::int16_t> map;
   std::size_t found = 0;
   int misses = 0;
   for (std::uint32_t i = 0; i < kSlots && found < live.size() && misses < kMaxMisses && ps >= 0; ++i) {
     const Probe p{kProbeOpcode, static_cast<std::uint8_t>(i), {}, gen, reg_->nonce};
-    (void)::sendto(ps, &p, sizeof p, 0, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+    (void)::sendto(ps, &p, sizeof p, 0, a.ptr(), a.len());
     const std::uint64_t want = std::uint64_t{gen} << 32 | i;
     const auto deadline = std::chrono::steady_clock::now() + kProbeWait;
     std::int32_t who = -1;

@@ -43,6 +43,7 @@
 #include <mutex>
 #include <span>
 
+#include "srdma/net.h"
 #include "srdma/status.h"
 
 namespace srdma::hca {
@@ -68,12 +69,12 @@ class HostSteering {
   // thread. It must not block.
   using Pump = std::function<void()>;
 
-  // Joins the group of ip:port: takes a slot, binds a socket with
+  // Joins the group of ip:port (IPv4 or IPv6): takes a slot, binds a socket with
   // SO_REUSEPORT (fd(); the caller owns and closes it) and attaches the
   // group's program. EADDRINUSE when another user holds the address, EPERM
   // for a registry that is not ours or not private, EBUSY when every slot
   // is taken.
-  static Result<std::unique_ptr<HostSteering>> join(std::uint32_t ip, std::uint16_t port);
+  static Result<std::unique_ptr<HostSteering>> join(const IpAddress& ip, std::uint16_t port);
   ~HostSteering();
   HostSteering(const HostSteering&) = delete;
   HostSteering& operator=(const HostSteering&) = delete;
@@ -90,7 +91,7 @@ class HostSteering {
     kProbe,    // a probe, answered (or ignored): consumed
     kForeign,  // another slot's: drop it
   };
-  Verdict admit(std::span<const std::byte> frame, std::uint32_t src_ip);
+  Verdict admit(std::span<const std::byte> frame, const IpAddress& src_ip);
 
   // Whether a rebuild is due (a stale map was seen, our slot is not in the
   // map, a listener changed, or, at most every kCheckNs, a mapped slot's
@@ -119,7 +120,7 @@ class HostSteering {
   struct Registry;  // host_steering.cc
 
  private:
-  HostSteering(std::uint32_t ip, std::uint16_t port, int reg_fd, int check_fd, Registry* reg, std::uint32_t slot);
+  HostSteering(const IpAddress& ip, std::uint16_t port, int reg_fd, int check_fd, Registry* reg, std::uint32_t slot);
   // Gives up the slot and the listeners, and removes the registry if no
   // member is left. Once (the destructor, or exit() for a program that
   // never closed its device).
@@ -135,7 +136,7 @@ class HostSteering {
   void unlock_mutex();
   std::uint32_t service_owner(std::uint64_t sid) const;  // 0: none live
 
-  const std::uint32_t ip_;
+  const IpAddress ip_;  // either family
   const std::uint16_t port_;
   const int reg_fd_;    // holds our slot's lock (and the mutex while we rebuild)
   const int check_fd_;  // a second open file description: F_OFD_GETLK sees reg_fd_'s locks

@@ -1,5 +1,8 @@
 #include "hca/impaired_link.h"
 
+#include "hca/dcqcn.h"  // the ECN codepoints
+
+#include <bit>
 #include <cstring>
 #include <utility>
 
@@ -17,7 +20,11 @@ ImpairSpec sane(ImpairSpec s) {
 
 }  // namespace
 
-ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec) : inner_(inner), spec_(sane(spec)), rng_(spec.seed) {}
+ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec, const EngineClock* clock)
+    : inner_(inner), spec_(sane(spec)), clock_(clock), rng_(spec.seed) {
+  if (spec_.rate_gbps > 0)
+    port_ = std::make_unique<BottleneckPort>(spec_.rate_gbps, spec_.queue_packets, spec_.ecn_packets);
+}
 
 ImpairedLink::~ImpairedLink() = default;
 
@@ -55,8 +62,83 @@ bool ImpairedLink::deliver(Pending& p) {
   return known;
 }
 
-bool ImpairedLink::send(Packet&& msg) {
+ImpairedLink::Fate ImpairedLink::draw() {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
+  Fate f;
+  f.u_loss = unit(rng_);
+  f.u_corrupt = unit(rng_);
+  f.u_dup = unit(rng_);
+  f.u_reorder = unit(rng_);
+  f.bit = rng_();
+  f.wait = 1 + static_cast<std::uint32_t>(rng_() % spec_.reorder_depth);
+  return f;
+}
+
+bool ImpairedLink::untouched(const Fate& f) const {
+  return f.u_loss >= spec_.loss && f.u_corrupt >= spec_.corrupt && f.u_dup >= spec_.dup &&
+         f.u_reorder >= spec_.reorder;
+}
+
+bool ImpairedLink::send(Packet&& msg) {
+  if (msg.count > 1) return send_train(std::move(msg));
+  Fate fate;
+  {
+    std::lock_guard lock(mu_);
+    fate = draw();
+  }
+  return send_packet(std::move(msg), fate);
+}
+
+bool ImpairedLink::send_train(Packet&& train) {
+  // Each of its packets draws its own fate, as it would one by one, so a
+  // packet's fate still depends only on the seed and its place in the
+  // sequence. When none of them is touched and nothing of its flow is held
+  // (no countdown could end inside it), the train goes on whole.
+  Fate fates[kMaxTrainFates];
+  const bool fits = train.count <= kMaxTrainFates;
+  std::vector<Fate> many;
+  Fate* f = fates;
+  if (!fits) {
+    many.resize(train.count);
+    f = many.data();
+  }
+  const Flow flow = flow_of(train);
+  bool whole = true;
+  {
+    std::lock_guard lock(mu_);
+    for (std::uint32_t i = 0; i < train.count; ++i) {
+      f[i] = draw();
+      whole = whole && untouched(f[i]);
+    }
+    if (whole)
+      for (const Pending& h : held_) whole = whole && !(h.flow == flow);
+    whole = whole && !port_;  // a port takes packets
+    if (whole) {
+      // What send_packet notes of a packet that passes: the flow's newest PSN.
+      const std::uint32_t last = last_psn_of(train);
+      auto [next, first] = next_psn_.try_emplace(flow, psn_add(last, 1));
+      if (!first && psn_diff(last, next->second) >= 0) next->second = psn_add(last, 1);
+    }
+  }
+  if (whole) {
+    passed_.fetch_add(train.count, kRelaxed);
+    return inner_.send(std::move(train));  // outside the lock, as deliver()
+  }
+  // Packet by packet, each with the fate it drew. Every packet but the
+  // last carries the path MTU, a power of two: the only one with
+  // (count - 1) * mtu < payload <= count * mtu.
+  const std::uint32_t mtu =
+      std::bit_ceil((train.payload_length + train.count - 1) / train.count);
+  bool known = true, any = false;
+  std::uint32_t i = 0;
+  unroll(train, mtu, [&](Packet& p) {
+    const bool k = send_packet(std::move(p), f[i++]);
+    if (!any) known = k, any = true;
+  });
+  return known;
+}
+
+bool ImpairedLink::send_packet(Packet&& msg, const Fate& fate) {
   Pending now;
   now.flow = flow_of(msg);
   now.pkt = std::move(msg);
@@ -64,12 +146,6 @@ bool ImpairedLink::send(Packet&& msg) {
   std::vector<Pending> released;
   {
     std::lock_guard lock(mu_);
-    // Every draw happens on every send, in one order, so that the decisions
-    // for packet n depend only on the seed and n.
-    double u_loss = unit(rng_), u_corrupt = unit(rng_), u_dup = unit(rng_), u_reorder = unit(rng_);
-    std::uint64_t bit = rng_();
-    std::uint32_t wait = 1 + static_cast<std::uint32_t>(rng_() % spec_.reorder_depth);
-
     // A PSN behind the newest the flow sent is a resend (go-back-N, a
     // timeout, a repeated ACK or NAK).
     const std::uint32_t psn = now.pkt.psn;
@@ -93,28 +169,44 @@ bool ImpairedLink::send(Packet&& msg) {
       }
     }
 
-    if (u_loss < spec_.loss) {
+    // The port first: a packet it drops never reaches the wire's fates.
+    BottleneckPort::Verdict port = BottleneckPort::Verdict::kPass;
+    if (port_) {
+      // What the wire carries: Ethernet, IPv4, UDP, the BTH and extended
+      // headers (about), the ICRC.
+      constexpr std::uint32_t kWireHeaderBytes = 14 + 20 + 8 + 28 + 4;
+      const std::uint32_t bytes = now.pkt.payload_length + kWireHeaderBytes;
+      port = port_->offer(bytes, ecn_capable(now.pkt.traffic_class), clock_ ? clock_->now() : Clock::now());
+    }
+    if (port == BottleneckPort::Verdict::kDrop) {
+      lost = true;
+      tail_dropped_.fetch_add(1, kRelaxed);
+    } else if (fate.u_loss < spec_.loss) {
       lost = true;
     } else {
-      if (u_corrupt < spec_.corrupt) {
+      if (port == BottleneckPort::Verdict::kMark) {
+        now.pkt.traffic_class |= kEcnCe;
+        ce_marked_.fetch_add(1, kRelaxed);
+      }
+      if (fate.u_corrupt < spec_.corrupt) {
         // Never the sender's own byte: the flip goes into a copy.
         now.pkt.corrupted = true;
         own_payload(now);
         if (now.bytes && !now.bytes->empty())
-          (*now.bytes)[bit / 8 % now.bytes->size()] ^= std::byte(1u << (bit % 8));
+          (*now.bytes)[fate.bit / 8 % now.bytes->size()] ^= std::byte(1u << (fate.bit % 8));
         corrupted_.fetch_add(1, kRelaxed);
       }
       // A packet kept or sent twice carries a copy (Packet::owned, shared
       // by its copies and by a receiver that keeps one): the first copy may
       // complete the WR, and the sender reuse its buffer, before the second
       // goes.
-      if (u_dup < spec_.dup) {
+      if (fate.u_dup < spec_.dup) {
         now.copies = 2;  // counted when both go
         own_payload(now);
       }
-      if (u_reorder < spec_.reorder && !resend) {
+      if (fate.u_reorder < spec_.reorder && !resend) {
         own_payload(now);
-        now.left = wait;
+        now.left = fate.wait;
         held_.push_back(std::move(now));
         held = true;
         reordered_.fetch_add(1, kRelaxed);
@@ -138,8 +230,9 @@ void ImpairedLink::flush() {
 }
 
 ImpairStats ImpairedLink::stats() const {
-  return ImpairStats{passed_.load(kRelaxed), dropped_.load(kRelaxed), duplicated_.load(kRelaxed),
-                     reordered_.load(kRelaxed), corrupted_.load(kRelaxed)};
+  return ImpairStats{passed_.load(kRelaxed),       dropped_.load(kRelaxed),      duplicated_.load(kRelaxed),
+                     reordered_.load(kRelaxed),    corrupted_.load(kRelaxed),    tail_dropped_.load(kRelaxed),
+                     ce_marked_.load(kRelaxed)};
 }
 
 }  // namespace srdma::hca

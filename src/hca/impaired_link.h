@@ -6,7 +6,17 @@
 // happens to it), corrupted (flagged, and a bit of its payload copy
 // flipped), duplicated (two copies back to back), reordered (held until
 // 1..reorder_depth later packets of its flow have been offered, then
-// delivered after the packet that released it).
+// delivered after the packet that released it). With a bottleneck
+// (bottleneck.h) every packet first meets its port: dropped at a full
+// queue's tail (lost), marked CE above the ECN threshold; its fates follow.
+// A bottleneck takes trains packet by packet, as a port does.
+//
+// Over a link that carries trains (the in-process link) a train's packets
+// draw their fates one by one, as they would unrolled; a train none of
+// whose packets is touched, and whose flow holds nothing back, goes on
+// whole, any other packet by packet. So a lossy in-process link costs what
+// the clean one does except where a packet is touched (a link of single
+// packets ran the in-process transport at a third of its clean rate).
 //
 // A flow is one QP's requests, or one QP's responses, to one peer QP: RC
 // needs order only within it, and a held packet goes on only in the context
@@ -45,6 +55,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hca/bottleneck.h"
+#include "hca/engine_clock.h"
 #include "hca/link.h"
 #include "srdma/impair.h"
 
@@ -52,9 +64,10 @@ namespace srdma::hca {
 
 class ImpairedLink final : public Link {
  public:
-  // REQUIRES: spec was validated (parse_impair's ranges); `inner` outlives
+  // REQUIRES: spec was validated (parse_impair's ranges); `inner` and
+  // `clock` (the bottleneck's time; nullptr: the steady clock) outlive
   // this link.
-  ImpairedLink(Link& inner, const ImpairSpec& spec);
+  ImpairedLink(Link& inner, const ImpairSpec& spec, const EngineClock* clock = nullptr);
   ~ImpairedLink() override;  // what is still held is lost
   ImpairedLink(const ImpairedLink&) = delete;
   ImpairedLink& operator=(const ImpairedLink&) = delete;
@@ -67,6 +80,9 @@ class ImpairedLink final : public Link {
   // deadlock a synchronous link's receiver (see above).
   void flush();
 
+  // A train (packet.h) where the inner link takes trains: it goes on whole
+  // when none of its packets is touched, else packet by packet.
+  bool carries_trains() const override { return !spec_.single_packets && inner_.carries_trains(); }
   void end_batch() override { inner_.end_batch(); }
   bool knows(std::uint64_t addr) const override { return inner_.knows(addr); }
   std::uint32_t active_mtu() const override { return inner_.active_mtu(); }
@@ -101,16 +117,30 @@ class ImpairedLink final : public Link {
     std::uint32_t copies = 1;      // 2 when duplicated
     std::uint32_t left = 0;        // sends of its flow still to let by, when held
   };
+  // What the PRNG decides for one packet: six draws, in this order.
+  struct Fate {
+    double u_loss = 1, u_corrupt = 1, u_dup = 1, u_reorder = 1;
+    std::uint64_t bit = 0;
+    std::uint32_t wait = 1;
+  };
+  static constexpr std::uint32_t kMaxTrainFates = 64;  // on the stack; a longer train allocates
+  Fate draw();  // REQUIRES mu_
+  bool untouched(const Fate& f) const;  // it passes as it is
+  bool send_train(Packet&& train);
+  bool send_packet(Packet&& msg, const Fate& fate);
   static void own_payload(Pending& p);
   bool deliver(Pending& p);
 
   Link& inner_;
   const ImpairSpec spec_;
-  std::mutex mu_;  // guards rng_, next_psn_ and held_
+  const EngineClock* const clock_;
+  std::mutex mu_;  // guards rng_, next_psn_, held_ and port_
+  std::unique_ptr<BottleneckPort> port_;  // with rate_gbps
   std::mt19937_64 rng_;
   std::unordered_map<Flow, std::uint32_t, FlowHash> next_psn_;  // per flow: one past the newest PSN sent
   std::vector<Pending> held_;  // in the order held
   std::atomic<std::uint64_t> passed_{0}, dropped_{0}, duplicated_{0}, reordered_{0}, corrupted_{0};
+  std::atomic<std::uint64_t> tail_dropped_{0}, ce_marked_{0};
 };
 
 }  // namespace srdma::hca

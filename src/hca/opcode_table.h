@@ -50,6 +50,10 @@ enum class Opcode : std::uint8_t {
   kSendLastInv = 0x16,
   kSendOnlyInv = 0x17,
   kAtomicWrite = 0x1d,  // IBA 1.5: RETH and 8 bytes, stored as one
+  // RoCEv2's Congestion Notification Packet (IBA A17.9.3): the one value
+  // that is a whole wire byte, transport bits (100) included. It belongs
+  // to no QP transport: BTH, 16 reserved bytes, the ICRC.
+  kCnp = 0x81,
 };
 
 // The message an opcode belongs to. A multi-packet message continues only
@@ -63,6 +67,7 @@ enum class MsgKind : std::uint8_t {
   kAck,
   kAtomicAck,
   kAtomic,  // COMPARE SWAP, FETCH ADD
+  kCnp,     // a congestion notification (dcqcn.h)
 };
 
 // Row flags.
@@ -80,6 +85,7 @@ enum OpFlag : std::uint16_t {
   kOpDeth = 1u << 10,
   kOpAtomicWrite = 1u << 11,  // an RDMA WRITE of 8 aligned bytes the responder stores at once (RC, XRC)
   kOpXrcEth = 1u << 12,       // XRCETH (XRC requests): right after the BTH, before RETH/AtomicETH
+  kOpCnpReserved = 1u << 13,  // a CNP's 16 reserved bytes after the BTH
 };
 
 // Header sizes (IBA 9.3).
@@ -92,6 +98,7 @@ constexpr std::uint8_t kImmDtBytes = 4;
 constexpr std::uint8_t kIethBytes = 4;
 constexpr std::uint8_t kDethBytes = 8;
 constexpr std::uint8_t kXrcEthBytes = 4;  // reserved byte, 24-bit XRC SRQ number (IBA A14.4.1)
+constexpr std::uint8_t kCnpReservedBytes = 16;
 
 // The transport bits of the BTH opcode (its top three).
 constexpr std::uint8_t kRcOpcodeBits = 0x00;
@@ -104,8 +111,14 @@ constexpr std::uint8_t transport_bits(QpType t) {
          : is_xrc(t)        ? kXrcOpcodeBits
                             : kRcOpcodeBits;
 }
+constexpr std::uint8_t kCnpOpcodeBits = 0x80;
 constexpr std::uint8_t wire_opcode(QpType t, Opcode op) {
+  if (op == Opcode::kCnp) return static_cast<std::uint8_t>(op);  // its own transport bits
   return static_cast<std::uint8_t>(transport_bits(t) | static_cast<std::uint8_t>(op));
+}
+// The operation a wire byte names: its low five bits, or the CNP.
+constexpr Opcode opcode_of_wire(std::uint8_t wire) {
+  return (wire & 0xe0) == kCnpOpcodeBits ? static_cast<Opcode>(wire) : static_cast<Opcode>(wire & 0x1f);
 }
 
 struct OpcodeRow {
@@ -127,7 +140,8 @@ constexpr std::uint8_t headers_of(std::uint16_t f) {
                                    ((f & kOpReth) ? kRethBytes : 0) +
                                    ((f & kOpAtomicEth) ? kAtomicEthBytes : 0) + ((f & kOpAeth) ? kAethBytes : 0) +
                                    ((f & kOpAtomicAckEth) ? kAtomicAckEthBytes : 0) +
-                                   ((f & kOpImmDt) ? kImmDtBytes : 0) + ((f & kOpIeth) ? kIethBytes : 0));
+                                   ((f & kOpImmDt) ? kImmDtBytes : 0) + ((f & kOpIeth) ? kIethBytes : 0) +
+                                   ((f & kOpCnpReserved) ? kCnpReservedBytes : 0));
 }
 
 struct Def {
@@ -189,6 +203,8 @@ constexpr std::array<OpcodeRow, 256> make_table() {
     const std::uint16_t xrc = static_cast<std::uint16_t>(d.flags | ((d.flags & kOpRequest) ? kOpXrcEth : 0));
     t[kXrcOpcodeBits | v] = {d.name, d.kind, xrc, headers_of(xrc), d.middle};
   }
+  constexpr std::uint16_t cnp = kOnly | kOpCnpReserved;
+  t[static_cast<std::uint8_t>(Opcode::kCnp)] = {"CNP", MsgKind::kCnp, cnp, headers_of(cnp)};
   return t;
 }
 

@@ -187,6 +187,8 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
     p.dst_qpn = train.dst_qpn;
     p.udp_sport = train.udp_sport;
     p.xrc_srqn = train.xrc_srqn;  // every XRC request packet carries it
+    p.hop_limit = train.hop_limit;  // the IP header's, as every packet's
+    p.traffic_class = train.traffic_class;
     p.psn = psn_add(train.psn, i);
     p.op = first ? train.op : last ? train.last_op : opcode_row(train.op).middle;
     if (first) {

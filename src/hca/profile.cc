@@ -25,6 +25,7 @@ void for_each_field(P& p, F&& f) {
   f("max_qp_wr", p.max_qp_wr);
   f("max_sge", p.max_sge);
   f("max_inline_data", p.max_inline_data);
+  f("congestion_control", p.congestion_control);
   f("reserved_qps", p.reserved_qps);
   f("reserved_cqs", p.reserved_cqs);
   f("reserved_mrws", p.reserved_mrws);
@@ -144,6 +145,8 @@ Result<Profile> validate_profile(const Profile& requested, std::vector<std::stri
   check(limit("max_qp_wr", p.max_qp_wr, defaults.max_qp_wr, kMaxQpWr));
   check(limit("max_sge", p.max_sge, defaults.max_sge, kMaxSge));
   check(limit("max_inline_data", p.max_inline_data, defaults.max_inline_data, kMaxInline));
+  if (p.congestion_control != 0 && p.congestion_control != 1)
+    check(make_error(EINVAL, fmt::format("congestion_control {} is neither 0 (off) nor 1 (on)", p.congestion_control)));
 
   check(reserved("reserved_qps", p.reserved_qps, "num_qp", p.num_qp));
   check(reserved("reserved_cqs", p.reserved_cqs, "num_cq", p.num_cq));

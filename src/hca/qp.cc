@@ -22,6 +22,8 @@ Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit
       rc_entries_(init_.type == QpType::kRc && init_.fast_entries), trains_(engine.link().carries_trains()),
       answers_inline_(engine.link().answers_inline()),
       udp_sport_(entropy_port(qpn)),
+      congestion_control_(init_.congestion_control && engine.congestion_control() &&
+                          (init_.type == QpType::kRc || init_.type == QpType::kUc)),
       // A QP on a tag-matching SRQ has room beyond max_send_wr for the
       // device's own rendezvous WQEs (post_rndv).
       sq_(init_.caps.max_send_wr + (init_.type == QpType::kRc && init_.srq && init_.srq->is_tm() ? kRndvSlots : 0),
@@ -29,6 +31,14 @@ Qp::Qp(QueueEngine& engine, TranslationTables& tables, std::uint32_t qpn, QpInit
       rq_(init_.srq, init_.caps.max_recv_wr, init_.caps.max_recv_sge, init_.pdn) {}
 
 Qp::~Qp() = default;
+
+bool Qp::claim_cnp(Clock::time_point now, Clock::duration gap) {
+  const std::int64_t t = now.time_since_epoch().count();
+  std::int64_t last = cnp_sent_ns_.load(std::memory_order_relaxed);
+  // Saturating: the first claim's `last` is the minimum.
+  if (last > std::numeric_limits<std::int64_t>::min() && t - last < gap.count()) return false;
+  return cnp_sent_ns_.compare_exchange_strong(last, t, std::memory_order_relaxed);
+}
 
 QpAttr Qp::attr() const {
   std::lock_guard lock(attr_mu_);

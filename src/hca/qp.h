@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -95,6 +96,9 @@ struct QpInit {
   // reference, which must end in the same states, completions, counters
   // and bytes.
   bool fast_entries = true;
+  // Congestion control (dcqcn.h) on this QP, where the device has it on:
+  // QP_CREATE_NO_CONGESTION_CONTROL clears it.
+  bool congestion_control = true;
 };
 
 
@@ -158,6 +162,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::uint32_t qpn() const { return qpn_; }
   // The QP it is connected to (QP_DEST_QPN); 0 before RTR.
   std::uint32_t peer_qpn() const { return responder_.peer_qpn(); }
+  std::uint64_t peer_addr() const { return responder_.peer_addr(); }  // (0 before RTR)
   std::uint32_t pdn() const { return init_.pdn; }
   QpType type() const { return init_.type; }
   const QpCaps& caps() const { return init_.caps; }
@@ -168,6 +173,12 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::uint32_t xrcdn() const { return init_.xrcdn; }
   QpState state() const { return state_.load(std::memory_order_acquire); }
   QpAttr attr() const;
+  // Congestion control runs on this QP (the device's and the QP's choice).
+  bool congestion_control() const { return congestion_control_; }
+  // The notification point: whether a CNP may go to this QP's peer now, at
+  // most one per `gap` (several receive threads may ask; one wins).
+  bool claim_cnp(Clock::time_point now, Clock::duration gap);
+  void count_cnp_sent() { recv_counters_.cnps_sent.bump(); }
   // What the transport did on this QP so far (any thread; see qp_counters.h).
   TransportCounters counters() const { return QpCounters::snapshot(send_counters_, recv_counters_); }
 
@@ -214,8 +225,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   void drain_stranded_responses();
   // Its fence: the poster's half of the Dekker pair with kick() (qp.cc).
   void poster_fence() const;
-  // The engine timer's callback: runs the send side (waits for the lock).
-  void on_timer() EXCLUDES(sq_mu_);
+  // The engine timer's callback for the deadline `at` armed: runs the send
+  // side (waits for the lock), unless an earlier deadline superseded `at`.
+  void on_timer(Clock::time_point at) EXCLUDES(sq_mu_);
   // A responder turn on the engine thread (QueueEngine::schedule_response_turn):
   // the next kResponseBurst packets of what waits in its answer queue, sent
   // without rq_mu_.
@@ -370,6 +382,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   const bool trains_;  // the device's link carries trains (packet.h)
   const bool answers_inline_;  // the device's link answers on the sending thread (link.h)
   const std::uint16_t udp_sport_;  // RoCEv2 UDP source port of its packets
+  const bool congestion_control_;  // the device's and the QP's (QpInit)
   std::atomic<QpState> state_{QpState::kReset};
 
   mutable std::mutex attr_mu_;  // guards attr_
@@ -415,6 +428,9 @@ class Qp : public std::enable_shared_from_this<Qp> {
   std::atomic<bool> rndv_kick_{false};  // queue_rndv left work: receive_request kicks
 
   std::atomic<std::int64_t> timer_ns_{0};  // deadline for the device timer, 0 = none
+  // The notification point's gate (dcqcn.h): when the last CNP for this
+  // QP's peer went out, claimed by the first receiving thread (claim_cnp).
+  std::atomic<std::int64_t> cnp_sent_ns_{std::numeric_limits<std::int64_t>::min()};
 };
 
 inline FastMutex& sq_mutex(Qp& qp) LOCK_RETURNED(qp.sq_mu_) { return qp.sq_mu_; }

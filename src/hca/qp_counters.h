@@ -21,6 +21,7 @@ namespace srdma::hca {
 class Counter {
  public:
   void bump(std::uint64_t n = 1) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void set(std::uint64_t n) { v_.store(n, std::memory_order_relaxed); }
   std::uint64_t get() const { return v_.load(std::memory_order_relaxed); }
 
  private:
@@ -30,9 +31,12 @@ class Counter {
 struct QpCounters {
   // Send side (requester and completer).
   struct SendSide {
-    Counter requests_sent, responses_received, retransmissions, timeouts, rto_expiries;
+    Counter requests_sent, responses_received, retransmissions, timeouts, rto_expiries, tail_probes;
     Counter rnr_naks_received, rnr_retries, seq_naks_received;
     Counter dropped_bad_source, dropped_bad_state, dropped_bad_psn, dropped_bad_length, dropped_bad_opcode;
+    // The reaction point's (dcqcn.h), copied from it as it changes; the
+    // rate is 0 while the QP is not limited.
+    Counter cnps_received, rate_decreases, rate_increases, paced_waits, rate_mbps;
     std::array<Counter, kNumNakCodes> naks_received;  // class C, by code
   };
   // Receive side (responder).
@@ -43,6 +47,7 @@ struct QpCounters {
     Counter dropped_bad_key, dropped_no_receive, dropped_bad_length, dropped_bad_opcode;
     // RC: duplicate READs beyond the budget, answers beyond the queue (responder.cc).
     Counter dropped_rate_limited;
+    Counter cnps_sent;  // as the notification point (written by whoever won the gate)
     std::array<Counter, kNumNakCauses> naks_sent;  // class C, by cause
   };
 
@@ -56,6 +61,7 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.retransmissions = send.retransmissions.get();
   c.timeouts = send.timeouts.get();
   c.rto_expiries = send.rto_expiries.get();
+  c.tail_probes = send.tail_probes.get();
   c.rnr_naks_received = send.rnr_naks_received.get();
   c.rnr_retries = send.rnr_retries.get();
   c.seq_naks_received = send.seq_naks_received.get();
@@ -64,6 +70,12 @@ inline TransportCounters QpCounters::snapshot(const SendSide& send, const RecvSi
   c.rnr_naks_sent = recv.rnr_naks_sent.get();
   c.seq_naks_sent = recv.seq_naks_sent.get();
   c.duplicate_requests = recv.duplicate_requests.get();
+  c.cnps_sent = recv.cnps_sent.get();
+  c.cnps_received = send.cnps_received.get();
+  c.rate_decreases = send.rate_decreases.get();
+  c.rate_increases = send.rate_increases.get();
+  c.paced_waits = send.paced_waits.get();
+  c.lowest_rate_mbps = send.rate_mbps.get();
   c.dropped_for(DropReason::kBadSource) = send.dropped_bad_source.get() + recv.dropped_bad_source.get();
   c.dropped_for(DropReason::kBadState) = send.dropped_bad_state.get() + recv.dropped_bad_state.get();
   c.dropped_for(DropReason::kBadPsn) = send.dropped_bad_psn.get() + recv.dropped_bad_psn.get();

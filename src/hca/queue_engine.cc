@@ -42,6 +42,7 @@ QueueEngine::QueueEngine(const Profile& profile, TranslationTables& tables, allo
       address_(address),
       link_(link),
       polled_link_(link.polled()),
+      congestion_control_(profile.congestion_control != 0),
       out_(&link) {}
 
 QueueEngine::~QueueEngine() {
@@ -90,7 +91,7 @@ Result<void> QueueEngine::impair(const ImpairSpec& spec) {
   out_.store(&link_, std::memory_order_release);
   impaired_.reset();
   if (spec.any()) {
-    impaired_ = std::make_unique<ImpairedLink>(link_, spec);
+    impaired_ = std::make_unique<ImpairedLink>(link_, spec, &clock_);
     out_.store(impaired_.get(), std::memory_order_release);
   }
   return {};
@@ -430,6 +431,25 @@ TransportCounters QueueEngine::counters() const {
   sum.dropped_for(DropReason::kBadOpcode) += dropped_wrong_transport_.load(std::memory_order_relaxed);
   link_.add_drops(sum);
   return sum;
+}
+
+void QueueEngine::notify_congestion(Qp& qp, const Packet& req) {
+  // Only the QP's own peer is told, and only of its own packets: a forged
+  // CE-marked request from elsewhere makes no CNP, and a CNP never goes to
+  // an address a packet merely claimed.
+  const std::uint64_t peer = qp.peer_addr();
+  if (peer == 0 || req.src_addr != peer || req.src_qpn != qp.peer_qpn()) return;
+  if (!qp.claim_cnp(clock_.now(), std::chrono::microseconds(dcqcn_.min_time_between_cnps))) return;
+  Packet cnp;
+  cnp.transport = qp.type();
+  cnp.op = Opcode::kCnp;
+  cnp.src_addr = address_;
+  cnp.dst_addr = peer;
+  cnp.src_qpn = qp.qpn();
+  cnp.dst_qpn = qp.peer_qpn();
+  cnp.udp_sport = entropy_port(qp.qpn());
+  qp.count_cnp_sent();
+  (void)link().send(std::move(cnp));  // (lost: the next mark asks again)
 }
 
 void QueueEngine::schedule_timer(std::weak_ptr<Qp> qp, Clock::time_point at) {

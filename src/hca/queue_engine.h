@@ -23,6 +23,7 @@
 #include "alloc/index_allocator.h"
 #include "hca/async_events.h"
 #include "hca/cq.h"
+#include "hca/dcqcn.h"
 #include "hca/engine_clock.h"
 #include "hca/event_queue.h"
 #include "hca/impaired_link.h"
@@ -133,6 +134,10 @@ class QueueEngine {
   // Whether polling is how the wire gets received when consumers spin
   // (the RoCEv2 link); the in-process link delivers by itself.
   bool link_is_polled() const { return polled_link_; }
+  // Congestion control (dcqcn.h): on unless the profile or SRDMA_CC=0
+  // turned it off; its parameters.
+  bool congestion_control() const { return congestion_control_; }
+  const DcqcnParams& dcqcn() const { return dcqcn_; }
   // A packet for this device: dropped if corrupted or for no QP here,
   // else handed to its QP.
   void receive(Packet&& msg);
@@ -176,6 +181,18 @@ class QueueEngine {
  private:
   // A packet for `qp` (found by its QPN): to its responder or completer.
   void dispatch(Qp& qp, Packet&& msg) {
+    // A CNP names no transport: it is for the requester of an RC or UC QP,
+    // through the send side's inbox (the completer admits its source).
+    if (msg.op == Opcode::kCnp) [[unlikely]] {
+      if (!qp.congestion_control()) {
+        dropped_wrong_transport_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      msg.transport = qp.type();
+      if (msg.src_qpn == kSrcQpnFromPath) msg.src_qpn = qp.peer_qpn();
+      qp.receive_response(std::move(msg));
+      return;
+    }
     // IBA 9.6.1.5: a packet of another transport than the QP's is dropped.
     if (msg.transport != qp.type()) [[unlikely]] {
       dropped_wrong_transport_.fetch_add(1, std::memory_order_relaxed);
@@ -184,11 +201,16 @@ class QueueEngine {
     // From a wire whose RC packets do not name their source QP: the QP's
     // peer is the only one it would hear anyway.
     if (msg.src_qpn == kSrcQpnFromPath) msg.src_qpn = qp.peer_qpn();
-    if (is_request(msg.op))
+    if (is_request(msg.op)) {
+      if (ecn_marked(msg.traffic_class) && qp.congestion_control()) [[unlikely]] notify_congestion(qp, msg);
       qp.receive_request(std::move(msg));
-    else
+    } else {
       qp.receive_response(std::move(msg));
+    }
   }
+  // The notification point (dcqcn.h): a CNP to the QP that sent `req`, a
+  // request that arrived marked CE, at most one per min_time_between_cnps.
+  void notify_congestion(Qp& qp, const Packet& req);
   // The engine, started with the first CQ or QP so that an idle device
   // costs no threads.
   void start_engine();
@@ -206,6 +228,8 @@ class QueueEngine {
   const std::uint64_t address_;
   Link& link_;  // the wire to other devices
   const bool polled_link_;
+  const bool congestion_control_;
+  const DcqcnParams dcqcn_;
   std::unique_ptr<ImpairedLink> impaired_;  // around link_, when asked for
   std::atomic<Link*> out_;  // what the roles send on: link_ or impaired_
   std::once_flag engine_once_;

@@ -23,6 +23,8 @@
 
 namespace srdma::hca {
 
+Requester::Requester(Qp& qp) : qp_(qp), rp_(qp.engine_.dcqcn()) {}
+
 Requester::Step Requester::next_step() {
   QpState s = qp_.state();
   if (s == QpState::kErr) return Step::kFlush;
@@ -34,7 +36,7 @@ Requester::Step Requester::next_step() {
     rnr_until_ = {};  // the wait is over: no more clock reads
   }
   // The window: an ACK (asked for every kAckEveryPsns packets) reopens it.
-  if (outstanding() && window_room() <= 0) [[unlikely]]
+  if (unacknowledged() && window_room() <= 0 && !grow_window()) [[unlikely]]
     return Step::kIdle;
   const SendWqe& w = qp_.sq_[next_];
   // Fence: wait for the completions of everything before (a response runs
@@ -45,7 +47,34 @@ Requester::Step Requester::next_step() {
   // outstanding; the completion of one sends it.
   if (is_rd_atomic(w.opcode) && offset_ == 0 && rd_atomic_outstanding_ >= qp_.path_.max_rd_atomic) [[unlikely]]
     return Step::kIdle;
+  // The pacer: only a QP a CNP (or the delay signal) slowed reads the clock.
+  if (rp_.limited()) [[unlikely]] {
+    const Clock::time_point now = qp_.engine_.clock().now();
+    rate_until_ = rp_.send_time(now);
+    publish_rate();
+    if (rate_until_ > now) return Step::kWaitRate;
+  }
   return Step::kSend;
+}
+
+void Requester::on_cnp() {
+  rp_.on_cnp(qp_.engine_.clock().now());
+  publish_rate();
+}
+
+void Requester::on_rtt(Clock::duration rtt) {
+  rp_.on_rtt(rtt, qp_.engine_.clock().now());
+  publish_rate();
+}
+
+void Requester::publish_rate() {
+  QpCounters::SendSide& c = qp_.send_counters_;
+  const DcqcnCounters& r = rp_.counters();
+  c.cnps_received.set(r.cnps_received);
+  c.rate_decreases.set(r.rate_decreases);
+  c.rate_increases.set(r.rate_increases);
+  c.paced_waits.set(r.paced_waits);
+  c.rate_mbps.set(rp_.limited() ? static_cast<std::uint64_t>(rp_.rate_mbps()) : 0);
 }
 
 // The QP's translations, shared by the roles, defined in the requester's
@@ -82,8 +111,43 @@ bool Qp::translate_slice(const std::vector<Sge>& sges, std::uint64_t offset, std
 
 bool Requester::outstanding() const { return qp_.completer_.consumer() != next_; }
 
+bool Requester::unacknowledged() const {
+  // Inside the oldest WQE its packets sent so far are out too: a message
+  // longer than the window goes a window at a time, and so does a
+  // go-back-N into one. (UC's are never acknowledged: the completer
+  // retires its WQE once the requester handed all of it over.)
+  return outstanding() || (mid_wqe() && qp_.init_.type != QpType::kUc);
+}
+
 std::int32_t Requester::window_room() const {
-  return static_cast<std::int32_t>(kMaxUnackedPsns) - psn_diff(next_psn_, qp_.completer_.oldest_unacked_psn());
+  return static_cast<std::int32_t>(window_) - psn_diff(next_psn_, qp_.completer_.oldest_unacked_psn());
+}
+
+bool Requester::grow_window() {
+  if (window_ == kMaxUnackedPsns) return false;
+  const std::uint32_t oldest = qp_.completer_.oldest_unacked_psn();
+  const std::int32_t acked = psn_diff(window_mark_, oldest);
+  window_mark_ = oldest;
+  if (acked <= 0) return false;
+  if (recovering_ && !psn_before(oldest, recover_psn_)) recovering_ = false;  // the episode's losses are resent
+  window_acked_ += static_cast<std::uint32_t>(acked);
+  while (window_acked_ >= window_ && window_ < kMaxUnackedPsns) {
+    window_acked_ -= window_;
+    window_ = std::min(kMaxUnackedPsns, window_ + kAckEveryPsns);
+  }
+  return window_room() > 0;
+}
+
+void Requester::note_loss(std::uint32_t psn) {
+  // In process the NAK comes back inside the send that drew it: nothing
+  // more went out meanwhile, and the window stays.
+  if (!qp_.engine_.link_is_polled()) return;
+  if (recovering_ && psn_before(psn, recover_psn_)) return;  // the episode's own
+  window_ = std::max(kMinLossWindow, window_ / 2);
+  window_acked_ = 0;
+  window_mark_ = qp_.completer_.oldest_unacked_psn();
+  recovering_ = true;
+  recover_psn_ = sent_end_psn_;
 }
 
 void Requester::rewind_to(std::uint64_t index, std::uint32_t psn) {
@@ -105,6 +169,22 @@ void Requester::rewind_to(std::uint64_t index, std::uint32_t psn) {
   offset_ = static_cast<std::uint32_t>(psn_diff(psn, w.psn)) * qp_.path_.mtu;
 }
 
+void Requester::probe_last() {
+  // The WQE of the last PSN sent: the one sent in part, or the last before
+  // next_ that took PSNs (local operations executed after it took none; the
+  // oldest outstanding WQE is never one).
+  std::uint64_t i = offset_ != 0 ? next_ : next_ - 1;
+  while (i != qp_.completer_.consumer() && qp_.sq_[i].acknowledged()) --i;
+  const SendWqe& w = qp_.sq_[i];
+  std::uint32_t psn = w.psn;  // an atomic; a READ none of whose responses came
+  if (is_message_op(w.opcode))
+    psn = i == next_ ? psn_add(next_psn_, kPsnMask) : psn_add(w.psn, w.npsn - 1);
+  else if (wr_row(w.opcode).cls == WrClass::kRead && i == qp_.completer_.consumer())
+    psn = qp_.completer_.oldest_unacked_psn();
+  rewind_to(i, psn);
+  probing_ = true;
+}
+
 void Requester::wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) {
   rewind_to(index, psn);
   rnr_until_ = until;
@@ -121,6 +201,12 @@ void Requester::reset() {
   offset_ = 0;
   rd_atomic_outstanding_ = 0;
   rnr_until_ = {};
+  probing_ = false;
+  window_ = kMaxUnackedPsns;
+  window_acked_ = 0;
+  recovering_ = false;
+  rp_ = ReactionPoint(qp_.engine_.dcqcn());
+  rate_until_ = {};
 }
 
 void Requester::execute_local(SendWqe& w) {
@@ -166,9 +252,9 @@ bool Requester::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& 
   const SendPath& path = qp_.path_;
   const std::uint32_t left = w.length - offset_;
   std::uint32_t n = 1;
-  if (qp_.trains_ && left > path.mtu) {
+  if (qp_.trains_ && left > path.mtu && !rp_.limited()) {  // (a paced QP sends packet by packet)
     n = path.packets_at_mtu(left);
-    if (outstanding()) n = std::clamp<std::int64_t>(window_room(), 1, n);
+    if (unacknowledged()) n = std::clamp<std::int64_t>(window_room(), 1, n);
   }
   const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, std::uint64_t{n} * path.mtu));
   const bool first = offset_ == 0;
@@ -217,10 +303,17 @@ bool Requester::wants_ack(const SendWqe& w, std::uint32_t last_psn, bool last) c
 void Requester::note_sent(const Packet& p, std::uint32_t psns) {
   QpCounters::SendSide& c = qp_.send_counters_;
   c.requests_sent.bump(p.count);
-  if (psn_before(p.psn, sent_end_psn_)) [[unlikely]]
+  sent_again_ = psn_before(p.psn, sent_end_psn_);
+  if (sent_again_) [[unlikely]]
     c.retransmissions.bump(std::min<std::uint32_t>(psn_diff(sent_end_psn_, p.psn), p.count));
   next_psn_ = psn_add(next_psn_, psns);
   if (!psn_before(next_psn_, sent_end_psn_)) sent_end_psn_ = next_psn_;
+  if (rp_.limited()) [[unlikely]] {
+    // What the pacer charges: the payload and each packet's headers
+    // (IP, UDP, BTH and ICRC, the extended headers roughly).
+    constexpr std::uint64_t kHeaderBytes = 64;
+    rp_.on_sent(p.payload_length + kHeaderBytes * p.count, qp_.engine_.clock().now());
+  }
 }
 
 void Requester::start_request(Packet& p) const {
@@ -231,6 +324,8 @@ void Requester::start_request(Packet& p) const {
   p.dst_qpn = qp_.path_.dest_qpn;
   p.udp_sport = qp_.udp_sport_;
   p.psn = next_psn_;
+  // ECN-capable, so that a congested queue marks rather than drops it.
+  if (qp_.congestion_control_) p.traffic_class = kEcnEct0;
 }
 
 bool Requester::fill_only(const SendWqe& w, Packet& p) const {
@@ -265,7 +360,8 @@ void Requester::begin_wqe(SendWqe& w, std::uint32_t npsn) {
 
 void Requester::finish_request(SendWqe& w, Packet&& p, std::uint32_t psns, bool last, QpType type) {
   // Nothing answers UC; the rest ask as wants_ack() says.
-  p.ack_req = type != QpType::kUc && wants_ack(w, last_psn_of(p), last);
+  p.ack_req = type != QpType::kUc && (wants_ack(w, last_psn_of(p), last) || probing_);
+  probing_ = false;
   note_sent(p, psns);
   if (last) {
     if (is_rd_atomic(w.opcode)) ++rd_atomic_outstanding_;
@@ -306,7 +402,7 @@ void Requester::send_one() {
     const SendPath& path = qp_.path_;
     if (w.length <= path.mtu) [[likely]]
       return send_whole(w, 1);
-    if (qp_.trains_) {
+    if (qp_.trains_ && !rp_.limited()) {  // a train leaves at once: not for a paced QP
       const std::uint32_t n = path.packets_at_mtu(w.length);
       if (!outstanding() || window_room() >= static_cast<std::int32_t>(n)) return send_whole(w, n);
     }
@@ -402,15 +498,20 @@ void Completer::request_sent() {
   if (--rtt_countdown_ == 0) [[unlikely]] start_rtt_sample();
   // Start the transport timer only if the answer is not already here (a
   // synchronous link usually has delivered it by now).
+  // (Or in part: a message the window cut short is timed before its last
+  // packet goes.)
   if (timeout_at_ == Clock::time_point{} && !timeout_unstamped_ && !qp_.answers_waiting() &&
-      consumer_ != qp_.requester_.next())
+      (consumer_ != qp_.requester_.next() || qp_.requester_.mid_wqe()))
     start_transport_timer();
 }
 
 void Completer::start_rtt_sample() {
   // One at a time: while one is out, or the requester resends, the next
   // request is asked again.
-  if (rtt_sampling_ || qp_.requester_.resending()) {
+  // (Asked after the request went: the last packet of a go-back-N's
+  // resend moved the requester back to where it had been, and its answer
+  // was once taken as a round trip.)
+  if (rtt_sampling_ || qp_.requester_.sent_again()) {
     rtt_countdown_ = 1;
     return;
   }

@@ -11,8 +11,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "hca/engine_clock.h"
 #include "common/thread_annotations.h"
+#include "hca/dcqcn.h"
+#include "hca/engine_clock.h"
 #include "hca/packet.h"
 #include "hca/qp_locks.h"
 #include "hca/send_queue.h"
@@ -24,7 +25,7 @@ class Qp;
 
 class Requester {
  public:
-  explicit Requester(Qp& qp) : qp_(qp) {}
+  explicit Requester(Qp& qp);
   Requester(const Requester&) = delete;
   Requester& operator=(const Requester&) = delete;
 
@@ -33,6 +34,7 @@ class Requester {
     kIdle,     // nothing to send: the queue is drained, the window or a fence holds it, or the QP is not in RTS
     kSend,     // the WQE at next() (or its next packet) goes out
     kWaitRnr,  // an RNR NAK holds every send until rnr_until()
+    kWaitRate, // the congestion control's pacer holds the next send until rate_until()
     kFlush,    // the QP is in ERR: the queue flushes
   };
   Step next_step() REQUIRES(sq_mutex(qp_));
@@ -45,10 +47,18 @@ class Requester {
   std::uint64_t next() const REQUIRES(sq_mutex(qp_)) { return next_; }
   std::uint32_t next_psn() const REQUIRES(sq_mutex(qp_)) { return next_psn_; }
   bool mid_wqe() const REQUIRES(sq_mutex(qp_)) { return offset_ != 0; }
-  // The last request went out before (go back N is still resending).
-  bool resending() const REQUIRES(sq_mutex(qp_)) { return psn_before(next_psn_, sent_end_psn_); }
+  // The request just sent went out before (a go-back-N's or a probe's):
+  // its answer may be the first one's (Karn).
+  bool sent_again() const REQUIRES(sq_mutex(qp_)) { return sent_again_; }
   bool waiting_rnr() const REQUIRES(sq_mutex(qp_)) { return rnr_until_ != Clock::time_point{}; }
   Clock::time_point rnr_until() const REQUIRES(sq_mutex(qp_)) { return rnr_until_; }
+  Clock::time_point rate_until() const REQUIRES(sq_mutex(qp_)) { return rate_until_; }
+
+  // Congestion control's reaction point (dcqcn.h), where the QP has it: a
+  // CNP from the peer (the completer admitted its source), a round-trip
+  // sample for the delay signal.
+  void on_cnp() REQUIRES(sq_mutex(qp_));
+  void on_rtt(Clock::duration rtt) REQUIRES(sq_mutex(qp_));
 
   // The completer's calls.
   // Go-back-N (IBA 9.7.5.2): the next send is the packet `psn` of the WQE at
@@ -56,6 +66,16 @@ class Requester {
   void rewind_to(std::uint64_t index, std::uint32_t psn) REQUIRES(sq_mutex(qp_));
   // RNR NAK (IBA 9.7.5.2.8): go back to `psn` of `index`, sending nothing before `until`.
   void wait_rnr(std::uint64_t index, std::uint32_t psn, Clock::time_point until) REQUIRES(sq_mutex(qp_));
+  // A tail-loss probe: the next send is the last request sent again (a
+  // SEND's or WRITE's last packet sent, a READ asked from its first
+  // response not received, an atomic), with AckReq; then the requester is
+  // where it was. REQUIRES something outstanding.
+  void probe_last() REQUIRES(sq_mutex(qp_));
+  // The completer saw a loss at `psn` (a sequence NAK, an early or IBA
+  // timeout). On a wire, the first of an episode halves the window: what
+  // is in flight past a loss is resent (go-back-N), and a full window of
+  // 256 PSNs queued in the peer's socket was resent for every loss.
+  void note_loss(std::uint32_t psn) REQUIRES(sq_mutex(qp_));
   // A READ or atomic completed: one more may go out (max_rd_atomic).
   void rd_atomic_retired() REQUIRES(sq_mutex(qp_)) { --rd_atomic_outstanding_; }
   // The QP failed or flushed every WQE before `from`: nothing of them is
@@ -63,14 +83,21 @@ class Requester {
   void stop(std::uint64_t from) REQUIRES(sq_mutex(qp_));
 
   // modify_qp's calls (every lock held).
-  void set_sq_psn(std::uint32_t psn) REQUIRES(sq_mutex(qp_)) { next_psn_ = sent_end_psn_ = psn; }
+  void set_sq_psn(std::uint32_t psn) REQUIRES(sq_mutex(qp_)) { next_psn_ = sent_end_psn_ = window_mark_ = psn; }
   void reset() REQUIRES(sq_mutex(qp_));  // RESET: the queue is empty
 
  private:
-  // PSNs the window has left while something is outstanding:
-  // kMaxUnackedPsns less those sent since the oldest unacknowledged one.
+  // PSNs the window has left while something is outstanding: the window
+  // (kMaxUnackedPsns, or less on a wire after a loss) less those sent since
+  // the oldest unacknowledged one.
   std::int32_t window_room() const REQUIRES(sq_mutex(qp_));
+  // The window is full: it grows by what was acknowledged since it last
+  // looked (kAckEveryPsns PSNs per window's worth); true if it has room now.
+  bool grow_window() REQUIRES(sq_mutex(qp_));
   bool outstanding() const REQUIRES(sq_mutex(qp_));  // a WQE before next() has not completed
+  // PSNs sent are unacknowledged (the window applies): a WQE before next()
+  // has not completed, or the one at next() is sent in part.
+  bool unacknowledged() const REQUIRES(sq_mutex(qp_));
   // The early entry: an RC SEND or WRITE sent whole from its start, in one
   // packet (n == 1, every message of a small-message stream, so what it
   // calls is inlined into it: flatten), or as one train of all its n
@@ -93,6 +120,8 @@ class Requester {
                                                     QpType type) REQUIRES(sq_mutex(qp_));
   // `p` went out taking `psns` PSNs: the counters and the next PSN move.
   void note_sent(const Packet& p, std::uint32_t psns) REQUIRES(sq_mutex(qp_));
+  // The reaction point's counts into the QP's counters (after it moved).
+  void publish_rate() REQUIRES(sq_mutex(qp_));
   // A request's BTH fields from the QP (its next PSN).
   void start_request(Packet& p) const REQUIRES(sq_mutex(qp_));
   // The rest of an ONLY packet carrying the whole WQE `w`: false if its
@@ -115,7 +144,20 @@ class Requester {
   // retransmission (go-back-N after a timeout, a NAK or an RNR wait).
   std::uint32_t sent_end_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
   Clock::time_point rnr_until_ GUARDED_BY(sq_mutex(qp_)){};  // no sends before this
+  ReactionPoint rp_ GUARDED_BY(sq_mutex(qp_));
+  Clock::time_point rate_until_ GUARDED_BY(sq_mutex(qp_)){};  // (kWaitRate)
   std::uint32_t rd_atomic_outstanding_ GUARDED_BY(sq_mutex(qp_)) = 0;  // READ and atomic WQEs sent and not completed
+  bool sent_again_ GUARDED_BY(sq_mutex(qp_)) = false;  // (sent_again)
+  bool probing_ GUARDED_BY(sq_mutex(qp_)) = false;  // the next request is a tail-loss probe: AckReq
+  // The window (PSNs), cut on a wire's loss and grown back (note_loss,
+  // grow_window): PSNs acknowledged toward its next step and the oldest
+  // unacknowledged PSN when they were counted; a loss before
+  // recover_psn_ belongs to the episode that cut it already.
+  std::uint32_t window_ GUARDED_BY(sq_mutex(qp_)) = kMaxUnackedPsns;
+  std::uint32_t window_acked_ GUARDED_BY(sq_mutex(qp_)) = 0;
+  std::uint32_t window_mark_ GUARDED_BY(sq_mutex(qp_)) = 0;
+  std::uint32_t recover_psn_ GUARDED_BY(sq_mutex(qp_)) = 0;
+  bool recovering_ GUARDED_BY(sq_mutex(qp_)) = false;
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));             // scratch for translations
 };
 

@@ -86,6 +86,7 @@ class Responder {
                      std::uint32_t flags, std::uint32_t src_qp, bool solicited = false) REQUIRES(rq_mutex(qp_));
   // The connected peer's QPN (QP_DEST_QPN; 0 before RTR), any thread.
   std::uint32_t peer_qpn() const { return resp_.peer_qpn.load(std::memory_order_relaxed); }
+  std::uint64_t peer_addr() const { return resp_.peer_addr.load(std::memory_order_relaxed); }
 
   // modify_qp's calls (every lock held). `mtu`: the path MTU (a UD QP: the port's).
   void configure(const QpAttr& attr, std::uint32_t mtu) REQUIRES(rq_mutex(qp_));

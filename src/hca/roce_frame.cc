@@ -19,6 +19,7 @@ constexpr std::uint8_t kBthAckReq = 0x80;
 // F, B (FECN, BECN), Resv6: a switch on the way may set them, so the ICRC
 // covers them as all ones.
 constexpr std::size_t kBthVariantByte = 4;
+constexpr std::uint8_t kBthBecn = 0x40;  // byte 4: F (FECN) 0x80, B (BECN) 0x40
 
 // AETH syndrome (IBA 9.7.5.2.5): bit 7 reserved (0), bits 6:5 the class,
 // bits 4:0 the credit count, RNR timer or NAK code.
@@ -31,6 +32,8 @@ constexpr std::uint8_t kAethNoCredits = 0x1f;  // "invalid credit count": no end
 // The pseudo-LRH, the IPv4 header and the UDP header in front of the frame
 // in the ICRC's input; the Identification is at byte 8 + 4 of it.
 constexpr std::size_t kIcrcPrefixBytes = 8 + kIpv4HeaderBytes + kUdpHeaderBytes;
+// The same over IPv6 (no Identification).
+constexpr std::size_t kIcrcPrefix6Bytes = 8 + kIpv6HeaderBytes + kUdpHeaderBytes;
 constexpr std::size_t kIcrcIpIdOffset = 8 + 4;
 constexpr std::size_t kIpIdBytes = 2;
 
@@ -130,27 +133,38 @@ bool decode_syndrome(std::uint8_t v, Syndrome& s, std::uint8_t& rnr_timer) {
 std::uint64_t swap_add_field(const Packet& p) { return p.op == Opcode::kFetchAdd ? p.compare_add : p.swap; }
 std::uint64_t compare_field(const Packet& p) { return p.op == Opcode::kFetchAdd ? 0 : p.compare_add; }
 
-// The IPv4 and UDP headers as the ICRC sees them (IBA A17.3.3): the fields
-// a router may change are all ones.
-std::array<std::byte, kIcrcPrefixBytes> icrc_prefix(const IpUdpFields& ip, std::size_t frame_length) {
-  std::array<std::byte, kIcrcPrefixBytes> b{};
+// The IP and UDP headers as the ICRC sees them (IBA A17.3.3), behind the
+// pseudo-LRH: the fields a router may change are all ones. IPv4: TOS, TTL,
+// header checksum; IPv6: traffic class, flow label, hop limit. Returns the
+// bytes used of `b`.
+std::size_t icrc_prefix(const IpUdpFields& ip, std::size_t frame_length,
+                        std::array<std::byte, kIcrcPrefix6Bytes>& b) {
   FieldWriter w(b.data());
   w.put(~std::uint64_t{0}, 8);  // the pseudo-LRH
-  w.put(0x45, 1);               // version 4, IHL 5
-  w.put(0xff, 1);               // TOS
-  w.put(kIpv4HeaderBytes + kUdpHeaderBytes + frame_length, 2);
-  w.put(ip.ip_id, 2);
-  w.put(ip.dont_fragment ? 0x4000 : 0, 2);  // flags, fragment offset 0
-  w.put(0xff, 1);                           // TTL
-  w.put(17, 1);                             // UDP
-  w.put(0xffff, 2);                         // header checksum
-  w.put(ip.src_ip, 4);
-  w.put(ip.dst_ip, 4);
+  if (ip.ipv6) {
+    w.put(0x6fffffff, 4);  // version 6, traffic class and flow label all ones
+    w.put(kUdpHeaderBytes + frame_length, 2);  // payload length
+    w.put(17, 1);                              // next header: UDP
+    w.put(0xff, 1);                            // hop limit
+    for (std::uint8_t v : ip.src_ip6) w.put(v, 1);
+    for (std::uint8_t v : ip.dst_ip6) w.put(v, 1);
+  } else {
+    w.put(0x45, 1);  // version 4, IHL 5
+    w.put(0xff, 1);  // TOS
+    w.put(kIpv4HeaderBytes + kUdpHeaderBytes + frame_length, 2);
+    w.put(ip.ip_id, 2);
+    w.put(ip.dont_fragment ? 0x4000 : 0, 2);  // flags, fragment offset 0
+    w.put(0xff, 1);                           // TTL
+    w.put(17, 1);                             // UDP
+    w.put(0xffff, 2);                         // header checksum
+    w.put(ip.src_ip, 4);
+    w.put(ip.dst_ip, 4);
+  }
   w.put(ip.src_port, 2);
   w.put(ip.dst_port, 2);
   w.put(kUdpHeaderBytes + frame_length, 2);
   w.put(0xffff, 2);  // UDP checksum
-  return b;
+  return w.written();
 }
 
 // zlib's crc32 (the same CRC: tests check it against zlib), by ISA-L.
@@ -181,6 +195,7 @@ const std::array<std::uint32_t, 16>& ip_id_bit_terms() {
 // then the difference is compared with each Identification's contribution
 // (its bit terms carried over the rest of the message by zlib's shift).
 bool icrc_matches(const IpUdpFields& ip, std::span<const std::byte> body, std::uint32_t received) {
+  if (ip.ipv6) return compute_icrc(ip, body) == received;  // no Identification: exact
   IpUdpFields ip0 = ip;
   ip0.ip_id = 0;
   const std::uint32_t diff = compute_icrc(ip0, body) ^ received;
@@ -243,14 +258,19 @@ FrameHeaders build_headers(const Packet& p, std::uint16_t pkey) {
   }
   if (row.has(kOpAtomicAckEth)) w.put(p.atomic_orig, 8);
   if (row.has(kOpImmDt) || row.has(kOpIeth)) w.put(p.imm, 4);
+  if (row.has(kOpCnpReserved)) {
+    h.bytes[kBthVariantByte] = std::byte{kBthBecn};  // a CNP says so in its BTH (A17.9.3)
+    for (unsigned i = 0; i < kCnpReservedBytes; ++i) w.put(0, 1);
+  }
   h.length = static_cast<std::uint8_t>(w.written());
   return h;
 }
 
 std::uint32_t compute_icrc(const IpUdpFields& ip, std::span<const std::byte> headers,
                            std::span<const MemPiece> payload, std::uint32_t payload_length, std::uint8_t pad) {
-  const auto prefix = icrc_prefix(ip, headers.size() + payload_length + pad + kIcrcBytes);
-  uLong crc = crc_of(0, prefix.data(), prefix.size());
+  std::array<std::byte, kIcrcPrefix6Bytes> prefix;
+  const std::size_t used = icrc_prefix(ip, headers.size() + payload_length + pad + kIcrcBytes, prefix);
+  uLong crc = crc_of(0, prefix.data(), used);
   if (headers.size() > kBthVariantByte) {
     const std::byte all_ones{0xff};
     crc = crc_of(crc, headers.data(), kBthVariantByte);
@@ -310,7 +330,7 @@ FrameError parse_frame(std::span<const std::byte> frame, const IpUdpFields& ip, 
     return FrameError::kBadLength;
 
   Packet& p = out.pkt;
-  const Opcode op = static_cast<Opcode>(opcode & 0x1f);
+  const Opcode op = opcode_of_wire(opcode);
   p.transport = transport_of_wire(opcode);
   p.op = op;
   p.solicited = (flags & kBthSolicited) != 0;

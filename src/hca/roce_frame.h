@@ -9,7 +9,9 @@
 // is CRC-32 (zlib's crc32, the IEEE polynomial) over 8 bytes of 0xff (the
 // pseudo-LRH), the IPv4 and UDP headers with the fields routers change
 // (TOS, TTL, header checksum, UDP checksum) set to all ones, and the frame
-// with BTH byte 4 (F, B, Resv6) set to all ones.
+// with BTH byte 4 (F, B, Resv6) set to all ones. Over IPv6 the IP header in
+// it is the IPv6 header with traffic class, flow label and hop limit all
+// ones (IBA A17.3.3).
 //
 // This file must compile without <expected> (the libFuzzer build uses
 // clang 14): no srdma/status.h here.
@@ -29,6 +31,7 @@ namespace srdma::hca {
 constexpr std::uint16_t kRoceV2Port = 4791;
 constexpr std::size_t kIcrcBytes = 4;
 constexpr std::size_t kIpv4HeaderBytes = 20;
+constexpr std::size_t kIpv6HeaderBytes = 40;
 constexpr std::size_t kUdpHeaderBytes = 8;
 // BTH + the largest set of extended headers (an XRC atomic: XRCETH and
 // AtomicETH, 32 bytes).
@@ -45,6 +48,9 @@ constexpr std::size_t header_bytes(Opcode op) { return opcode_row(op).header_byt
 // wire. Addresses and ports in host order. A sender on an unconnected
 // socket with IP_PMTUDISC_DO sends DF and Identification 0; a UDP GSO
 // segment i of a send carries Identification i.
+// Over IPv6 (`ipv6`), src_ip6/dst_ip6 are the addresses (network order, as
+// the header carries them), src_ip/dst_ip/ip_id/dont_fragment unused: IPv6
+// has no Identification, so the ICRC check is exact.
 struct IpUdpFields {
   std::uint32_t src_ip = 0;
   std::uint32_t dst_ip = 0;
@@ -52,6 +58,9 @@ struct IpUdpFields {
   std::uint16_t dst_port = kRoceV2Port;
   std::uint16_t ip_id = 0;
   bool dont_fragment = true;
+  bool ipv6 = false;
+  std::array<std::uint8_t, 16> src_ip6{};
+  std::array<std::uint8_t, 16> dst_ip6{};
 };
 
 // BTH and extended headers of one packet, ready to go in front of its

@@ -49,10 +49,21 @@ void Qp::run_send_side(bool check_timeout) {
           for (RndvWork& r : rndv_inbox_) rndv_pending_.push_back(std::move(r));
           rndv_inbox_.clear();
         }
-        inbox_ready_.store(false, std::memory_order_relaxed);
       }
+      // inbox_ready_ stays set until what was taken is completed: a request
+      // delivered meanwhile by another thread (receive_request) sees it and
+      // waits for sq_mu_, so the send CQEs these responses make come before
+      // the CQE of the peer's next message, as they arrived. Cleared while
+      // the taken ones were being completed, it let the receive thread push
+      // a reply's CQE between them (perftest -e's one-channel loop then
+      // polled its send CQ empty, one CQE behind for good; two such and its
+      // two-entry send CQ overran).
       for (auto& m : drain_) completer_.handle(m);
       drain_.clear();
+      {
+        FastLock lock(inbox_mu_);
+        if (inbox_.empty() && rndv_inbox_.empty()) inbox_ready_.store(false, std::memory_order_relaxed);
+      }
       continue;
     }
     if (check_timeout) {  // once, after the responses that are here
@@ -65,6 +76,9 @@ void Qp::run_send_side(bool check_timeout) {
         return;
       case Requester::Step::kWaitRnr:
         arm_timer(requester_.rnr_until());
+        return;
+      case Requester::Step::kWaitRate:
+        arm_timer(requester_.rate_until());
         return;
       case Requester::Step::kFlush:
         flush_send_queue();
@@ -177,9 +191,15 @@ void Qp::arm_timer(Clock::time_point at, bool transport) {
   engine_.schedule_timer(weak_from_this(), at);
 }
 
-void Qp::on_timer() {
+void Qp::on_timer(Clock::time_point at) {
   {
     FastLock lock(sq_mu_);
+    // A task for a deadline an earlier one superseded (arm_timer keeps one
+    // deadline; the engine timer keeps every task): the earlier one ran the
+    // send side, which armed what it still needs. Running it again would
+    // arm again, and a QP paced by the rate (a deadline per packet, a
+    // transport deadline each time) multiplied its tasks without end.
+    if (at != timer_armed_) return;
     timer_armed_ = {};
     timer_armed_timeout_ = 0xff;
     run_send_side(/*check_timeout=*/true);

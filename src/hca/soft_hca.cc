@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -48,8 +49,14 @@ Result<alloc::IndexAllocator> make_alloc(const char* table, std::int64_t num, st
 }
 }  // namespace
 
-Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& p, const NetConfig* net) try {
+Result<std::shared_ptr<SoftHca>> SoftHca::open(const Profile& requested, const NetConfig* net) try {
   prepare_engine_copy();  // once per process, here rather than in the first WRITE
+  Profile p = requested;
+  if (const char* cc = std::getenv("SRDMA_CC"); cc != nullptr && *cc != '\0') {
+    const std::string_view v(cc);
+    if (v != "0" && v != "1") return make_error(EINVAL, fmt::format("SRDMA_CC={}: 0 (congestion control off) or 1", v));
+    if (v == "0") p.congestion_control = 0;
+  }
   auto mpt = MptTable::create(static_cast<std::uint32_t>(p.num_mpt), static_cast<std::uint32_t>(p.reserved_mrws),
                               id_rotation(1));
   if (!mpt) return std::unexpected(mpt.error());

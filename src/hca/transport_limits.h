@@ -10,6 +10,8 @@
 namespace srdma::hca {
 
 constexpr std::uint32_t kMaxUnackedPsns = 256;
+// A wire's window after losses never goes below this (requester.h).
+constexpr std::uint32_t kMinLossWindow = 32;
 constexpr std::uint8_t kMaxRdAtomic = 16;
 
 }  // namespace srdma::hca

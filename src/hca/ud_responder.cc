@@ -37,8 +37,30 @@ constexpr std::uint32_t ipv4_of(std::uint64_t addr) {
 
 // 20 zero bytes and the IPv4 header of the RoCEv2 datagram that carries
 // `pkt` (IHL 5, DF, Identification 0, protocol UDP, its checksum right).
+// Over IPv6 the GRH area is the datagram's whole IPv6 header (version 6,
+// traffic class, flow label 0, payload length, next header UDP, hop limit,
+// the addresses), as a RoCEv2 HCA writes it.
+std::array<std::byte, kGrhBytes> grh6_area(const Packet& pkt) {
+  std::array<std::byte, kGrhBytes> out{};
+  const std::size_t headers = kBthBytes + kDethBytes + (has_imm(pkt.op) ? kImmDtBytes : 0);
+  const auto payload = static_cast<std::uint16_t>(kUdpHeaderBytes + frame_bytes(headers, pkt.payload_length));
+  const std::uint32_t w0 = (6u << 28) | (std::uint32_t{pkt.traffic_class} << 20);
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<std::byte>(w0 >> (24 - 8 * i));
+  out[4] = static_cast<std::byte>(payload >> 8);
+  out[5] = static_cast<std::byte>(payload);
+  out[6] = std::byte{17};
+  out[7] = static_cast<std::byte>(pkt.hop_limit);
+  const Gid src = gid_of_roce_address(pkt.src_addr), dst = gid_of_roce_address(pkt.dst_addr);
+  for (int i = 0; i < 16; ++i) {
+    out[8 + i] = static_cast<std::byte>(src[i]);
+    out[24 + i] = static_cast<std::byte>(dst[i]);
+  }
+  return out;
+}
+
 std::array<std::byte, kGrhBytes> grh_area(const Packet& pkt) {
   std::array<std::uint8_t, kGrhBytes> b{};
+  if (is_roce6_address(pkt.dst_addr)) return grh6_area(pkt);
   std::uint8_t* ip = b.data() + 20;
   const std::size_t headers = kBthBytes + kDethBytes + (has_imm(pkt.op) ? kImmDtBytes : 0);
   const auto total = static_cast<std::uint16_t>(kIpv4HeaderBytes + kUdpHeaderBytes + frame_bytes(headers, pkt.payload_length));

@@ -22,6 +22,7 @@
 
 #include "hca/queue_engine.h"
 #include "hca/roce_frame.h"
+#include "hca/sock_addr.h"
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" void __tsan_acquire(void* addr);
@@ -32,8 +33,13 @@ extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 
 namespace srdma::hca {
 
-int device_udp_socket(int extra_flags) {
-  return static_cast<int>(::syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | extra_flags, 0));
+int device_udp_socket(int extra_flags, int family) {
+  const int s = static_cast<int>(::syscall(SYS_socket, family, SOCK_DGRAM | SOCK_CLOEXEC | extra_flags, 0));
+  if (s >= 0 && family == AF_INET6) {
+    const int on = 1;
+    (void)::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+  }
+  return s;
 }
 namespace {
 
@@ -81,27 +87,28 @@ constexpr std::size_t kEntropyPorts = 1u << 14;
 
 std::string errno_str(int e) { return std::strerror(e); }
 
-sockaddr_in sockaddr_of(std::uint32_t ip, std::uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(ip);
-  a.sin_port = htons(port);
-  return a;
-}
-
-// The MTU of the interface that holds `ip` (lo's for loopback addresses
+// The MTU of the interface that holds `addr` (lo's for loopback addresses
 // not configured on an interface: the kernel routes all of 127/8 there).
-std::uint32_t interface_mtu(std::uint32_t ip) {
+std::uint32_t interface_mtu(const IpAddress& addr) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return 1500;
   std::string name;
+  const std::uint32_t ip = addr.is_v4() ? addr.v4() : 0;
   for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    const auto* a = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
-    const bool loopback = (i->ifa_flags & IFF_LOOPBACK) && (ip >> 24) == 127;
-    if (ntohl(a->sin_addr.s_addr) == ip || loopback) {
-      name = i->ifa_name;
-      if (ntohl(a->sin_addr.s_addr) == ip) break;
+    if (i->ifa_addr == nullptr) continue;
+    if (addr.is_v4() && i->ifa_addr->sa_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      const bool loopback = (i->ifa_flags & IFF_LOOPBACK) && (ip >> 24) == 127;
+      if (ntohl(a->sin_addr.s_addr) == ip || loopback) {
+        name = i->ifa_name;
+        if (ntohl(a->sin_addr.s_addr) == ip) break;
+      }
+    } else if (!addr.is_v4() && i->ifa_addr->sa_family == AF_INET6) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      if (std::memcmp(&a->sin6_addr, addr.bytes.data(), 16) == 0) {
+        name = i->ifa_name;
+        break;
+      }
     }
   }
   freeifaddrs(list);
@@ -118,9 +125,14 @@ std::uint32_t interface_mtu(std::uint32_t ip) {
 // Sockets send DF with Identification 0 (see udp_link.h) and get big
 // buffers: the kernel's drops are loss, which the transport survives, but
 // each one costs a retransmission.
-void tune_socket(int fd, int rcvbuf) {
-  const int pmtu = IP_PMTUDISC_DO;
-  (void)::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+void tune_socket(int fd, int rcvbuf, int family) {
+  if (family == AF_INET6) {
+    const int pmtu = IPV6_PMTUDISC_DO;  // never fragmented by the sender either
+    (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  } else {
+    const int pmtu = IP_PMTUDISC_DO;
+    (void)::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  }
   const int sndbuf = kSocketBuffer;
   // FORCE passes rmem_max/wmem_max when we may (root); else take what the
   // limits give.
@@ -143,11 +155,12 @@ struct PendingSends {
     std::array<iovec, kMaxIov> iov{};
     std::size_t iovs = 0;
     std::size_t bytes = 0;  // the frame's length
-    std::uint32_t dst_ip = 0;
+    std::uint32_t dst_ip = 0;     // IPv4 (the same-host path's)
+    std::uint64_t dst_addr = 0;   // the link address (either family)
     std::uint32_t dst_qpn = 0;
     std::uint32_t psn = 0;
     bool request = false;
-    std::uint8_t ttl = kDefaultTtl;  // IPv4 TTL and TOS (a UD AH's hop limit and traffic class)
+    std::uint8_t ttl = kDefaultTtl;  // IPv4 TTL and TOS, IPv6 hop limit and traffic class (a UD AH's)
     std::uint8_t tos = 0;
     std::uint16_t sport = 0;
     int fd = -1;
@@ -162,9 +175,9 @@ struct PendingSends {
   // What flush() hands to sendmmsg: one message per datagram or per GSO
   // run of datagrams.
   std::array<mmsghdr, kSendBatch> msgs{};
-  std::array<sockaddr_in, kSendBatch> dsts{};
+  std::array<SockAddr, kSendBatch> dsts{};
   std::array<iovec, kSendBatch * kMaxIov> iovs{};
-  // UDP_SEGMENT, IP_TTL, IP_TOS.
+  // UDP_SEGMENT, IP_TTL and IP_TOS (IPV6_HOPLIMIT and IPV6_TCLASS).
   static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint16_t)) + 2 * CMSG_SPACE(sizeof(int));
   alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kSendBatch> ctl{};
   std::array<bool, kSendBatch> gso{};  // the message is a GSO send
@@ -179,11 +192,19 @@ thread_local const UdpLink* tls_deferring = nullptr;
 }
 
 Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
-  auto ip = parse_ipv4(config.ip);
+  auto ip = parse_ip(config.ip);
   if (!ip) return std::unexpected(ip.error());
   if (config.port == 0) return make_error(EINVAL, "the RoCEv2 port cannot be 0");
-  const std::uint32_t mtu = ib_mtu_for_ip_mtu(interface_mtu(*ip));
+  const bool v6 = !ip->is_v4();
+  if (v6 && (*ip == IpAddress{} || ip->bytes[0] == 0xff))
+    return make_error(EINVAL, fmt::format("{} is not an address a device can hold (unspecified or multicast)",
+                                          config.ip));
+  const std::uint32_t mtu = ib_mtu_for_ip_mtu(interface_mtu(*ip), v6);
   if (mtu == 0) return make_error(EINVAL, fmt::format("the interface of {} has an MTU below 256 + headers", config.ip));
+  // An IPv6 device's own address is the first this process names.
+  auto address = roce_address_of(*ip);
+  if (!address) return std::unexpected(address.error());
+  const int family = v6 ? AF_INET6 : AF_INET;
   std::unique_ptr<HostSteering> steer;
   int fd = -1;
   if (config.shared) {
@@ -192,24 +213,31 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
     steer = std::move(*s);
     fd = steer->fd();
   } else {
-    fd = device_udp_socket();
+    fd = device_udp_socket(0, family);
     if (fd < 0) return make_error(errno, fmt::format("socket(): {}", errno_str(errno)));
-    const sockaddr_in a = sockaddr_of(*ip, config.port);
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    const SockAddr a = SockAddr::of(*ip, config.port);
+    if (::bind(fd, a.ptr(), a.len()) != 0) {
       const int e = errno;
       ::close(fd);
-      return make_error(e, fmt::format("cannot bind {}:{}: {}", config.ip, config.port, errno_str(e)));
+      return make_error(e, fmt::format("cannot bind {}:{}: {}", v6 ? "[" + config.ip + "]" : config.ip, config.port,
+                                       errno_str(e)));
     }
   }
-  tune_socket(fd, kSocketBuffer);
-  // Multicast leaves on the device's interface, not the default route's.
-  const in_addr mif{htonl(*ip)};
-  (void)::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+  tune_socket(fd, kSocketBuffer, family);
   const int on = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);  // the kernel's drop count
-  // A UD receive's GRH area shows the datagram's TTL and TOS.
-  (void)::setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof on);
-  (void)::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
+  if (v6) {
+    // A UD receive's GRH shows the datagram's hop limit and traffic class.
+    (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof on);
+    (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof on);
+  } else {
+    // Multicast leaves on the device's interface, not the default route's.
+    const in_addr mif{htonl(ip->v4())};
+    (void)::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+    // A UD receive's GRH area shows the datagram's TTL and TOS.
+    (void)::setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof on);
+    (void)::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
+  }
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     const int e = errno;
@@ -223,14 +251,23 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
     const int off = 0;  // per send, in a control message, not for every datagram
     (void)::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off);
   }
-  return std::unique_ptr<UdpLink>(new UdpLink(config, *ip, fd, wake, mtu, gso, std::move(steer)));
+  // The same-host path is an optimisation: a device without it (its name
+  // taken, no memfd) still reaches everyone over the wire. IPv4 only so far:
+  // an IPv6 device's frames all take the wire.
+  std::unique_ptr<SameHostPath> same_host;
+  if (steer && config.same_host && !v6) {
+    auto p = SameHostPath::open(ip->v4(), config.port, steer->slot());
+    if (p) same_host = std::move(*p);
+  }
+  return std::unique_ptr<UdpLink>(
+      new UdpLink(config, *ip, *address, fd, wake, mtu, gso, std::move(steer), std::move(same_host)));
 }
 
 // What a receiver needs for one recvmmsg: used by whoever holds rx_busy_.
 struct UdpLink::RxState {
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
-  std::array<sockaddr_in, kRecvBatch> from{};
+  std::array<SockAddr, kRecvBatch> from{};
   // SO_RXQ_OVFL's drop count, the TTL and the TOS.
   static constexpr std::size_t kCtl =
       CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(std::uint8_t)) + 16;
@@ -240,14 +277,22 @@ struct UdpLink::RxState {
   // next batch then gets a fresh one.
   std::shared_ptr<std::vector<std::byte>> buf;
   bool handed_out = false;  // a packet was given a reference to buf
+  // A same-host frame's headers, copied out of the ring to be parsed.
+  std::array<std::byte, kSlotBytes> scratch{};
   std::uint32_t last_ovfl = 0;
 };
 
-UdpLink::UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu,
-                 bool gso, std::unique_ptr<HostSteering> steer)
+UdpLink::UdpLink(const NetConfig& config, const IpAddress& ip, std::uint64_t address, int fd, int wake_fd,
+                 std::uint32_t active_mtu, bool gso, std::unique_ptr<HostSteering> steer,
+                 std::unique_ptr<SameHostPath> same_host)
     : config_(config),
-      ip_(ip),
+      ip_addr_(ip),
+      v6_(!ip.is_v4()),
+      family_(v6_ ? AF_INET6 : AF_INET),
+      ip_(v6_ ? 0 : ip.v4()),
+      address_(address),
       steer_(std::move(steer)),
+      same_host_(std::move(same_host)),
       fd_(fd),
       wake_fd_(wake_fd),
       active_mtu_(active_mtu),
@@ -272,11 +317,13 @@ UdpLink::~UdpLink() {
   ::close(fd_);
 }
 
-std::uint64_t UdpLink::address() const { return roce_address(ip_); }
+std::uint64_t UdpLink::address() const { return address_; }
 
 bool UdpLink::knows(std::uint64_t addr) const {
-  // Any IPv4 host may be a peer; whether one answers is the transport's
-  // business (its timeout), as on a real network.
+  // Any host of the device's family may be a peer; whether one answers is
+  // the transport's business (its timeout), as on a real network. An IPv6
+  // peer is one this process named (net.h's table).
+  if (v6_) return roce6_known(addr) && ip_of_roce_address(addr) != IpAddress{};
   return is_roce_address(addr) && roce_ipv4(addr) != 0 && roce_ipv4(addr) != 0xffffffff;
 }
 
@@ -315,16 +362,18 @@ int UdpLink::socket_for(std::uint16_t sport) {
   std::lock_guard lock(sockets_mu_);
   s = slot.load(std::memory_order_relaxed);
   if (s >= 0) return s;
-  s = device_udp_socket();
-  const sockaddr_in a = sockaddr_of(ip_, sport);
+  s = device_udp_socket(0, family_);
+  const SockAddr a = SockAddr::of(ip_addr_, sport);
   // Shared with this user's other processes on the address, as the
   // device's port is: each may send from the same entropy port.
   const int on = 1;
   if (s >= 0 && steer_) (void)::setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
-  if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
-    tune_socket(s, 4096);  // it only sends: peers answer to the device's port
-    const in_addr mif{htonl(ip_)};
-    (void)::setsockopt(s, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+  if (s >= 0 && ::bind(s, a.ptr(), a.len()) == 0) {
+    tune_socket(s, 4096, family_);  // it only sends: peers answer to the device's port
+    if (!v6_) {
+      const in_addr mif{htonl(ip_)};
+      (void)::setsockopt(s, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+    }
   } else {
     if (s >= 0) ::close(s);
     s = fd_;  // taken by someone else: send from the device's port
@@ -371,7 +420,8 @@ void UdpLink::enqueue(Packet&& in) {
     PendingSends::Datagram& g = q.d[q.n];
     g.fd = p.udp_sport != 0 ? socket_for(p.udp_sport) : fd_;
     g.sport = g.fd == fd_ ? config_.port : p.udp_sport;
-    g.dst_ip = roce_ipv4(p.dst_addr);
+    g.dst_ip = v6_ ? 0 : roce_ipv4(p.dst_addr);
+    g.dst_addr = p.dst_addr;
     g.dst_qpn = p.dst_qpn;
     g.psn = p.psn;
     g.request = is_request(p.op);
@@ -405,6 +455,8 @@ void UdpLink::enqueue(Packet&& in) {
     g.iov[k++] = {g.tail.data(), std::size_t{h.pad} + kIcrcBytes};
     g.iovs = k;
     g.bytes = frame_bytes(h.length, p.payload_length);
+    if (same_host_ && send_same_host(g.dst_ip, g.dst_qpn, std::span(g.iov.data(), g.iovs), g.ttl, g.tos, g.corrupted))
+      return;  // copied into the peer's ring
     g.owned = p.owned;
     ++q.n;
   });
@@ -461,6 +513,7 @@ void UdpLink::take_deferred() {
 }
 
 void UdpLink::flush_pending() {
+  SameHostPath::flush_thread();
   PendingSends& q = tls_pending;
   UdpLink* link = q.link;
   if (q.n == 0 || link == nullptr) {
@@ -480,7 +533,7 @@ void UdpLink::flush_pending() {
       // (a deferred ACK behind a ping-pong's reply): one skb through the
       // stack instead of two, about 1.3 us of a half round trip on lo.
       // A capture before segmentation (lo) shows such a run as one packet.
-      while (j < q.n && j - i < kMaxGsoSegments && q.d[j].fd == a.fd && q.d[j].dst_ip == a.dst_ip &&
+      while (j < q.n && j - i < kMaxGsoSegments && q.d[j].fd == a.fd && q.d[j].dst_addr == a.dst_addr &&
              q.d[j].dst_qpn == a.dst_qpn && q.d[j].ttl == a.ttl && q.d[j].tos == a.tos &&
              q.d[j].bytes <= a.bytes && q.d[j - 1].bytes == a.bytes &&
              bytes + q.d[j].bytes <= kMaxGsoBytes) {
@@ -495,17 +548,23 @@ void UdpLink::flush_pending() {
     mmsghdr& m = q.msgs[msgs];
     m = {};
     q.first[msgs] = i;
-    q.dsts[msgs] = sockaddr_of(a.dst_ip, link->config_.port);
-    m.msg_hdr.msg_name = &q.dsts[msgs];
-    m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    q.dsts[msgs] = SockAddr::of(link->v6_ ? ip_of_roce_address(a.dst_addr) : IpAddress::of_v4(a.dst_ip),
+                                link->config_.port);
+    m.msg_hdr.msg_name = q.dsts[msgs].ptr();
+    m.msg_hdr.msg_namelen = q.dsts[msgs].len();
     m.msg_hdr.msg_iov = &q.iovs[iov_used];
     for (std::size_t k = i; k < j; ++k) {
       PendingSends::Datagram& g = q.d[k];
       // Segment k - i of a GSO send leaves with IPv4 Identification k - i
       // (the kernel numbers the segments from the send's 0): the ICRC
       // covers it.
-      const IpUdpFields ip{link->ip_, g.dst_ip, g.sport, link->config_.port,
-                           static_cast<std::uint16_t>(k - i), true};
+      IpUdpFields ip{link->ip_, g.dst_ip, g.sport, link->config_.port,
+                     static_cast<std::uint16_t>(k - i), true};
+      if (link->v6_) {  // no Identification: the same ICRC whichever segment
+        ip.ipv6 = true;
+        ip.src_ip6 = link->ip_addr_.bytes;
+        ip.dst_ip6 = ip_of_roce_address(g.dst_addr).bytes;
+      }
       std::uint32_t icrc = compute_icrc(ip, std::span(g.headers.bytes.data(), g.headers.length),
                                         std::span<const MemPiece>(), 0, 0);
       if (g.iovs > 2) {  // payload: the ICRC runs over it and the pad too
@@ -526,8 +585,9 @@ void UdpLink::flush_pending() {
       m.msg_hdr.msg_iovlen += g.iovs;
     }
     q.gso[msgs] = j - i > 1;
-    const bool ip_fields = a.ttl != kDefaultTtl || a.tos != 0;
-    if (q.gso[msgs] || ip_fields) {
+    // (An RC request under congestion control says ECT(0): one TOS.)
+    const bool set_ttl = a.ttl != kDefaultTtl, set_tos = a.tos != 0;
+    if (q.gso[msgs] || set_ttl || set_tos) {
       // Control messages only where needed: the common send has none.
       std::byte* ctl = q.ctl[msgs].data();
       std::size_t used = 0;
@@ -543,11 +603,9 @@ void UdpLink::flush_pending() {
         const auto seg = static_cast<std::uint16_t>(a.bytes);
         add(SOL_UDP, UDP_SEGMENT, &seg, sizeof seg);
       }
-      if (ip_fields) {
-        const int ttl = a.ttl, tos = a.tos;
-        add(IPPROTO_IP, IP_TTL, &ttl, sizeof ttl);
-        add(IPPROTO_IP, IP_TOS, &tos, sizeof tos);
-      }
+      const int ttl = a.ttl, tos = a.tos;
+      if (set_ttl) add(link->v6_ ? IPPROTO_IPV6 : IPPROTO_IP, link->v6_ ? IPV6_HOPLIMIT : IP_TTL, &ttl, sizeof ttl);
+      if (set_tos) add(link->v6_ ? IPPROTO_IPV6 : IPPROTO_IP, link->v6_ ? IPV6_TCLASS : IP_TOS, &tos, sizeof tos);
       m.msg_hdr.msg_control = ctl;
       m.msg_hdr.msg_controllen = used;
     }
@@ -597,6 +655,9 @@ std::int64_t now_ns() {
 // most for a packet; one that blocks on a channel receives while it waits
 // (rx_fd, core/cq.cc).
 constexpr long kConsumerCheckNs = 100'000;
+// While traffic flows, the receive thread looks at the same-host path's
+// connections (a new peer's ring, a peer gone) this often.
+constexpr std::int64_t kControlNs = 1'000'000;
 }  // namespace
 
 int UdpLink::poll() {
@@ -613,6 +674,17 @@ int UdpLink::poll() {
 }
 
 int UdpLink::receive_once() {
+  int n = receive_datagrams();
+  if (same_host_) {
+    if (control_due_.load(std::memory_order_relaxed)) [[unlikely]]
+      same_host_control_locked();
+    n += receive_same_host();
+  }
+  if (has_groups_.load(std::memory_order_acquire)) n += receive_groups();
+  return n;
+}
+
+int UdpLink::receive_datagrams() {
   RxState& r = *rx_;
   // A buffer whose frames were handed out (a READ response's payload, read
   // later by the completer on another thread) is never written again: the
@@ -625,7 +697,7 @@ int UdpLink::receive_once() {
     r.iovs[i] = {r.buf->data() + i * kSlotBytes, kSlotBytes};
     r.msgs[i] = {};
     r.msgs[i].msg_hdr.msg_name = &r.from[i];
-    r.msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    r.msgs[i].msg_hdr.msg_namelen = sizeof r.from[i].u;
     r.msgs[i].msg_hdr.msg_iov = &r.iovs[i];
     r.msgs[i].msg_hdr.msg_iovlen = 1;
     r.msgs[i].msg_hdr.msg_control = r.ctl[i].data();
@@ -633,7 +705,7 @@ int UdpLink::receive_once() {
   }
   const int n = ::recvmmsg(fd_, r.msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
   // EAGAIN: nothing; ECONNREFUSED and friends (ICMP errors): nothing to read.
-  if (n <= 0) return has_groups_.load(std::memory_order_acquire) ? receive_groups() : 0;
+  if (n <= 0) return 0;
   wire_received();
   for (int i = 0; i < n; ++i) {
     // The answers to one datagram's frames go out together, and before the
@@ -646,6 +718,8 @@ int UdpLink::receive_once() {
       if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
       if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
         tos = std::to_integer<int>(*reinterpret_cast<const std::byte*>(CMSG_DATA(c)));
+      if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
+      if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) std::memcpy(&tos, CMSG_DATA(c), sizeof tos);
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
         std::uint32_t v;  // the kernel's running count of drops on this socket
         std::memcpy(&v, CMSG_DATA(c), sizeof v);
@@ -655,17 +729,24 @@ int UdpLink::receive_once() {
         }
       }
     }
-    if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) || r.from[i].sin_family != AF_INET) {
+    IpAddress src;
+    std::uint16_t src_port = 0;
+    if ((h.msg_flags & MSG_TRUNC) || !r.from[i].ip_port(family_, h.msg_namelen, src, src_port)) {
       dropped_[static_cast<std::size_t>(DropReason::kBadLength)].fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    const std::uint32_t src_ip = ntohl(r.from[i].sin_addr.s_addr);
-    const IpUdpFields ip{src_ip, ip_, ntohs(r.from[i].sin_port), config_.port, 0, true};
+    const std::uint32_t src_ip = v6_ ? 0 : src.v4();
+    IpUdpFields ip{src_ip, ip_, src_port, config_.port, 0, true};
+    if (v6_) {
+      ip.ipv6 = true;
+      ip.src_ip6 = src.bytes;
+      ip.dst_ip6 = ip_addr_.bytes;
+    }
     // One frame per datagram. (UDP_GRO, which hands over a GSO run as one
     // datagram, lost a whole flow on lo in about 1 run of 40: off.)
     const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
     if (steer_) {
-      const HostSteering::Verdict v = steer_->admit(frame, src_ip);
+      const HostSteering::Verdict v = steer_->admit(frame, src);
       if (v == HostSteering::Verdict::kProbe) continue;
       if (v == HostSteering::Verdict::kForeign) {  // another process's QP: never answered for it
         dropped_[static_cast<std::size_t>(DropReason::kUnknownQp)].fetch_add(1, std::memory_order_relaxed);
@@ -679,8 +760,15 @@ int UdpLink::receive_once() {
       continue;
     }
     Packet& p = f.pkt;
-    p.src_addr = roce_address(src_ip);
-    p.dst_addr = roce_address(ip_);
+    // An IPv6 source this process never named has no link address (the
+    // table only grows by what we name, never by what arrives): no QP here
+    // can be its peer, so it is dropped as a foreign source.
+    p.src_addr = v6_ ? known_roce_address(src) : roce_address(src_ip);
+    if (p.src_addr == 0) {
+      dropped_[static_cast<std::size_t>(DropReason::kBadSource)].fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    p.dst_addr = address_;
     p.src_qpn = kSrcQpnFromPath;
     if (p.transport == QpType::kUd) {  // a UD packet names its source QP and Q_Key (DETH)
       p.src_qpn = f.deth_src_qpn;
@@ -695,10 +783,104 @@ int UdpLink::receive_once() {
     frames_received_.fetch_add(1, std::memory_order_relaxed);
     engine_->receive(std::move(p));
   }
-  return has_groups_.load(std::memory_order_acquire) ? n + receive_groups() : n;
+  return n;
+}
+
+bool UdpLink::send_same_host(std::uint32_t dst_ip, std::uint32_t dst_qpn, std::span<const iovec> iov,
+                             std::uint8_t ttl, std::uint8_t tos, bool corrupted) {
+  // QP0/QP1 (slot 0) and multicast (slot 255) are the wire's, as is a
+  // device's traffic with itself (its own slot on its own address: the
+  // same slot on another address is another device).
+  const std::uint32_t slot = dst_qpn >> 16;
+  if (slot < HostSteering::kFirstSlot || slot > HostSteering::kLastSlot ||
+      (slot == same_host_->slot() && dst_ip == ip_))
+    return false;
+  std::array<std::span<const std::byte>, kMaxIov> pieces;
+  for (std::size_t v = 0; v < iov.size(); ++v)
+    pieces[v] = std::span(static_cast<const std::byte*>(iov[v].iov_base), iov[v].iov_len);
+  wire_sending();
+  // Inside a SendBatch the ring is published when the batch ends
+  // (flush_pending), one fence for the batch's frames.
+  const SameHostPath::Sent r = same_host_->send(dst_ip, slot, std::span(pieces.data(), iov.size()), ttl, tos,
+                                                corrupted ? kShmCorrupted : 0, SendBatch::open());
+  wire_sent();
+  return r != SameHostPath::Sent::kNotHere;  // kFull: lost, as a datagram the kernel dropped
+}
+
+int UdpLink::receive_same_host() {
+  RxState& r = *rx_;
+  return same_host_->receive(static_cast<int>(kRecvBatch), [&](const ShmRecord& rec, std::uint32_t src_ip) {
+    wire_received();
+    SendBatch batch(*this);
+    auto drop = [&](DropReason why) {
+      dropped_[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+      return false;
+    };
+    if (rec.flags & kShmCorrupted) return drop(DropReason::kBadIcrc);
+    // The producer may rewrite the ring while we read it: the headers are
+    // parsed from a private copy (parse_frame reads nothing past them when
+    // it does not check the ICRC, which no wire computed here), and only
+    // the payload is read in place.
+    const std::size_t len = rec.frame.size();
+    if (len > kMaxFrameBytes) return drop(DropReason::kBadLength);
+    std::memcpy(r.scratch.data(), rec.frame.data(), std::min(len, kMaxHeaderBytes));
+    const IpUdpFields ip{src_ip, ip_, config_.port, config_.port, 0, true};
+    ParsedFrame f;
+    const FrameError e = parse_frame(std::span<const std::byte>(r.scratch.data(), len), ip, false, f);
+    if (e != FrameError::kNone) return drop(drop_reason_of(e));
+    Packet& p = f.pkt;
+    // A ring carries frames for this device's QPs only.
+    if ((p.dst_qpn >> 16) != same_host_->slot()) return drop(DropReason::kUnknownQp);
+    if (p.payload_length != 0) {
+      const std::size_t at = static_cast<std::size_t>(p.payload.front().addr - r.scratch.data());
+      const std::byte* src = rec.frame.data() + at;
+      std::byte* data = const_cast<std::byte*>(src);  // read only, as a datagram's
+      if (is_response(p.op)) {
+        // A response may wait in its QP's inbox after the ring moved on:
+        // it keeps a copy (as a datagram keeps its receive buffer).
+        auto copy = std::make_shared<std::vector<std::byte>>(src, src + p.payload_length);
+        data = copy->data();
+        p.owned = std::move(copy);
+      }
+      p.payload = PieceList();
+      p.payload.push_back(MemPiece{data, p.payload_length});
+    }
+    p.src_addr = roce_address(src_ip);
+    p.dst_addr = address_;
+    p.src_qpn = kSrcQpnFromPath;
+    if (p.transport == QpType::kUd) {
+      p.src_qpn = f.deth_src_qpn;
+      p.qkey = f.qkey;
+    }
+    p.hop_limit = rec.ttl;
+    p.traffic_class = rec.tos;
+    engine_->receive(std::move(p));
+    return true;
+  });
+}
+
+void UdpLink::same_host_control() {
+  if (!same_host_) return;
+  if (rx_busy_.exchange(true, std::memory_order_acquire)) {
+    control_due_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  same_host_control_locked();
+  rx_busy_.store(false, std::memory_order_release);
+}
+
+void UdpLink::same_host_control_locked() {
+  control_due_.store(false, std::memory_order_relaxed);
+  // A consumer that changed the channels changed the receive thread's poll
+  // set too: it looks again.
+  if (same_host_->control() && !on_rx_thread()) {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
 }
 
 void UdpLink::receive_loop() {
+  rx_thread_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   const std::int64_t busy_ns = std::int64_t{config_.busy_poll_us} * 1000;
   std::int64_t last_traffic = now_ns();
   std::uint64_t polls_seen = consumer_polls_.load(std::memory_order_relaxed);
@@ -712,6 +894,7 @@ void UdpLink::receive_loop() {
       (void)::ppoll(&w, 1, &check, nullptr);
       last_traffic = 0;
       drain_wakeups();
+      same_host_control();  // a new peer's ring is taken while the consumer polls
       if (steer_ && steer_->rebuild_due(now_ns())) (void)steer_->try_rebuild();
       if (consumer_polls_.load(std::memory_order_relaxed) == polls_seen) flush_deferred();  // it stopped
       continue;
@@ -724,6 +907,10 @@ void UdpLink::receive_loop() {
       flush_deferred();
       n = receive_once();
       rx_busy_.store(false, std::memory_order_release);
+    }
+    if (same_host_ && now - last_control_ >= kControlNs) {  // new peers' rings, peers gone
+      last_control_ = now;
+      same_host_control();
     }
     if (n > 0) {
       last_traffic = now;
@@ -738,9 +925,28 @@ void UdpLink::receive_loop() {
     std::vector<pollfd> fds = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (has_groups_.load(std::memory_order_acquire))
       for (int g : group_fds()) fds.push_back({g, POLLIN, 0});
+    if (same_host_) {
+      // The rings' producers ring our doorbells only while we sleep; a
+      // consumer's poll() holding the receiver means frames move: no sleep.
+      bool idle = false;
+      if (!rx_busy_.exchange(true, std::memory_order_acquire)) {
+        same_host_control_locked();
+        idle = same_host_->park(fds);
+        rx_busy_.store(false, std::memory_order_release);
+      }
+      if (!idle) {
+        same_host_->unpark();
+        parked_.store(false, std::memory_order_relaxed);
+        continue;
+      }
+    }
     // A group of several members looks now and then whether one is gone.
     (void)::poll(fds.data(), fds.size(), steer_ ? steer_->idle_timeout_ms() : -1);
     parked_.store(false, std::memory_order_relaxed);
+    if (same_host_) {
+      same_host_->unpark();
+      same_host_control();
+    }
     drain_wakeups();
     last_traffic = now_ns();
   }

@@ -1,7 +1,8 @@
 // The RoCEv2 link: the device's packets in UDP datagrams (IBTA vol. 1
 // Annex A17), between processes and hosts.
 //
-// One UDP socket bound to the device's IPv4 address and the RoCEv2 port
+// One UDP socket bound to the device's IP address (IPv4, or IPv6: then the
+// link addresses are roce6 ones, net.h) and the RoCEv2 port
 // receives; a thread drains it in batches (recvmmsg), polls on for a while
 // after traffic and then sleeps in poll(), so that an idle device costs no
 // CPU. A consumer that polls the device (an empty CQ poll, Device::progress)
@@ -23,17 +24,22 @@
 // Thread-safe.
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "hca/host_steering.h"
 #include "hca/link.h"
+#include "hca/same_host.h"
 #include "srdma/net.h"
 #include "srdma/status.h"
 
@@ -43,7 +49,8 @@ namespace srdma::hca {
 // rather than libc's socket(): an LD_PRELOAD shim that wraps socket() (Debian's
 // librspreload turns SOCK_DGRAM sockets into datagram rsockets, which run
 // on this very device) must not take the device's sockets over.
-int device_udp_socket(int extra_flags = 0);
+// An AF_INET6 one is IPV6_V6ONLY: an IPv6 device hears IPv6 only.
+int device_udp_socket(int extra_flags = 0, int family = AF_INET);
 
 class QueueEngine;
 
@@ -94,20 +101,41 @@ class UdpLink final : public Link {
   Result<void> attach_mcast(std::uint32_t group, std::uint32_t qpn);
   Result<void> detach_mcast(std::uint32_t group, std::uint32_t qpn);
 
-  std::uint32_t ipv4() const { return ip_; }
+  std::uint32_t ipv4() const { return ip_; }  // 0 on an IPv6 device
+  bool ipv6() const { return v6_; }
+  const IpAddress& ip() const { return ip_addr_; }
   // The host group this device shares its address with (null: it holds
   // the address alone, NetConfig::shared false).
   HostSteering* steering() const { return steer_.get(); }
+  // The shared-memory path to this user's other devices on this host (null:
+  // none, on an exclusive address or with NetConfig::same_host false).
+  SameHostPath* same_host() const { return same_host_.get(); }
   std::uint64_t address() const;
   UdpLinkStats stats() const;
 
  private:
-  UdpLink(const NetConfig& config, std::uint32_t ip, int fd, int wake_fd, std::uint32_t active_mtu, bool gso,
-          std::unique_ptr<HostSteering> steer);
+  UdpLink(const NetConfig& config, const IpAddress& ip, std::uint64_t address, int fd, int wake_fd, std::uint32_t active_mtu, bool gso,
+          std::unique_ptr<HostSteering> steer, std::unique_ptr<SameHostPath> same_host);
   struct RxState;
   void receive_loop();
-  // One recvmmsg and the delivery of what it got. REQUIRES: rx_busy_ held.
+  // One recvmmsg and the delivery of what it got, then what the same-host
+  // rings hold. REQUIRES: rx_busy_ held.
   int receive_once();
+  int receive_datagrams();
+  int receive_same_host();
+  // Hands a frame for another device of this host to its ring. false: not
+  // one (it takes the wire).
+  bool send_same_host(std::uint32_t dst_ip, std::uint32_t dst_qpn, std::span<const iovec> iov, std::uint8_t ttl,
+                      std::uint8_t tos, bool corrupted);
+  // The receive thread's look at the same-host path's connections (at most
+  // every kControlNs while traffic flows), or a request for the receiver's
+  // holder to look (control_due_).
+  void same_host_control();
+  // The look itself. REQUIRES: rx_busy_ held.
+  void same_host_control_locked();
+  bool on_rx_thread() const {
+    return std::this_thread::get_id() == rx_thread_id_.load(std::memory_order_relaxed);
+  }
   // Puts `p` in this thread's pending datagrams (see SendBatch).
   void enqueue(Packet&& p);
   // A consumer's answers wait for its next send (see udp_link.cc).
@@ -131,10 +159,15 @@ class UdpLink final : public Link {
   friend struct PendingSends;
 
   const NetConfig config_;
-  const std::uint32_t ip_;
+  const IpAddress ip_addr_;   // the device's address, either family
+  const bool v6_;             // an IPv6 device (no same-host path, no multicast)
+  const int family_;          // AF_INET or AF_INET6: every socket of the device's
+  const std::uint32_t ip_;    // the IPv4 address; 0 on an IPv6 device
+  const std::uint64_t address_;  // address()
   // Declared before fd_: destroyed after the destructor has closed fd_, so
   // that our socket has left the group before our slot is free.
   const std::unique_ptr<HostSteering> steer_;
+  const std::unique_ptr<SameHostPath> same_host_;
   const int fd_;       // bound to ip_:port, receives
   const int wake_fd_;  // eventfd: stop() and defer() wake the receive thread
   const std::uint32_t active_mtu_;
@@ -143,6 +176,9 @@ class UdpLink final : public Link {
   std::atomic<bool> gso_;
   QueueEngine* engine_ = nullptr;
   std::thread rx_thread_;
+  // The receive thread's id, stored by that thread: rx_thread_ itself is
+  // still being assigned when the thread first runs.
+  std::atomic<std::thread::id> rx_thread_id_{};
   std::atomic<bool> stopping_{false};
   // Whoever receives holds this (the receive thread or a consumer's poll()).
   std::atomic<bool> rx_busy_{false};
@@ -152,6 +188,10 @@ class UdpLink final : public Link {
   std::vector<Packet> deferred_;
   std::atomic<bool> has_deferred_{false};
   std::atomic<bool> parked_{false};  // the receive thread sleeps in poll() until traffic
+  std::int64_t last_control_ = 0;     // the receive thread's: same_host_control()
+  // The receive thread could not take the receiver for same_host_control():
+  // whoever holds it (a consumer that polls without pause) does it instead.
+  std::atomic<bool> control_due_{false};
 
   // Multicast groups joined, by group address. A group's socket stays open
   // until the link closes (the receive thread may be polling it); leaving

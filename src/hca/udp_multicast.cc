@@ -48,6 +48,7 @@ ip_mreq membership(std::uint32_t group, std::uint32_t local) {
 }  // namespace
 
 Result<void> UdpLink::attach_mcast(std::uint32_t group, std::uint32_t qpn) {
+  if (v6_) return make_error(EOPNOTSUPP, "multicast on an IPv6 device is not supported (IPv4 groups only)");
   if (!is_multicast(group)) return make_error(EINVAL, fmt::format("{} is not an IPv4 multicast group", ipv4_str(group)));
   std::lock_guard lock(groups_mu_);
   if (!groups_.count(group) && groups_.size() >= kMaxMcastGroups)

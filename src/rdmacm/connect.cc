@@ -83,16 +83,26 @@ rdma_conn_param conn_of(const srdma_cm_event& e, std::size_t skip) {
 void format_cma_header(const Id& i, std::uint8_t* out) {
   const rdma_addr& a = i.id.route.addr;
   out[0] = 0;  // CMA_VERSION
+  std::memcpy(out + 2, &a.src_sin.sin_port, 2);  // sin_port and sin6_port share their place
+  if (a.src_addr.sa_family == AF_INET6) {
+    out[1] = 6 << 4;
+    std::memcpy(out + 4, &a.src_sin6.sin6_addr, 16);
+    std::memcpy(out + 20, &a.dst_sin6.sin6_addr, 16);
+    return;
+  }
   out[1] = 4 << 4;
-  std::memcpy(out + 2, &a.src_sin.sin_port, 2);
   put_ipv4(out + 4, ip_of(a.src_sin));
   put_ipv4(out + 20, ip_of(a.dst_sin));
 }
 
-bool parse_cma_header(const std::uint8_t* pd, std::size_t len, std::uint16_t& src_port, std::uint32_t& src_ip) {
-  if (!pd || len < kCmaHdr || pd[0] != 0 || (pd[1] >> 4) != 4) return false;
+bool parse_cma_header(const std::uint8_t* pd, std::size_t len, std::uint16_t& src_port, std::uint32_t& src_ip,
+                      in6_addr* src_ip6) {
+  if (!pd || len < kCmaHdr || pd[0] != 0 || (pd[1] >> 4) != (src_ip6 ? 6 : 4)) return false;
   src_port = static_cast<std::uint16_t>(pd[2] << 8 | pd[3]);
-  src_ip = get_ipv4(pd + 4);
+  if (src_ip6)
+    std::memcpy(src_ip6, pd + 4, 16);
+  else
+    src_ip = get_ipv4(pd + 4);
   return true;
 }
 
@@ -183,7 +193,10 @@ void listen_handler(const srdma_cm_event* e, void* context) {
   // mistake: cma_check_req_qp_type refuses it).
   std::uint16_t src_port = 0;
   std::uint32_t src_ip = 0;
-  const bool ours = parse_cma_header(e->private_data, e->private_data_len, src_port, src_ip) && !is_ud(*l);
+  in6_addr src_ip6{};
+  const bool ours =
+      parse_cma_header(e->private_data, e->private_data_len, src_port, src_ip, d->v6 ? &src_ip6 : nullptr) &&
+      !is_ud(*l);
   auto* n = ours ? new (std::nothrow) Id : nullptr;
   if (!n) {
     lock.unlock();
@@ -216,7 +229,12 @@ void listen_handler(const srdma_cm_event* e, void* context) {
   n->peer_initiator_depth = e->initiator_depth;
   n->peer_retry_count = std::min<std::uint8_t>(e->retry_count, 7);
   n->peer_rnr_retry_count = std::min<std::uint8_t>(e->rnr_retry_count, 7);
-  fill_route_addrs(*n, d->ipv4, l->port, e->peer_ipv4 ? e->peer_ipv4 : src_ip, src_port);
+  if (d->v6) {
+    const in6_addr peer = peer6_of(*e, src_ip6);
+    fill_route_addrs6(*n, d->ip6, l->port, &peer, src_port);
+  } else {
+    fill_route_addrs(*n, d->ipv4, l->port, e->peer_ipv4 ? e->peer_ipv4 : src_ip, src_port);
+  }
   fill_path(*n);
   g_ids.insert(n);
   rdma_conn_param p = conn_of(*e, kCmaHdr);
@@ -242,7 +260,10 @@ int connect_rc(Id& i, const rdma_conn_param& p) {
   if (p.private_data_len) std::memcpy(data + kCmaHdr, p.private_data, p.private_data_len);
 
   srdma_cm_connect_params c{};
-  c.peer_ipv4 = ip_of(a.dst_sin);
+  if (a.dst_addr.sa_family == AF_INET6)
+    std::memcpy(c.peer_gid, &a.dst_sin6.sin6_addr, sizeof c.peer_gid);
+  else
+    c.peer_ipv4 = ip_of(a.dst_sin);
   c.service_id = service_id(i, ntohs(a.dst_sin.sin_port));
   c.local_qpn = i.id.qp ? i.id.qp->qp_num : p.qp_num;
   c.starting_psn = i.psn;

@@ -53,8 +53,15 @@ DeviceRef* device() {
     ibv_close_device(verbs);
     return fail_null<DeviceRef>("rdma_cm", e, "cannot start the device's CM agent");
   }
-  g_dev.ipv4 = std::uint32_t{gid.raw[12]} << 24 | std::uint32_t{gid.raw[13]} << 16 |
-               std::uint32_t{gid.raw[14]} << 8 | gid.raw[15];
+  // GID 0 is the device's address: ::ffff:a.b.c.d, or an IPv6 address.
+  static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(gid.raw, kMapped, sizeof kMapped) == 0) {
+    g_dev.ipv4 = std::uint32_t{gid.raw[12]} << 24 | std::uint32_t{gid.raw[13]} << 16 |
+                 std::uint32_t{gid.raw[14]} << 8 | gid.raw[15];
+  } else {
+    g_dev.v6 = true;
+    std::memcpy(&g_dev.ip6, gid.raw, sizeof g_dev.ip6);
+  }
   g_dev.mtu = port.active_mtu;
   g_dev.max_rd_atomic = static_cast<std::uint8_t>(std::min(attr.max_qp_rd_atom, 255));
   g_dev.pd = pd;

@@ -76,6 +76,26 @@ int local_ipv4(const char* call, const sockaddr* addr, const DeviceRef& d, std::
   return 0;
 }
 
+// The same for a device on IPv6: ::, ::1 (loopback, as above) and the
+// device's own address are its own; 0.0.0.0 (a program that listens on
+// "any" in IPv4 terms) is too. Any other address: EADDRNOTAVAIL; another
+// IPv4 one: EAFNOSUPPORT.
+int local_ipv6(const char* call, const sockaddr* addr, const DeviceRef& d, std::uint16_t& port) {
+  if (addr->sa_family == AF_INET) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(addr);
+    if (s->sin_addr.s_addr != htonl(INADDR_ANY))
+      return fail(call, EAFNOSUPPORT, "the device is on IPv6 (SRDMA_ADDR): IPv6 addresses only, or 0.0.0.0");
+    port = ntohs(s->sin_port);
+    return 0;
+  }
+  if (addr->sa_family != AF_INET6) return fail(call, EAFNOSUPPORT, "not an IP address");
+  const auto* s = reinterpret_cast<const sockaddr_in6*>(addr);
+  port = ntohs(s->sin6_port);
+  const in6_addr& a = s->sin6_addr;
+  if (IN6_IS_ADDR_UNSPECIFIED(&a) || IN6_IS_ADDR_LOOPBACK(&a) || IN6_ARE_ADDR_EQUAL(&a, &d.ip6)) return 0;
+  return fail(call, EADDRNOTAVAIL, "neither the device's address (SRDMA_ADDR) nor ::1 or ::");
+}
+
 }  // namespace
 
 namespace srdma::rdmacm {
@@ -87,12 +107,15 @@ int bind_locked(Id& id, const sockaddr* addr, const char* call) {
   if (!d) return -1;
   std::uint32_t ip = 0;
   std::uint16_t port = 0;
-  if (local_ipv4(call, addr, *d, ip, port)) return -1;
+  if (d->v6 ? local_ipv6(call, addr, *d, port) : local_ipv4(call, addr, *d, ip, port)) return -1;
   if (take_port(id, port) < 0) return -1;
   id.id.verbs = d->verbs;
   id.id.pd = d->pd;  // the device's PD, as librdmacm sets it once the ID has a device
   id.id.port_num = 1;
-  fill_route_addrs(id, ip, id.port, 0, 0);
+  if (d->v6)
+    fill_route_addrs6(id, d->ip6, id.port, nullptr, 0);
+  else
+    fill_route_addrs(id, ip, id.port, 0, 0);
   id.state = State::kBound;
   return 0;
 }

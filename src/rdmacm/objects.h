@@ -32,7 +32,9 @@ struct DeviceRef {
   ibv_context* verbs = nullptr;
   ibv_pd* pd = nullptr;  // the default PD (rdma_create_qp with pd NULL)
   srdma_cm* cm = nullptr;
-  std::uint32_t ipv4 = 0;  // host order
+  std::uint32_t ipv4 = 0;  // host order; 0 on a device on IPv6 (SRDMA_ADDR=::1 ...)
+  bool v6 = false;         // the device is on IPv6: its addresses, GID and peers are IPv6
+  in6_addr ip6{};          // its IPv6 address (v6)
   ibv_mtu mtu = IBV_MTU_1024;
   std::uint8_t max_rd_atomic = 1;
   pid_t pid = 0;  // the process that opened it (fork: device())
@@ -167,11 +169,13 @@ void detach_groups(Id& id);
 int attach_groups(Id& id);
 
 // The RDMA CM's IP header (struct cma_hdr, 36 bytes) of the ID's route into
-// `out`; and the source port and IPv4 address of a received one (false
-// unless it is version 0 over IPv4 and at least 36 bytes).
+// `out` (IP version 4 or 6, as the route's); and the source port and
+// address of a received one (false unless it is version 0, at least 36
+// bytes, and of the device's IP version: src_ip for IPv4, src_ip6 for IPv6).
 constexpr std::size_t kCmaHeaderBytes = 36;
 void format_cma_header(const Id& i, std::uint8_t* out);
-bool parse_cma_header(const std::uint8_t* pd, std::size_t len, std::uint16_t& src_port, std::uint32_t& src_ip);
+bool parse_cma_header(const std::uint8_t* pd, std::size_t len, std::uint16_t& src_port, std::uint32_t& src_ip,
+                      in6_addr* src_ip6 = nullptr);
 
 // UD IDs (RDMA_PS_UDP) through service ID resolution (ud.cc). REQUIRES g_mu.
 inline bool is_ud(const Id& id) { return id.id.qp_type == IBV_QPT_UD; }
@@ -212,6 +216,13 @@ std::uint64_t service_id(const Id& id, std::uint16_t port);
 // Fills id->route (addresses, GIDs, the one path record) from src and dst.
 void fill_route_addrs(Id& id, std::uint32_t src_ip, std::uint16_t src_port, std::uint32_t dst_ip,
                       std::uint16_t dst_port);
+// The same over IPv6 (no destination yet: dst null); the GIDs are the
+// addresses themselves.
+void fill_route_addrs6(Id& id, const in6_addr& src, std::uint16_t src_port, const in6_addr* dst,
+                       std::uint16_t dst_port);
+// The peer a received REQ or SIDR_REQ names on a device on IPv6: the
+// event's GID, or the one its cma_hdr names.
+in6_addr peer6_of(const srdma_cm_event& e, const in6_addr& from_header);
 void fill_path(Id& id);
 
 // QP transitions librdmacm does for the application (REQUIRES g_mu).

@@ -43,6 +43,30 @@ void fill_route_addrs(Id& id, std::uint32_t src_ip, std::uint16_t src_port, std:
   a.addr.ibaddr.pkey = htons(0xffff);
 }
 
+void fill_route_addrs6(Id& id, const in6_addr& src, std::uint16_t src_port, const in6_addr* dst,
+                       std::uint16_t dst_port) {
+  rdma_addr& a = id.id.route.addr;
+  std::memset(&a.src_sin6, 0, sizeof a.src_sin6);
+  a.src_sin6.sin6_family = AF_INET6;
+  a.src_sin6.sin6_addr = src;
+  a.src_sin6.sin6_port = htons(src_port);
+  std::memcpy(a.addr.ibaddr.sgid.raw, &src, 16);
+  if (dst) {
+    std::memset(&a.dst_sin6, 0, sizeof a.dst_sin6);
+    a.dst_sin6.sin6_family = AF_INET6;
+    a.dst_sin6.sin6_addr = *dst;
+    a.dst_sin6.sin6_port = htons(dst_port);
+    std::memcpy(a.addr.ibaddr.dgid.raw, dst, 16);
+  }
+  a.addr.ibaddr.pkey = htons(0xffff);
+}
+
+in6_addr peer6_of(const srdma_cm_event& e, const in6_addr& from_header) {
+  in6_addr g;
+  std::memcpy(&g, e.peer_gid, sizeof g);
+  return IN6_IS_ADDR_UNSPECIFIED(&g) ? from_header : g;
+}
+
 void fill_path(Id& id) {
   const rdma_addr& a = id.id.route.addr;
   ibv_sa_path_rec& p = id.path;
@@ -79,6 +103,31 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   {
     std::lock_guard lock(g_mu);
     if (!live(id)) return fail("rdma_resolve_addr", EINVAL, "not a live rdma_cm_id");
+    DeviceRef* dev = device();
+    if (!dev) return -1;
+    if (dev->v6) {
+      // A device on IPv6 reaches IPv6 peers: the destination is one (::1
+      // included), never an IPv4 one.
+      if (dst_addr->sa_family != AF_INET6)
+        return fail("rdma_resolve_addr", EAFNOSUPPORT, "the device is on IPv6 (SRDMA_ADDR): IPv6 destinations only");
+      const auto* d6 = reinterpret_cast<const sockaddr_in6*>(dst_addr);
+      const in6_addr dst = d6->sin6_addr;
+      if (IN6_IS_ADDR_UNSPECIFIED(&dst) || IN6_IS_ADDR_V4MAPPED(&dst) || IN6_IS_ADDR_MULTICAST(&dst))
+        return fail("rdma_resolve_addr", EINVAL, "not an IPv6 unicast destination (::, ::ffff:a.b.c.d, ff00::/8)");
+      Id& i = *to_id(id);
+      if (i.state == State::kIdle) {
+        sockaddr_in6 any{};
+        any.sin6_family = AF_INET6;
+        if (bind_locked(i, src_addr ? src_addr : reinterpret_cast<sockaddr*>(&any), "rdma_resolve_addr")) return -1;
+      } else if (i.state != State::kBound) {
+        return fail("rdma_resolve_addr", EINVAL, "the ID is resolved, listening or connected already");
+      }
+      i.mtu = dev->mtu;
+      fill_route_addrs6(i, dev->ip6, i.port, &dst, ntohs(d6->sin6_port));
+      i.state = State::kAddrResolved;
+      queue_event(i, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+      sync = i.sync;
+    } else {
     std::uint32_t dst_ip = 0;
     std::uint16_t dst_port = 0;
     if (!ipv4_view(dst_addr, dst_ip, dst_port))
@@ -108,6 +157,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     i.state = State::kAddrResolved;
     queue_event(i, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     sync = i.sync;
+    }
   }
   return sync ? sync_wait(id, RDMA_CM_EVENT_ADDR_RESOLVED) : 0;
 }

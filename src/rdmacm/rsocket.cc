@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "errors.h"
+#include "objects.h"
 #include "rsocket.h"
 #include "rsocket_dgram.h"
 
@@ -60,15 +61,47 @@ RSocketRef make_socket(int domain) {
   return rs;
 }
 
-void copy_addr(sockaddr* dst, socklen_t* len, const sockaddr* src) {
-  const socklen_t size = src->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  std::memcpy(dst, src, std::min(*len, size));
-  *len = size;
-}
-
 }  // namespace
 
 int rs_fail(const char* call, int code, const char* reason) { return fail(call, code, reason); }
+
+int ipv4_of(const char* call, const sockaddr* addr, socklen_t len, sockaddr_in& out) {
+  if (!addr) return rs_fail(call, EFAULT, "NULL address");
+  if (len < sizeof(sa_family_t)) return rs_fail(call, EINVAL, "address too short");
+  if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
+    return rs_fail(call, EAFNOSUPPORT, "an AF_INET or AF_INET6 address");
+  if (len < (addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in)))
+    return rs_fail(call, EINVAL, "address too short for its family");
+  std::uint32_t ip = 0;
+  std::uint16_t port = 0;
+  if (!ipv4_view(addr, ip, port))
+    return rs_fail(call, EAFNOSUPPORT,
+                   "an IPv6 address that is not an IPv4 one (softrdma's CM and rsockets are IPv4: "
+                   "::, ::1 and ::ffff:a.b.c.d only)");
+  out = sockaddr_in{};
+  out.sin_family = AF_INET;
+  out.sin_addr.s_addr = htonl(ip);
+  out.sin_port = htons(port);
+  return 0;
+}
+
+void present_addr(int domain, const sockaddr* src, sockaddr* out, socklen_t* len) {
+  sockaddr_in6 v6{};
+  if (domain == AF_INET6 && src->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(src);
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = v4->sin_port;
+    if (v4->sin_addr.s_addr != htonl(INADDR_ANY)) {
+      v6.sin6_addr.s6_addr[10] = 0xff;
+      v6.sin6_addr.s6_addr[11] = 0xff;
+      std::memcpy(&v6.sin6_addr.s6_addr[12], &v4->sin_addr.s_addr, 4);
+    }
+    src = reinterpret_cast<const sockaddr*>(&v6);
+  }
+  const socklen_t size = src->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  std::memcpy(out, src, std::min(*len, size));
+  *len = size;
+}
 
 RSocketRef lookup(int fd) {
   std::lock_guard lock(g_table_mu);
@@ -215,7 +248,10 @@ extern "C" {
 
 int rsocket(int domain, int type, int protocol) {
   const int base = type & ~(SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (domain != AF_INET) return rs_fail("rsocket", ENOTSUP, "AF_INET only (softrdma's CM is IPv4)");
+  // AF_INET6 rsockets reach IPv4 peers only (ipv4_of), as a dual-stack
+  // socket that is never given a real IPv6 address.
+  if (domain != AF_INET && domain != AF_INET6)
+    return rs_fail("rsocket", EAFNOSUPPORT, "AF_INET or AF_INET6 only (softrdma's CM is IPv4)");
   if (base != SOCK_STREAM && base != SOCK_DGRAM) return rs_fail("rsocket", ENOTSUP, "SOCK_STREAM or SOCK_DGRAM only");
   if (protocol && protocol != (base == SOCK_STREAM ? IPPROTO_TCP : IPPROTO_UDP))
     return rs_fail("rsocket", ENOTSUP, "protocol is not TCP (stream) or UDP (datagram)");
@@ -241,10 +277,11 @@ int rsocket(int domain, int type, int protocol) {
 int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rbind", EBADF, "not an rsocket");
-  if (!addr || addrlen < sizeof(sockaddr_in)) return rs_fail("rbind", EINVAL, "address too short");
+  sockaddr_in v4;
+  if (ipv4_of("rbind", addr, addrlen, v4)) return -1;
   if (rs->type == SOCK_DGRAM) return dgram_bind(*rs, addr, addrlen);
   std::lock_guard lock(rs->mu);
-  if (rdma_bind_addr(rs->id, const_cast<sockaddr*>(addr))) return -1;
+  if (rdma_bind_addr(rs->id, reinterpret_cast<sockaddr*>(&v4))) return -1;
   rs->state = kBound;
   return 0;
 }
@@ -329,7 +366,7 @@ int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
     rs->state = kConnectRdwr;
     nlock.unlock();
     insert(rs);
-    if (addr && addrlen) copy_addr(addr, addrlen, rdma_get_peer_addr(id));
+    if (addr && addrlen) present_addr(ls->domain, rdma_get_peer_addr(id), addr, addrlen);
     return rs->fd;
   }
 }
@@ -338,8 +375,8 @@ int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rconnect", EBADF, "not an rsocket");
   if (rs->type == SOCK_DGRAM) return addr ? dgram_connect(*rs, addr, addrlen) : rs_fail("rconnect", EFAULT, "NULL address");
-  if (!addr || addrlen < sizeof(sockaddr_in) || addr->sa_family != AF_INET)
-    return rs_fail("rconnect", EAFNOSUPPORT, "an AF_INET address");
+  sockaddr_in v4;
+  if (ipv4_of("rconnect", addr, addrlen, v4)) return -1;
   std::unique_lock lock(rs->mu);
   if (rs->state & kOpening) {
     // A second rconnect while one is under way (non-blocking sockets).
@@ -348,7 +385,7 @@ int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
     return r;
   }
   if (rs->state != kInit && rs->state != kBound) return rs_fail("rconnect", EISCONN, "connected or listening");
-  std::memcpy(&rs->dst, addr, sizeof(sockaddr_in));
+  std::memcpy(&rs->dst, &v4, sizeof v4);
   return do_connect(*rs, lock, rs->fs_flags & O_NONBLOCK);
 }
 
@@ -403,10 +440,10 @@ int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rgetpeername", EBADF, "not an rsocket");
   if (!addr || !addrlen) return rs_fail("rgetpeername", EFAULT, "NULL address");
-  if (rs->type == SOCK_DGRAM) return getpeername(rs->fd, addr, addrlen);
+  if (rs->type == SOCK_DGRAM) return dgram_name(*rs, true, addr, addrlen);
   if (!(rs->state & (kConnected | kDisconnected | kError)))
     return rs_fail("rgetpeername", ENOTCONN, "not connected");
-  copy_addr(addr, addrlen, rdma_get_peer_addr(rs->id));
+  present_addr(rs->domain, rdma_get_peer_addr(rs->id), addr, addrlen);
   return 0;
 }
 
@@ -414,15 +451,11 @@ int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rgetsockname", EBADF, "not an rsocket");
   if (!addr || !addrlen) return rs_fail("rgetsockname", EFAULT, "NULL address");
-  if (rs->type == SOCK_DGRAM) return getsockname(rs->fd, addr, addrlen);
+  if (rs->type == SOCK_DGRAM) return dgram_name(*rs, false, addr, addrlen);
   const sockaddr* local = rdma_get_local_addr(rs->id);
-  if (local->sa_family == AF_INET) {
-    copy_addr(addr, addrlen, local);
-  } else {
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    copy_addr(addr, addrlen, reinterpret_cast<sockaddr*>(&any));
-  }
+  sockaddr_in any{};  // unbound: the any address, port 0
+  any.sin_family = AF_INET;
+  present_addr(rs->domain, local->sa_family == AF_INET ? local : reinterpret_cast<sockaddr*>(&any), addr, addrlen);
   return 0;
 }
 

@@ -208,4 +208,17 @@ void watch_keepalive(const RSocketRef& rs, bool on);
 // Logs (under SRDMA_VERBS_DEBUG) and sets errno; returns -1.
 int rs_fail(const char* call, int code, const char* reason);
 
+// Addresses of AF_INET6 rsockets. Our CM and wire are IPv4, so an AF_INET6
+// rsocket takes the IPv6 addresses that stand for IPv4 ones (::, ::1 and
+// ::ffff:a.b.c.d: ipv4_view) and hands the program back AF_INET6 names.
+// The IPv4 address and port an address of `len` bytes names, in `out`;
+// -1 with errno EINVAL (too short) or EAFNOSUPPORT (a real IPv6 address, or
+// another family), the reason under SRDMA_VERBS_DEBUG.
+int ipv4_of(const char* call, const sockaddr* addr, socklen_t len, sockaddr_in& out);
+// Writes `v4` to `out` (at most *len bytes, *len set to the whole size) as
+// the socket's domain names it: AF_INET as it is, AF_INET6 as
+// ::ffff:a.b.c.d (INADDR_ANY as ::, what a dual-stack socket bound to ::
+// reports).
+void present_addr(int domain, const sockaddr* v4, sockaddr* out, socklen_t* len);
+
 }  // namespace srdma::rdmacm::rs

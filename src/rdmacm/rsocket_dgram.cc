@@ -6,6 +6,7 @@
 #include "srdma_cm_private.h"
 
 #include "errors.h"
+#include "objects.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -242,19 +243,44 @@ int dgram_socket(RSocket& rs) {
   return 0;
 }
 
+// The UDP socket is IPv4 whatever the rsocket's domain (the ds_ headers
+// we send carry IPv4 addresses, version 4): an AF_INET6 rsocket's
+// addresses are converted on the way in (ipv4_of) and out (present_addr).
 int dgram_bind(RSocket& rs, const sockaddr* addr, socklen_t len) {
+  sockaddr_in v4;
+  if (ipv4_of("rbind", addr, len, v4)) return -1;
   std::lock_guard lock(rs.mu);
-  if (bind(rs.dg->udp, addr, len)) return -1;
+  // The loopback address is the device's, as rdma_bind_addr takes it (the
+  // kernel's CM binds loopback to its first device): peers send to the
+  // device's address, and our datagrams name it as their source. (udpong's
+  // server binds what getaddrinfo(NULL) gives: ::1 or 127.0.0.1.)
+  if (v4.sin_addr.s_addr == htonl(INADDR_LOOPBACK) && !device_stands_for_host()) {
+    DeviceRef* dev = device();
+    if (!dev) return -1;
+    v4.sin_addr.s_addr = htonl(dev->ipv4);
+  }
+  if (bind(rs.dg->udp, reinterpret_cast<const sockaddr*>(&v4), sizeof v4)) return -1;
   return setup(rs);
 }
 
 int dgram_connect(RSocket& rs, const sockaddr* addr, socklen_t len) {
+  sockaddr_in v4;
+  if (ipv4_of("rconnect", addr, len, v4)) return -1;
   std::lock_guard lock(rs.mu);
-  if (len < sizeof(sockaddr_in) || addr->sa_family != AF_INET) return rs_fail("rconnect", EAFNOSUPPORT, "AF_INET only");
   if (setup(rs)) return -1;
-  if (connect(rs.dg->udp, addr, len)) return -1;
-  std::memcpy(&rs.dg->peer, addr, sizeof(sockaddr_in));
+  if (connect(rs.dg->udp, reinterpret_cast<const sockaddr*>(&v4), sizeof v4)) return -1;
+  rs.dg->peer = v4;
   rs.dg->connected = true;
+  return 0;
+}
+
+int dgram_name(RSocket& rs, bool peer, sockaddr* addr, socklen_t* len) {
+  sockaddr_storage a{};
+  socklen_t alen = sizeof a;
+  const int r = peer ? getpeername(rs.dg->udp, reinterpret_cast<sockaddr*>(&a), &alen)
+                     : getsockname(rs.dg->udp, reinterpret_cast<sockaddr*>(&a), &alen);
+  if (r) return -1;
+  present_addr(rs.domain, reinterpret_cast<const sockaddr*>(&a), addr, len);
   return 0;
 }
 
@@ -263,8 +289,7 @@ ssize_t dgram_sendto(RSocket& rs, const void* buf, std::size_t len, int flags, c
   Dgram& d = *rs.dg;
   sockaddr_in dst{};
   if (to) {
-    if (tolen < sizeof(sockaddr_in) || to->sa_family != AF_INET) return rs_fail("rsendto", EAFNOSUPPORT, "AF_INET only");
-    std::memcpy(&dst, to, sizeof dst);
+    if (ipv4_of("rsendto", to, tolen, dst)) return -1;
   } else if (d.connected) {
     dst = d.peer;
   } else {
@@ -321,11 +346,7 @@ ssize_t dgram_recvfrom(RSocket& rs, void* buf, std::size_t len, int flags, socka
   const std::size_t n = std::min<std::size_t>(len, m.length);
   const std::uint8_t* src = m.slot >= 0 ? d.rbuf + std::size_t(m.slot) * kDsSlot + m.offset : m.data.data();
   if (n) std::memcpy(buf, src, n);
-  if (from && fromlen) {
-    const socklen_t k = std::min<socklen_t>(*fromlen, sizeof m.from);
-    std::memcpy(from, &m.from, k);
-    *fromlen = sizeof m.from;
-  }
+  if (from && fromlen) present_addr(rs.domain, reinterpret_cast<const sockaddr*>(&m.from), from, fromlen);
   if (!(flags & MSG_PEEK)) {
     if (m.slot >= 0) post_recv(d, m.slot);
     d.ready.pop_front();

@@ -72,6 +72,8 @@ struct Dgram {
 int dgram_socket(RSocket& rs);
 int dgram_bind(RSocket& rs, const sockaddr* addr, socklen_t len);
 int dgram_connect(RSocket& rs, const sockaddr* addr, socklen_t len);
+// rgetsockname (peer false) and rgetpeername, in the socket's domain.
+int dgram_name(RSocket& rs, bool peer, sockaddr* addr, socklen_t* len);
 ssize_t dgram_sendto(RSocket& rs, const void* buf, std::size_t len, int flags, const sockaddr* to, socklen_t tolen);
 ssize_t dgram_recvfrom(RSocket& rs, void* buf, std::size_t len, int flags, sockaddr* from, socklen_t* fromlen);
 // rpoll: the ready events, never blocking; and the fds to sleep on.

@@ -48,7 +48,10 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
   if (!is_linger && optlen >= sizeof(int)) std::memcpy(&v, optval, sizeof v);
   // A datagram rsocket's socket options are its UDP socket's, as rdma-core
   // passes them on (its buffers are fixed: 64 slots of 2 KiB each way).
-  if (rs->type == SOCK_DGRAM && level != SOL_RDMA) return setsockopt(rs->fd, level, optname, optval, optlen);
+  // Its UDP socket is IPv4 (rsocket_dgram.cc): an AF_INET6 one's
+  // IPV6_V6ONLY is kept here, as a stream rsocket's is.
+  if (rs->type == SOCK_DGRAM && level != SOL_RDMA && level != IPPROTO_IPV6)
+    return setsockopt(rs->fd, level, optname, optval, optlen);
   std::lock_guard lock(rs->mu);
   switch (level) {
     case SOL_SOCKET:
@@ -143,7 +146,8 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
   RSocketRef rs = lookup(socket);
   if (!rs) return rs_fail("rgetsockopt", EBADF, "not an rsocket");
   if (!optval || !optlen) return rs_fail("rgetsockopt", EFAULT, "NULL option value or length");
-  if (rs->type == SOCK_DGRAM && level != SOL_RDMA) return getsockopt(rs->fd, level, optname, optval, optlen);
+  if (rs->type == SOCK_DGRAM && level != SOL_RDMA && level != IPPROTO_IPV6)
+    return getsockopt(rs->fd, level, optname, optval, optlen);
   std::lock_guard lock(rs->mu);
   switch (level) {
     case SOL_SOCKET:

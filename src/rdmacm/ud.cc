@@ -83,7 +83,10 @@ int connect_ud(Id& i, const rdma_conn_param& p) {
   if (p.private_data_len) std::memcpy(data + kCmaHeaderBytes, p.private_data, p.private_data_len);
   const rdma_addr& a = i.id.route.addr;
   srdma_cm_sidr_params s{};
-  s.peer_ipv4 = ntohl(a.dst_sin.sin_addr.s_addr);
+  if (a.dst_addr.sa_family == AF_INET6)
+    std::memcpy(s.peer_gid, &a.dst_sin6.sin6_addr, sizeof s.peer_gid);
+  else
+    s.peer_ipv4 = ntohl(a.dst_sin.sin_addr.s_addr);
   s.service_id = service_id(i, ntohs(a.dst_sin.sin_port));
   s.response_timeout = kResponseTimeout;
   s.max_cm_retries = kMaxCmRetries;
@@ -123,7 +126,9 @@ void sidr_request_received(Id& l, const srdma_cm_event& e, std::unique_lock<std:
   DeviceRef* d = device();
   std::uint16_t src_port = 0;
   std::uint32_t src_ip = 0;
-  const bool ours = parse_cma_header(e.private_data, e.private_data_len, src_port, src_ip) && is_ud(l);
+  in6_addr src_ip6{};
+  const bool ours =
+      parse_cma_header(e.private_data, e.private_data_len, src_port, src_ip, d->v6 ? &src_ip6 : nullptr) && is_ud(l);
   auto* n = ours ? new (std::nothrow) Id : nullptr;
   if (!n) {
     lock.unlock();
@@ -144,7 +149,12 @@ void sidr_request_received(Id& l, const srdma_cm_event& e, std::unique_lock<std:
   n->comm_id = e.id;
   n->state = State::kConnectRequest;
   n->mtu = d->mtu;
-  fill_route_addrs(*n, d->ipv4, l.port, e.peer_ipv4 ? e.peer_ipv4 : src_ip, src_port);
+  if (d->v6) {
+    const in6_addr peer = peer6_of(e, src_ip6);
+    fill_route_addrs6(*n, d->ip6, l.port, &peer, src_port);
+  } else {
+    fill_route_addrs(*n, d->ipv4, l.port, e.peer_ipv4 ? e.peer_ipv4 : src_ip, src_port);
+  }
   fill_path(*n);
   g_ids.insert(n);
   rdma_ud_param ud{};

@@ -588,7 +588,10 @@ Result<std::vector<BlkModeResult>> blk_bench(const BlkBenchOptions& o, std::ostr
   std::vector<BlkModeResult> results;
   Result<Device> remote_host = make_error(ENODEV, "");
   if (!o.connect.empty()) {
-    NetConfig net;
+    // SRDMA_SAME_HOST, SRDMA_BUSY_POLL_US ... apply here too; the address is ours.
+    auto env = NetConfig::from_env();
+    if (!env) return std::unexpected(env.error());
+    NetConfig net = *env;
     net.ip = o.ip;
     remote_host = Device::open(Profile{}, "srdma-host", net);
     if (!remote_host) return std::unexpected(remote_host.error());

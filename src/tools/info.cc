@@ -99,9 +99,13 @@ Result<void> info(const Profile& requested, std::ostream& out, const std::string
   for (auto [name, v] : {std::pair{"requests_sent", tc.requests_sent}, {"requests_received", tc.requests_received},
                          {"responses_sent", tc.responses_sent}, {"responses_received", tc.responses_received},
                          {"retransmissions", tc.retransmissions}, {"timeouts", tc.timeouts}, {"rto_expiries", tc.rto_expiries},
+                         {"tail_probes", tc.tail_probes},
                          {"rnr_naks_sent", tc.rnr_naks_sent}, {"rnr_naks_received", tc.rnr_naks_received},
                          {"rnr_retries", tc.rnr_retries}, {"seq_naks_sent", tc.seq_naks_sent},
-                         {"seq_naks_received", tc.seq_naks_received}, {"duplicate_requests", tc.duplicate_requests}})
+                         {"seq_naks_received", tc.seq_naks_received}, {"duplicate_requests", tc.duplicate_requests},
+                         {"cnps_sent", tc.cnps_sent}, {"cnps_received", tc.cnps_received},
+                         {"rate_decreases", tc.rate_decreases}, {"rate_increases", tc.rate_increases},
+                         {"paced_waits", tc.paced_waits}, {"lowest_rate_mbps", tc.lowest_rate_mbps}})
     fmt::print(out, "  {:<22} {}\n", name, v);
   for (std::size_t r = 0; r < kNumDropReasons; ++r)
     fmt::print(out, "  dropped_{:<14} {}\n", drop_reason_str(static_cast<DropReason>(r)), tc.dropped[r]);

@@ -138,8 +138,10 @@ int main(int argc, char** argv) {
                    "The QPs' local ACK timeout, 4.096 us x 2^N, 0..31 (perftest's -u; each side its own)")
       ->capture_default_str();
   perf->add_option("--impair", popt.impair,
-                   "Both devices send through a link that loses, duplicates, reorders or corrupts packets: "
-                   "loss=P,dup=P,reorder=P,corrupt=P,seed=N[,depth=K] (any subset; P in [0, 1))");
+                   "Both devices send through a link that loses, duplicates, reorders or corrupts packets, "
+                   "or meets a bottleneck port that queues, tail-drops and marks CE: KEY=VALUE pairs joined by commas, "
+                   "any subset of loss=P dup=P reorder=P corrupt=P (P in [0, 1)) seed=N depth=K rate=GBPS "
+                   "queue=PACKETS ecn=THRESHOLD");
 
   auto* cq_pool = sim->add_subcommand(
       "cq-pool", "The shared CQ pool: lines 'get NR_CQE HINT CTX', 'put CQ NR_CQE', 'destroy CQ', "
@@ -178,8 +180,10 @@ int main(int argc, char** argv) {
   blkbench->add_option("--mtu", bo.mtu, "Path MTU of the NVMe-oF queues' QPs: 256, 512, 1024, 2048 or 4096")
       ->capture_default_str();
   blkbench->add_option("--impair", bo.impair,
-                       "Host and target send through a link that loses, duplicates, reorders or corrupts packets: "
-                       "loss=P,dup=P,reorder=P,corrupt=P,seed=N[,depth=K] (any subset; P in [0, 1))");
+                       "Host and target send through a link that loses, duplicates, reorders or corrupts packets, "
+                       "or meets a bottleneck port that queues, tail-drops and marks CE: KEY=VALUE pairs joined by commas, "
+                   "any subset of loss=P dup=P reorder=P corrupt=P (P in [0, 1)) seed=N depth=K rate=GBPS "
+                   "queue=PACKETS ecn=THRESHOLD");
   blkbench->add_option("--connect", bo.connect,
                        "Run only the host, against the target at ADDR[:PORT] (srdma nvmf target; port 4420 by "
                        "default), through the CM on the wire");

@@ -46,7 +46,9 @@ Result<void> nvmf_discover(const NvmfDiscoverOptions& o, std::ostream& out) {
     if (!p || *p == 0 || *p > 65535) return make_error(EINVAL, fmt::format("target '{}': the port is not 1..65535", o.target));
     port = static_cast<std::uint16_t>(*p);
   }
-  NetConfig net;
+  auto env = NetConfig::from_env();  // SRDMA_SAME_HOST ... apply here too; the address is ours
+  if (!env) return std::unexpected(env.error());
+  NetConfig net = *env;
   net.ip = o.ip;
   auto dev = Device::open(Profile{}, "srdma-host", net);
   if (!dev) return std::unexpected(dev.error());

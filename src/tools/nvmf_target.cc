@@ -156,7 +156,10 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log, const std
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   const auto started = std::chrono::steady_clock::now();
-  NetConfig net;
+  // SRDMA_SAME_HOST, SRDMA_BUSY_POLL_US ... apply here too; the address is ours.
+  auto env = NetConfig::from_env();
+  if (!env) return std::unexpected(env.error());
+  NetConfig net = *env;
   net.ip = c.ip;
   auto dev = Device::open(Profile{}, "srdma-target", net);
   if (!dev) return std::unexpected(dev.error());

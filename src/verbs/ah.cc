@@ -71,6 +71,16 @@ int ibv_init_ah_from_wc(ibv_context* context, std::uint8_t port_num, ibv_wc* wc,
   ah_attr->port_num = port_num;
   if (!(wc->wc_flags & IBV_WC_GRH)) return 0;
   if (!grh) return init_ah_fails("a completion with a GRH but no GRH buffer");
+  const auto* g6 = reinterpret_cast<const std::uint8_t*>(grh);
+  if ((g6[0] >> 4) == 6) {  // over IPv6 the GRH area is the datagram's IPv6 header
+    if (g6[6] != 17) return init_ah_fails("the GRH area's IPv6 header is not of a UDP datagram");
+    ah_attr->is_global = 1;
+    std::memcpy(ah_attr->grh.dgid.raw, g6 + 8, 16);  // its source: where the answer goes
+    ah_attr->grh.sgid_index = 0;
+    ah_attr->grh.hop_limit = 0xFF;
+    ah_attr->grh.traffic_class = static_cast<std::uint8_t>((g6[0] & 0xf) << 4 | g6[1] >> 4);
+    return 0;
+  }
   const auto* ip = reinterpret_cast<const std::uint8_t*>(grh) + kIpv4HeaderAt;
   if ((ip[0] >> 4) != 4) return init_ah_fails("the GRH area holds no IPv4 header");
   std::uint32_t saddr;

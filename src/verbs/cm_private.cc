@@ -29,12 +29,6 @@ namespace {
 std::mutex g_cm_mu;
 srdma_cm* g_cm = nullptr;  // the process has one device
 
-cm::Gid gid_of(std::uint32_t ipv4) {
-  const Gid g = gid_of_ipv4(ipv4);
-  cm::Gid out;
-  std::memcpy(out.data(), g.data(), out.size());
-  return out;
-}
 
 std::optional<cm::PathMtu> cm_mtu(ibv_mtu m) {
   if (m < IBV_MTU_256 || m > IBV_MTU_4096) return std::nullopt;
@@ -47,10 +41,32 @@ void fill_private(const std::array<std::byte, N>& pd, srdma_cm_event& ev) {
   ev.private_data_len = static_cast<std::uint8_t>(N);
 }
 
+// The link address a caller's peer names: its GID if it gives one (an IPv6
+// peer: the address enters the process's IPv6 table, as any it names),
+// else its IPv4 address.
+Result<std::uint64_t> peer_of(std::uint32_t ipv4, const std::uint8_t (&gid)[16]) {
+  Gid g;
+  std::memcpy(g.data(), gid, g.size());
+  if (g == Gid{}) return roce_address(ipv4);
+  return roce_address_of_gid(g);
+}
+
+// The GID of a link address: ::ffff:a.b.c.d, or the IPv6 address.
+cm::Gid cm_gid(std::uint64_t addr) {
+  const Gid g = is_roce6_address(addr) ? gid_of_roce_address(addr) : gid_of_ipv4(roce_ipv4(addr));
+  cm::Gid out;
+  std::memcpy(out.data(), g.data(), out.size());
+  return out;
+}
+
 srdma_cm_event to_c_event(const cm::CmEvent& e) {
   srdma_cm_event ev{};
   ev.id = e.id;
-  ev.peer_ipv4 = roce_ipv4(e.peer);
+  ev.peer_ipv4 = is_roce_address(e.peer) ? roce_ipv4(e.peer) : 0;
+  if (is_roce_link_address(e.peer)) {
+    const Gid g = gid_of_roce_address(e.peer);
+    std::memcpy(ev.peer_gid, g.data(), sizeof ev.peer_gid);
+  }
   switch (e.type) {
     case cm::CmEventType::kReqReceived: {
       ev.type = SRDMA_CM_REQ_RECEIVED;
@@ -189,7 +205,9 @@ int srdma_cm_connect(srdma_cm* cm, const srdma_cm_connect_params* p, srdma_cm_ha
   if (p->local_qpn > 0xFFFFFF || p->starting_psn > 0xFFFFFF)
     return fail("srdma_cm_connect", EINVAL, "QPN and PSN are 24 bits");
   cm::ConnectParams cp;
-  cp.peer = roce_address(p->peer_ipv4);
+  auto peer = peer_of(p->peer_ipv4, p->peer_gid);
+  if (!peer) return fail("srdma_cm_connect", peer.error());
+  cp.peer = *peer;
   cp.service_id = p->service_id;
   if (p->response_timeout) cp.response_timeout = std::min<std::uint8_t>(p->response_timeout, 31);
   if (p->max_cm_retries) cp.max_cm_retries = std::min<std::uint8_t>(p->max_cm_retries, 15);
@@ -202,9 +220,8 @@ int srdma_cm_connect(srdma_cm* cm, const srdma_cm_connect_params* p, srdma_cm_ha
   r.path_mtu = *mtu;
   r.retry_count = std::min<std::uint8_t>(p->retry_count, 7);
   r.rnr_retry_count = std::min<std::uint8_t>(p->rnr_retry_count, 7);
-  const std::uint32_t own = roce_ipv4(cm->dev.address());
-  r.primary_path.local_gid = gid_of(own);
-  r.primary_path.remote_gid = gid_of(p->peer_ipv4);
+  r.primary_path.local_gid = cm_gid(cm->dev.address());
+  r.primary_path.remote_gid = cm_gid(cp.peer);
   r.primary_path.hop_limit = 64;
   r.primary_path.local_ack_timeout = std::min<std::uint8_t>(p->local_ack_timeout, 31);
   if (p->private_data_len) std::memcpy(r.private_data.data(), p->private_data, p->private_data_len);
@@ -258,7 +275,9 @@ int srdma_cm_sidr_request(srdma_cm* cm, const srdma_cm_sidr_params* p, srdma_cm_
   if (p->private_data_len > cm::kSidrReqPrivateDataBytes || (p->private_data_len && !p->private_data))
     return fail("srdma_cm_sidr_request", EINVAL, "a SIDR_REQ carries at most 216 bytes of private data");
   cm::SidrParams sp;
-  sp.peer = roce_address(p->peer_ipv4);
+  auto peer = peer_of(p->peer_ipv4, p->peer_gid);
+  if (!peer) return fail("srdma_cm_sidr_request", peer.error());
+  sp.peer = *peer;
   sp.service_id = p->service_id;
   if (p->response_timeout) sp.response_timeout = std::min<std::uint8_t>(p->response_timeout, 31);
   if (p->max_cm_retries) sp.max_cm_retries = std::min<std::uint8_t>(p->max_cm_retries, 15);

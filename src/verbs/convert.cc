@@ -64,10 +64,14 @@ Result<std::uint64_t> peer_address(std::uint32_t own_ipv4, const ibv_ah_attr& ah
     if (ah.grh.sgid_index != 0) return make_error(EINVAL, "ah_attr.grh.sgid_index: the GID table has one entry, 0");
     Gid gid;
     std::memcpy(gid.data(), ah.grh.dgid.raw, gid.size());
-    auto ip = ipv4_of_gid(gid);
-    if (!ip) return make_error(EINVAL, "ah_attr.grh.dgid is not an IPv4-mapped RoCE v2 GID");
-    return roce_address(*ip);
+    const bool v4 = is_ipv4_mapped(gid);
+    if (v4 != (own_ipv4 != 0))
+      return make_error(EINVAL, v4 ? "ah_attr.grh.dgid is IPv4-mapped, the device is on IPv6"
+                                   : "ah_attr.grh.dgid is an IPv6 GID, the device is on IPv4 (::ffff:a.b.c.d)");
+    // An IPv6 GID this process names: its address enters the IPv6 table.
+    return roce_address_of_gid(gid);
   }
+  if (own_ipv4 == 0) return make_error(EINVAL, "ah_attr: a device on IPv6 needs a GRH (is_global) naming the peer");
   if (ah.dlid == 0) return make_error(EINVAL, "ah_attr: neither a GRH nor a LID names the peer");
   return roce_address((own_ipv4 & 0xFFFF0000u) | ah.dlid);
 }

@@ -33,7 +33,8 @@ inline ibv_qp_state ibv_state(QpState s) { return static_cast<ibv_qp_state>(s); 
 // The peer's RoCEv2 address from an address vector: the IPv4-mapped GID
 // with a GRH; without one the LID, which carries the low 16 bits of the
 // peer's address, in our own /16 (how LID-only programs such as qperf
-// address a peer). `own_ipv4` is the device's address.
+// address a peer). `own_ipv4` is the device's address. Over IPv6 (own_ipv4
+// 0) the GRH's DGID is the peer's IPv6 address, and a GRH is needed.
 Result<std::uint64_t> peer_address(std::uint32_t own_ipv4, const ibv_ah_attr& ah);
 
 // A softrdma completion as an ibv_wc (imm_data back to network order).

@@ -133,9 +133,30 @@ std::uint64_t node_guid(std::uint32_t ipv4) {
   std::uint64_t g = (std::uint64_t{0x02} << 56) | (std::uint64_t{0x5352} << 40) | (std::uint64_t{0xfffe} << 32) | ipv4;
   return htobe64(g);
 }
+// Either family: an IPv6 address's low 32 bits stand in the IPv4 one's place.
+std::uint64_t node_guid(const IpAddress& ip) {
+  return node_guid(ip.is_v4() ? ip.v4()
+                              : std::uint32_t{ip.bytes[12]} << 24 | std::uint32_t{ip.bytes[13]} << 16 |
+                                    std::uint32_t{ip.bytes[14]} << 8 | ip.bytes[15]);
+}
 
-// The interface that holds `ipv4` (0 if none is found).
-std::uint32_t ifindex_of(std::uint32_t ipv4) {
+// The interface that holds `ip` (0 if none is found).
+std::uint32_t ifindex_of(const IpAddress& ip) {
+  if (!ip.is_v4()) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return 0;
+    std::uint32_t index = 0;
+    for (ifaddrs* a = list; a; a = a->ifa_next) {
+      if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET6) continue;
+      if (std::memcmp(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, ip.bytes.data(), 16) == 0) {
+        index = if_nametoindex(a->ifa_name);
+        break;
+      }
+    }
+    freeifaddrs(list);
+    return index;
+  }
+  const std::uint32_t ipv4 = ip.v4();
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return 0;
   std::uint32_t index = 0;
@@ -157,7 +178,7 @@ void fill_device_attr(Context& ctx, ibv_device_attr& a) {
   const DeviceAttr d = ctx.dev.query();
   std::memset(&a, 0, sizeof a);
   std::snprintf(a.fw_ver, sizeof a.fw_ver, "softrdma %s", "0.1");
-  a.node_guid = node_guid(ctx.ipv4);
+  a.node_guid = node_guid(ctx.ip);
   a.sys_image_guid = a.node_guid;
   a.max_mr_size = d.max_mr_size;
   a.page_size_cap = d.page_size_cap;
@@ -421,7 +442,7 @@ __be64 ibv_get_device_guid(ibv_device* device) {
   if (device != &g_device) return 0;
   auto net = NetConfig::from_env();
   if (!net) return 0;
-  auto ip = parse_ipv4(net->ip);
+  auto ip = parse_ip(net->ip);
   return ip ? node_guid(*ip) : 0;
 }
 
@@ -465,7 +486,8 @@ ibv_context* open_context(const char* verb, std::shared_ptr<CommandFile> file, i
   ctx->cmd_fd = cmd_fd;
   ctx->file = std::move(file);
   ctx->dev = std::move(dev);
-  ctx->ipv4 = roce_ipv4(ctx->dev.address());
+  ctx->ip = ip_of_roce_address(ctx->dev.address());
+  ctx->ipv4 = ctx->ip.is_v4() ? ctx->ip.v4() : 0;
   std::memset(&ctx->vctx, 0, sizeof ctx->vctx);
   ctx->vctx.sz = sizeof(verbs_context);
   ctx->vctx.query_port = query_port_op;
@@ -613,7 +635,7 @@ int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port_num, std::uint32_
   entry->gid_index = 0;
   entry->port_num = 1;
   entry->gid_type = IBV_GID_TYPE_ROCE_V2;
-  entry->ndev_ifindex = ifindex_of(ctx->ipv4);
+  entry->ndev_ifindex = ifindex_of(ctx->ip);
   return 0;
 }
 

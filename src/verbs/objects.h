@@ -68,7 +68,8 @@ struct CommandFile {
 struct Context {
   verbs_context vctx;  // first: &vctx.context is what the application holds
   Device dev;
-  std::uint32_t ipv4 = 0;  // the device's address (host order)
+  std::uint32_t ipv4 = 0;  // the device's IPv4 address (host order); 0 on an IPv6 device
+  IpAddress ip;            // the device's address, either family
 
   // Async events for this context, readable on async_fd (an eventfd).
   std::mutex async_mu;

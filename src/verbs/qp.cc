@@ -317,13 +317,12 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
   attr->cap.max_send_sge = w.caps.max_send_sge;
   attr->cap.max_recv_sge = w.caps.max_recv_sge;
   attr->cap.max_inline_data = w.caps.max_inline_data;
-  if (is_roce_address(a.dest_addr)) {
-    const std::uint32_t ip = roce_ipv4(a.dest_addr);
-    const Gid g = gid_of_ipv4(ip);
+  if (is_roce_link_address(a.dest_addr)) {
+    const Gid g = gid_of_roce_address(a.dest_addr);
     attr->ah_attr.is_global = 1;
     std::memcpy(attr->ah_attr.grh.dgid.raw, g.data(), g.size());
     attr->ah_attr.grh.hop_limit = 64;
-    attr->ah_attr.dlid = static_cast<std::uint16_t>(ip);
+    attr->ah_attr.dlid = is_roce_address(a.dest_addr) ? static_cast<std::uint16_t>(roce_ipv4(a.dest_addr)) : 0;
     attr->ah_attr.port_num = 1;
   }
   attr->pkey_index = a.pkey_index;

@@ -7,7 +7,10 @@
    the agent's thread, one at a time; a handler may call back in (accept
    from a REQ, ready from a REP). No handler of an ID runs after
    srdma_cm_destroy() returns, nor of a listener after
-   srdma_cm_stop_listening(). Addresses are IPv4, host order. */
+   srdma_cm_stop_listening(). Addresses are IPv4, host order; on a device
+   on IPv6, peer_ipv4 is 0 and peer_gid (the peer's IPv6 address as its
+   GID) names the peer instead. A caller's peer_gid of all zeros means
+   "use peer_ipv4". */
 #ifndef SRDMA_CM_PRIVATE_H
 #define SRDMA_CM_PRIVATE_H
 
@@ -54,6 +57,7 @@ struct srdma_cm_event {
 	uint32_t qkey;		/* SIDR_REP_RECEIVED */
 	uint8_t private_data_len; /* the whole message's private data */
 	const uint8_t *private_data;
+	uint8_t peer_gid[16];	/* the peer's GID (IPv4-mapped for an IPv4 peer) */
 };
 
 typedef void (*srdma_cm_handler)(const struct srdma_cm_event *event, void *context);
@@ -73,6 +77,7 @@ struct srdma_cm_connect_params {
 	uint8_t max_cm_retries;
 	const void *private_data;	/* at most 92 bytes */
 	size_t private_data_len;
+	uint8_t peer_gid[16];		/* an IPv6 peer (peer_ipv4 0) */
 };
 
 struct srdma_cm_reply {
@@ -94,6 +99,7 @@ struct srdma_cm_sidr_params {
 	uint8_t max_cm_retries;		/* (0: the CM's default) */
 	const void *private_data;	/* at most 216 bytes */
 	size_t private_data_len;
+	uint8_t peer_gid[16];		/* an IPv6 peer (peer_ipv4 0) */
 };
 
 /* A reference on the agent of the context's device (created on first use). */
