@@ -168,5 +168,10 @@ int main(int argc, char** argv) {
   ud.payload_length = 32;
   ud.qkey = 0x80010000;
   put("ud_send_only_imm", build_headers(ud), pattern(32, 7));
+
+  // A congestion notification (RoCEv2 annex A17.9.3): BECN, PSN 0.
+  Packet cnp = packet(Opcode::kCnp, 0);
+  cnp.psn = 0;
+  put("cnp", build_headers(cnp), {});
   return 0;
 }

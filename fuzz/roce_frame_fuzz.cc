@@ -102,9 +102,10 @@ bool icrc_matches_reference(std::span<const std::byte> frame) {
 // IBA table 38, spelled out apart from the opcode table the parser reads:
 // RC 0x00..0x14, 0x16, 0x17 and IBA 1.5's ATOMIC WRITE 0x1d; UC's SENDs and
 // WRITEs 0x20..0x2b; XRC (transport bits 101) RC's rows, its requests with
-// a 4-byte XRCETH after the BTH; UD SEND ONLY 0x64 (with Immediate 0x65).
-constexpr std::uint8_t kUdSendOnlyWire = 0x64, kUdSendOnlyImmWire = 0x65;
-constexpr std::size_t kXrcEthSize = 4;
+// a 4-byte XRCETH after the BTH; UD SEND ONLY 0x64 (with Immediate 0x65);
+// RoCEv2's CNP 0x81 (annex A17.9.3): 16 reserved bytes, no payload.
+constexpr std::uint8_t kUdSendOnlyWire = 0x64, kUdSendOnlyImmWire = 0x65, kCnpWire = 0x81;
+constexpr std::size_t kXrcEthSize = 4, kCnpReservedSize = 16;
 constexpr bool rc_defined(std::uint8_t v) { return (v <= 0x17 && v != 0x15) || v == 0x1d; }
 constexpr bool uc_defined(std::uint8_t v) { return v >= 0x20 && v <= 0x2b; }
 constexpr bool xrc_defined(std::uint8_t v) { return (v & 0xe0) == 0xa0 && rc_defined(v & 0x1f); }
@@ -130,6 +131,9 @@ void check_accepted(std::span<const std::byte> frame, FrameError e, const Parsed
   if (is_ud(f)) {
     check(p.op == Opcode::kSendOnly || p.op == Opcode::kSendOnlyImm);
     check(f.deth_src_qpn <= kPsnMask);
+  } else if (p.op == Opcode::kCnp) {
+    check(std::to_integer<std::uint8_t>(frame[0]) == kCnpWire && p.payload_length == 0);
+    check(f.qkey == 0 && f.deth_src_qpn == 0);
   } else {
     check(rc_defined(opv) && (p.transport == srdma::QpType::kRc || uc_defined(opv | 0x20) || is_xrc(f)));
     // An XRC request goes to a TGT QP, a response to an INI QP.
@@ -195,13 +199,17 @@ void check_verdict(std::span<const std::byte> frame, FrameError e) {
   const bool ud = opcode == kUdSendOnlyWire || opcode == kUdSendOnlyImmWire;
   const bool uc = uc_defined(opcode);
   const bool xrc = xrc_defined(opcode);
-  const bool known = ud || uc || xrc || rc_defined(opcode);
-  const Opcode op = uc || xrc               ? static_cast<Opcode>(opcode & 0x1f)
+  const bool cnp = opcode == kCnpWire;
+  const bool known = ud || uc || xrc || cnp || rc_defined(opcode);
+  const Opcode op = cnp                     ? Opcode::kCnp
+                    : uc || xrc             ? static_cast<Opcode>(opcode & 0x1f)
                     : !ud                   ? static_cast<Opcode>(opcode)
                     : opcode == kUdSendOnlyWire ? Opcode::kSendOnly
                                             : Opcode::kSendOnlyImm;
-  const std::size_t hdr = !known ? 0 : ud ? kBthBytes + kDethBytes + (opcode == kUdSendOnlyImmWire ? kImmDtBytes : 0)
-                                          : header_bytes(op) + (xrc && rc_request(opcode & 0x1f) ? kXrcEthSize : 0);
+  const std::size_t hdr = !known ? 0
+                          : ud   ? kBthBytes + kDethBytes + (opcode == kUdSendOnlyImmWire ? kImmDtBytes : 0)
+                          : cnp  ? kBthBytes + kCnpReservedSize
+                                 : header_bytes(op) + (xrc && rc_request(opcode & 0x1f) ? kXrcEthSize : 0);
   const bool headers_fit = known && n - kIcrcBytes >= hdr;
   const std::size_t after = headers_fit ? n - kIcrcBytes - hdr : 0;  // payload and pad
   const std::uint8_t syndrome = headers_fit && !ud && has_aeth(op) ? u8(kBthBytes) : 0;
@@ -211,9 +219,10 @@ void check_verdict(std::span<const std::byte> frame, FrameError e) {
   const bool bad_version = tver != 0;
   const bool bad_pkey = pkey != kDefaultPkey && pkey != kLimitedDefaultPkey;
   const bool bad_pad = headers_fit && pad > after;
+  const bool carries_payload = !cnp && has_payload(op);
   const bool bad_length =
       n > kMaxFrameBytes || (headers_fit && pad <= after &&
-                             (after % 4 != 0 || after - pad > kMaxPayload || (after - pad != 0 && !has_payload(op))));
+                             (after % 4 != 0 || after - pad > kMaxPayload || (after - pad != 0 && !carries_payload)));
   const bool bad_opcode = !known || cls == 0x40 || (syndrome & 0x80) != 0 || (cls == 0x60 && code > 4);
   switch (e) {
     case FrameError::kTooShort: check(too_short); break;
@@ -269,7 +278,7 @@ FrameError parse_checked(std::span<const std::byte> frame, FrameError unchecked,
 
 // The headers rebuilt from the parse equal the frame's, but for what a
 // receiver ignores or cannot see: BTH M, byte 4 (F, B, Resv6), Resv7, an
-// ACK's credit count, a FETCH ADD's Compare data; for UD also A and Resv8;
+// ACK's credit count, a FETCH ADD's Compare data, a CNP's reserved bytes; for UD also A and Resv8;
 // for an XRC request the XRCETH's reserved byte.
 void check_header_bytes(std::span<const std::byte> frame, const FrameHeaders& h, FrameError e, const ParsedFrame& f) {
   const std::size_t hdr = parsed_header_bytes(f, e);
@@ -284,6 +293,8 @@ void check_header_bytes(std::span<const std::byte> frame, const FrameHeaders& h,
   const std::size_t xrceth = is_xrc_request(f) ? kXrcEthSize : 0;
   if (xrceth) mask[kBthBytes] = 0;  // the XRCETH's reserved byte
   if (has_aeth(f.pkt.op) && f.pkt.syndrome == Syndrome::kAck) mask[kBthBytes] = 0xe0;
+  if (f.pkt.op == Opcode::kCnp)  // reserved: a receiver ignores them
+    for (std::size_t i = kBthBytes; i < kBthBytes + kCnpReservedSize; ++i) mask[i] = 0;
   if (f.pkt.op == Opcode::kFetchAdd)
     for (std::size_t i = kBthBytes + xrceth + 20; i < kBthBytes + xrceth + kAtomicEthBytes; ++i) mask[i] = 0;
   for (std::size_t i = 0; i < hdr; ++i)
