@@ -10,6 +10,7 @@
 // as the test advances it, so a run replays in device time.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -150,12 +151,27 @@ TEST(CongestionControl, SrdmaCcOtherThanZeroOrOneIsRefused) {
   EXPECT_FALSE(validate_profile(p));
 }
 
+// The port as a switch configured for DCQCN marks: RED on the
+// instantaneous queue, none below Kmin 8, all from Kmax 32, linearly in
+// between. (A single threshold lets whichever flow reaches the port first
+// in a step take every mark: Jain 0.885 at this step; docs/BENCHMARKS.md.)
+ImpairSpec red_bottleneck() {
+  ImpairSpec s = bottleneck();
+  s.ecn_packets = 8;
+  s.ecn_max_packets = 32;
+  s.ecn_pmax = 1;
+  if (const char* seed = std::getenv("SRDMA_CC_FAIRNESS_SEED")) s.seed = std::strtoull(seed, nullptr, 10);
+  return s;
+}
+
 // Two flows into one 10 Gb/s port, the second starting a quarter of the way
-// in: in the last half of the run they share the port (Jain's index), fill
-// it, and lose (almost) nothing at its tail.
+// in: in the last half of the run (45 ms of device time) they share the
+// port (Jain's index), keep it busy, and lose (almost) nothing at its tail.
+// The run replays exactly for one seed; SRDMA_CC_FAIRNESS_SEED picks
+// another, for the spread docs/BENCHMARKS.md records.
 TEST(CongestionControl, TwoFlowsThroughABottleneckConverge) {
   ManualClock clock;
-  ImpairSpec spec = bottleneck();
+  ImpairSpec spec = red_bottleneck();
   Side a{256, kSideCaps, &clock, &spec};
   Side b{256, kSideCaps, &clock};
   auto second_a = a.dev->engine().create_qp(QpInit{a.pdn, a.scq, a.rcq, kSideCaps, false, nullptr}).value();
@@ -171,7 +187,7 @@ TEST(CongestionControl, TwoFlowsThroughABottleneckConverge) {
   for (int f = 0; f < 2; ++f)
     sge[f] = Sge{reinterpret_cast<std::uint64_t>(src.data()) + f * kChunk, kChunk, lkey};
 
-  constexpr int kSteps = 20000;  // of 2 us: 40 ms of device time
+  constexpr int kSteps = 45000;  // of 2 us: 90 ms of device time
   constexpr auto kStep = std::chrono::microseconds(2);
   std::uint64_t posted[2] = {}, done[2] = {}, done_at_half[2] = {};
   ImpairStats port_at_half;
@@ -204,18 +220,22 @@ TEST(CongestionControl, TwoFlowsThroughABottleneckConverge) {
   const double x1 = static_cast<double>(done[1] - done_at_half[1]) * kChunk;
   const double jain = (x0 + x1) * (x0 + x1) / (2 * (x0 * x0 + x1 * x1));
   const double seconds = std::chrono::duration<double>(kStep * (kSteps / 2)).count();
-  const double utilisation = (x0 + x1) * 8 / (spec.rate_gbps * 1e9 * seconds);
+  const double goodput = (x0 + x1) * 8 / (spec.rate_gbps * 1e9 * seconds);
+  // The port's busy share: each 4096-byte packet takes 74 bytes more on
+  // the wire (Ethernet, IPv4, UDP, BTH and RETH, ICRC: the port's count).
+  const double utilisation = goodput * (4096.0 + 74) / 4096;
   const ImpairStats port = a.dev->engine().impair_stats();
   const double packets = static_cast<double>(port.passed + port.dropped - port_at_half.passed - port_at_half.dropped);
   const double drops = static_cast<double>(port.tail_dropped - port_at_half.tail_dropped);
   RecordProperty("jain_x1000", static_cast<int>(jain * 1000));
   RecordProperty("utilisation_x1000", static_cast<int>(utilisation * 1000));
+  RecordProperty("goodput_x1000", static_cast<int>(goodput * 1000));
   RecordProperty("tail_drops_converged", static_cast<int>(drops));
-  // (Measured 0.885 and 0.90; the target is 0.95. At this 2 us
-  // step one flow always reaches the threshold-marking port first within
-  // a step and the other takes the marks; docs/BENCHMARKS.md.)
-  EXPECT_GE(jain, 0.85) << x0 << " vs " << x1 << " bytes";
-  EXPECT_GE(utilisation, 0.85);
+  std::printf("two flows, seed %llu: Jain %.3f, port utilisation %.3f (goodput %.3f), %.0f tail drops of %.0f\n",
+              static_cast<unsigned long long>(spec.seed), jain, utilisation, goodput, drops, packets);
+  // Measured over seeds 1-8: Jain 0.980-1.000, utilisation 0.881-0.928.
+  EXPECT_GE(jain, 0.95) << x0 << " vs " << x1 << " bytes";
+  EXPECT_GE(utilisation, 0.88);
   EXPECT_LE(drops, 0.001 * packets) << drops << " of " << packets;
 }
 
@@ -233,6 +253,36 @@ TEST(BottleneckPort, DrainsAtItsRateMarksAboveTheThresholdDropsWhenFull) {
   EXPECT_EQ(port.queued(t + std::chrono::nanoseconds(999)), 4u);
   EXPECT_EQ(port.queued(t + std::chrono::nanoseconds(1000)), 3u) << "the first left after 1000 ns";
   EXPECT_EQ(port.offer(1000, true, t + std::chrono::nanoseconds(4000)), V::kPass) << "drained";
+}
+
+// RED: none below Kmin, all from Kmax, and in between about Pmax times how
+// far the queue is from Kmin to Kmax.
+TEST(BottleneckPort, RedMarksInProportionBetweenKminAndKmax) {
+  using V = BottleneckPort::Verdict;
+  constexpr std::uint32_t kKmin = 10, kKmax = 30;
+  BottleneckPort port(8, 100, kKmin, kKmax, 0.5, 42);
+  const Clock::time_point t{};
+  std::uint32_t marks_at[100] = {};
+  // 1000 rounds: fill the queue to 40 at one instant, then let it drain.
+  for (int round = 0; round < 1000; ++round) {
+    const Clock::time_point at = t + std::chrono::seconds(round);
+    for (std::uint32_t q = 0; q < 40; ++q)
+      if (port.offer(1000, true, at) == V::kMark) ++marks_at[q];
+  }
+  for (std::uint32_t q = 0; q < kKmin; ++q) EXPECT_EQ(marks_at[q], 0u) << "below Kmin, at " << q;
+  for (std::uint32_t q = kKmax; q < 40; ++q) EXPECT_EQ(marks_at[q], 1000u) << "from Kmax, at " << q;
+  // At q the probability is 0.5 (q - 10) / 20: 250 of 1000 at q = 20.
+  EXPECT_NEAR(marks_at[20], 250, 60);
+  EXPECT_LT(marks_at[12], marks_at[28]);
+  // Seeded: a port built alike marks alike.
+  BottleneckPort again(8, 100, kKmin, kKmax, 0.5, 42);
+  std::uint32_t marks20 = 0;
+  for (int round = 0; round < 1000; ++round) {
+    const Clock::time_point at = t + std::chrono::seconds(round);
+    for (std::uint32_t q = 0; q < 40; ++q)
+      if (again.offer(1000, true, at) == V::kMark && q == 20) ++marks20;
+  }
+  EXPECT_EQ(marks20, marks_at[20]);
 }
 
 // A CNP built as a wire would hand it over.

@@ -37,6 +37,23 @@ TEST(ImpairSpec, ParsesABottleneckAndRoundTripsIt) {
   EXPECT_EQ(plain->ecn_packets, 0u);
 }
 
+TEST(ImpairSpec, ParsesRedMarkingAndRoundTripsIt) {
+  auto s = parse_impair("rate=10,queue=256,ecn=16,kmax=64,pmax=0.2");
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_EQ(s->ecn_packets, 16u);
+  EXPECT_EQ(s->ecn_max_packets, 64u);
+  EXPECT_EQ(s->ecn_pmax, 0.2);
+  EXPECT_EQ(to_string(*s),
+            "loss=0,dup=0,reorder=0,corrupt=0,seed=1,depth=4,rate=10,queue=256,ecn=16,kmax=64,pmax=0.2");
+  auto back = parse_impair(to_string(*s));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, *s);
+  // kmax alone: Pmax 1.
+  auto k = parse_impair("rate=1,ecn=4,kmax=4");
+  ASSERT_TRUE(k) << k.error().to_string();
+  EXPECT_EQ(k->ecn_pmax, 1.0);
+}
+
 TEST(ImpairSpec, KeysAreOptionalAndInAnyOrder) {
   auto s = parse_impair("seed=3,loss=0.5");
   ASSERT_TRUE(s) << s.error().to_string();
@@ -94,6 +111,13 @@ TEST(ImpairSpec, RefusesBadInputNamingIt) {
       {"rate=1,queue=10,ecn=11", "ecn=11 is above queue=10"},
       {"queue=10", "need rate="},
       {"loss=0.1,ecn=5", "need rate="},
+      {"kmax=5", "need rate="},
+      {"rate=1,kmax=5", "need ecn="},
+      {"rate=1,ecn=2,pmax=0.5", "pmax= is the marking probability at kmax="},
+      {"rate=1,ecn=8,kmax=4", "kmax=4 is not in ecn..queue (8..1000)"},
+      {"rate=1,queue=10,ecn=2,kmax=11", "kmax=11 is not in ecn..queue (2..10)"},
+      {"rate=1,ecn=2,kmax=4,pmax=0", "pmax=\"0\""},
+      {"rate=1,ecn=2,kmax=4,pmax=1.5", "pmax=\"1.5\""},
   };
   for (const Case& c : cases) {
     auto s = parse_impair(c.text);
@@ -123,8 +147,21 @@ TEST(ImpairSpec, ValidateRefusesASpecBuiltOutOfRange) {
   r = validate_impair(s);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().reason.find("queue=8 ecn=9"), std::string::npos) << r.error().reason;
+  s.ecn_packets = 4;
+  s.ecn_max_packets = 3;
+  r = validate_impair(s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("kmax=3"), std::string::npos) << r.error().reason;
+  s.ecn_max_packets = 8;
+  s.ecn_pmax = 0;
+  r = validate_impair(s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("pmax=0"), std::string::npos) << r.error().reason;
+  s.ecn_pmax = 0.5;
+  EXPECT_TRUE(validate_impair(s));
   s.rate_gbps = -1;
   s.ecn_packets = 0;
+  s.ecn_max_packets = 0;
   EXPECT_FALSE(validate_impair(s));
 }
 

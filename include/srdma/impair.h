@@ -27,14 +27,19 @@ struct ImpairSpec {
   bool single_packets = false;
   // A bottleneck: the device's packets leave through one switch port that
   // drains at rate_gbps (0: no port) with room for queue_packets, and
-  // marks CE on the ECN-capable ones that find ecn_packets or more queued
-  // (0: it never marks). A full queue drops at its tail. The queue is a
-  // virtual one (a phantom queue): the port's occupancy is kept from the
-  // packets' sizes and the engine clock, and a packet that fits goes on
-  // at once.
+  // marks CE on ECN-capable ones as a switch configured for DCQCN does
+  // (RED on the instantaneous queue): never below ecn_packets queued (Kmin;
+  // 0: it never marks), always at ecn_max_packets (Kmax) or more, and in
+  // between with a probability rising linearly from 0 to ecn_pmax (Pmax).
+  // ecn_max_packets 0 means Kmax = Kmin: every packet at the threshold is
+  // marked. A full queue drops at its tail. The queue is a virtual one (a
+  // phantom queue): the port's occupancy is kept from the packets' sizes
+  // and the engine clock, and a packet that fits goes on at once.
   double rate_gbps = 0;
   std::uint32_t queue_packets = 1000;
   std::uint32_t ecn_packets = 0;
+  std::uint32_t ecn_max_packets = 0;
+  double ecn_pmax = 1;
 
   // Some impairment is asked for (a spec without any is a plain link).
   bool any() const { return loss > 0 || dup > 0 || reorder > 0 || corrupt > 0 || rate_gbps > 0; }
@@ -46,13 +51,15 @@ inline constexpr double kMaxBottleneckGbps = 1000;
 inline constexpr std::uint32_t kMaxQueuePackets = 100000;
 
 // "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K,rate=GBPS,queue=PACKETS,
-// ecn=THRESHOLD": any subset of the keys,
+// ecn=KMIN,kmax=KMAX,pmax=P": any subset of the keys,
 // each at most once, in any order; the others keep their defaults.
 // EINVAL naming the key or value at fault: an unknown key, a probability
 // outside [0, 1), a seed that is not a 64-bit unsigned number, a depth
 // outside 1..kMaxReorderDepth, a rate outside (0, kMaxBottleneckGbps], a
 // queue outside 1..kMaxQueuePackets, an ecn threshold above the queue,
-// queue= or ecn= without rate=, an empty spec.
+// kmax below ecn or above the queue, kmax or pmax without ecn, pmax without
+// kmax or outside
+// (0, 1], queue=, ecn=, kmax= or pmax= without rate=, an empty spec.
 Result<ImpairSpec> parse_impair(std::string_view text);
 
 // EINVAL naming the field when a spec is outside parse_impair's ranges (a

@@ -9,7 +9,8 @@
 namespace srdma {
 namespace {
 
-constexpr std::string_view kForm = "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K,rate=GBPS,queue=N,ecn=N";
+constexpr std::string_view kForm =
+    "loss=P,dup=P,reorder=P,corrupt=P,seed=N,depth=K,rate=GBPS,queue=N,ecn=N,kmax=N,pmax=P";
 
 Result<double> parse_probability(std::string_view key, std::string_view value) {
   double p = 0;
@@ -46,8 +47,8 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
       return make_error(EINVAL, fmt::format("{:?} is not key=value (expected {})", item, kForm));
     std::string_view key = item.substr(0, eq);
     std::string_view value = item.substr(eq + 1);
-    static constexpr std::string_view kKeys[] = {"loss", "dup",   "reorder", "corrupt", "seed",
-                                                 "depth", "rate", "queue",   "ecn"};
+    static constexpr std::string_view kKeys[] = {"loss", "dup",  "reorder", "corrupt", "seed", "depth",
+                                                 "rate", "queue", "ecn",    "kmax",    "pmax"};
     unsigned bit = 0;
     while (bit < std::size(kKeys) && kKeys[bit] != key) ++bit;
     if (bit == std::size(kKeys))
@@ -65,10 +66,17 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
       if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || !(g > 0 && g <= kMaxBottleneckGbps))
         return make_error(EINVAL, fmt::format("rate={:?} is not a rate in Gb/s in (0, {}]", value, kMaxBottleneckGbps));
       spec.rate_gbps = g;
-    } else if (key == "queue" || key == "ecn") {
+    } else if (key == "pmax") {
+      double pm = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), pm);
+      if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || !(pm > 0 && pm <= 1))
+        return make_error(EINVAL, fmt::format("pmax={:?} is not a probability in (0, 1]", value));
+      spec.ecn_pmax = pm;
+    } else if (key == "queue" || key == "ecn" || key == "kmax") {
       auto n = parse_unsigned(key, value, key == "queue" ? 1 : 0, kMaxQueuePackets);
       if (!n) return std::unexpected(n.error());
-      (key == "queue" ? spec.queue_packets : spec.ecn_packets) = static_cast<std::uint32_t>(*n);
+      (key == "queue" ? spec.queue_packets : key == "ecn" ? spec.ecn_packets : spec.ecn_max_packets) =
+          static_cast<std::uint32_t>(*n);
     } else if (key == "seed") {
       auto n = parse_unsigned(key, value, 0, UINT64_MAX);
       if (!n) return std::unexpected(n.error());
@@ -79,11 +87,19 @@ Result<ImpairSpec> parse_impair(std::string_view text) {
       spec.reorder_depth = static_cast<std::uint32_t>(*n);
     }
   }
-  if (spec.rate_gbps == 0 && (seen & (3u << 7)))
-    return make_error(EINVAL, "queue= and ecn= describe a bottleneck: they need rate=");
+  if (spec.rate_gbps == 0 && (seen & (15u << 7)))
+    return make_error(EINVAL, "queue=, ecn=, kmax= and pmax= describe a bottleneck: they need rate=");
   if (spec.ecn_packets > spec.queue_packets)
     return make_error(EINVAL, fmt::format("ecn={} is above queue={}: it would never mark", spec.ecn_packets,
                                           spec.queue_packets));
+  if (spec.ecn_packets == 0 && (seen & (3u << 9)))
+    return make_error(EINVAL, "kmax= and pmax= shape ECN marking: they need ecn= (Kmin)");
+  if ((seen & (1u << 10)) && spec.ecn_max_packets == 0)
+    return make_error(EINVAL, "pmax= is the marking probability at kmax=: it needs kmax=");
+  if (spec.ecn_max_packets != 0 &&
+      (spec.ecn_max_packets < spec.ecn_packets || spec.ecn_max_packets > spec.queue_packets))
+    return make_error(EINVAL, fmt::format("kmax={} is not in ecn..queue ({}..{})", spec.ecn_max_packets,
+                                          spec.ecn_packets, spec.queue_packets));
   return spec;
 }
 
@@ -101,6 +117,11 @@ Result<void> validate_impair(const ImpairSpec& s) {
   if (s.queue_packets < 1 || s.queue_packets > kMaxQueuePackets || s.ecn_packets > s.queue_packets)
     return make_error(EINVAL, fmt::format("impair spec: queue={} ecn={}: ecn <= queue, 1 <= queue <= {}", s.queue_packets,
                                           s.ecn_packets, kMaxQueuePackets));
+  if (s.ecn_max_packets != 0 && (s.ecn_max_packets < s.ecn_packets || s.ecn_max_packets > s.queue_packets))
+    return make_error(EINVAL, fmt::format("impair spec: kmax={} is not in ecn..queue ({}..{})", s.ecn_max_packets,
+                                          s.ecn_packets, s.queue_packets));
+  if (!(s.ecn_pmax > 0 && s.ecn_pmax <= 1))
+    return make_error(EINVAL, fmt::format("impair spec: pmax={} is not a probability in (0, 1]", s.ecn_pmax));
   return {};
 }
 
@@ -109,6 +130,7 @@ std::string to_string(const ImpairSpec& s) {
   std::string out = fmt::format("loss={},dup={},reorder={},corrupt={},seed={},depth={}", s.loss, s.dup, s.reorder,
                                 s.corrupt, s.seed, s.reorder_depth);
   if (s.rate_gbps > 0) out += fmt::format(",rate={},queue={},ecn={}", s.rate_gbps, s.queue_packets, s.ecn_packets);
+  if (s.rate_gbps > 0 && s.ecn_max_packets != 0) out += fmt::format(",kmax={},pmax={}", s.ecn_max_packets, s.ecn_pmax);
   return out;
 }
 

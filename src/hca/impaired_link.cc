@@ -23,7 +23,8 @@ ImpairSpec sane(ImpairSpec s) {
 ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec, const EngineClock* clock)
     : inner_(inner), spec_(sane(spec)), clock_(clock), rng_(spec.seed) {
   if (spec_.rate_gbps > 0)
-    port_ = std::make_unique<BottleneckPort>(spec_.rate_gbps, spec_.queue_packets, spec_.ecn_packets);
+    port_ = std::make_unique<BottleneckPort>(spec_.rate_gbps, spec_.queue_packets, spec_.ecn_packets,
+                                             spec_.ecn_max_packets, spec_.ecn_pmax, spec_.seed);
 }
 
 ImpairedLink::~ImpairedLink() = default;
