@@ -4,6 +4,7 @@
 // counted.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,6 +63,40 @@ class Injector {
     if (bad_icrc) icrc ^= 0x10;
     for (int i = 0; i < 4; ++i) f.push_back(static_cast<std::byte>(icrc >> (8 * i)));
     raw(f, dst_ip);
+  }
+  // Sends `frames` (each up to its ICRC; all of one size but the last,
+  // which may be shorter) as one UDP GSO send: on lo the receiver's
+  // socket gets them as one datagram where it asks for UDP_GRO. Segment k
+  // leaves with Identification k; `bad_icrc` names one to spoil.
+  void gso_run(std::vector<std::vector<std::byte>> frames, std::uint32_t dst_ip, int bad_icrc = -1) {
+    std::vector<std::byte> all;
+    for (std::size_t k = 0; k < frames.size(); ++k) {
+      IpUdpFields ip{ip_, dst_ip, sport_, kRoceV2Port, static_cast<std::uint16_t>(k), true};
+      std::uint32_t icrc = compute_icrc(ip, frames[k]);
+      if (static_cast<int>(k) == bad_icrc) icrc ^= 0x10;
+      for (int i = 0; i < 4; ++i) frames[k].push_back(static_cast<std::byte>(icrc >> (8 * i)));
+      all.insert(all.end(), frames[k].begin(), frames[k].end());
+    }
+    sockaddr_in d{};
+    d.sin_family = AF_INET;
+    d.sin_addr.s_addr = htonl(dst_ip);
+    d.sin_port = htons(kRoceV2Port);
+    iovec iov{all.data(), all.size()};
+    alignas(cmsghdr) std::array<std::byte, CMSG_SPACE(sizeof(std::uint16_t))> ctl{};
+    msghdr m{};
+    m.msg_name = &d;
+    m.msg_namelen = sizeof d;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.data();
+    m.msg_controllen = ctl.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+    const auto seg = static_cast<std::uint16_t>(frames.front().size());
+    std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+    ASSERT_EQ(::sendmsg(fd_, &m, 0), static_cast<ssize_t>(all.size())) << std::strerror(errno);
   }
   void raw(std::span<const std::byte> bytes, std::uint32_t dst_ip) {
     sockaddr_in d{};
@@ -310,6 +345,111 @@ TEST(UdpLink, FramesThatAreNotRightAreDroppedAndCountedByReason) {
   EXPECT_EQ(p.b.buf[0], 0x11);
 }
 
+// A frame of `p` up to its ICRC.
+std::vector<std::byte> frame_of(const Packet& p) {
+  FrameHeaders h = build_headers(p);
+  std::vector<std::byte> f(h.bytes.begin(), h.bytes.begin() + h.length);
+  for (const MemPiece& m : std::span<const MemPiece>(p.payload)) f.insert(f.end(), m.addr, m.addr + m.length);
+  f.resize(f.size() + h.pad);
+  return f;
+}
+
+// UDP_GRO: a run of frames arrives as one datagram and is cut at its
+// segment size into frames, each one checked alone: one bad frame costs
+// itself, never its neighbours; a stranger's run is dropped frame by frame
+// and counted by reason.
+TEST(UdpLink, AGroRunIsCutIntoFramesEachCheckedAlone) {
+  UdpPair p;
+  connect(p.a, p.b);
+  UdpLink& b_link = *p.b.dev->udp();
+  ASSERT_TRUE(b_link.gro()) << "on by default where the kernel has it (Linux 5.0)";
+  const std::uint32_t b_ip = roce_ipv4(p.b.dev->engine().address());
+  auto dropped = [&](DropReason r) { return p.b.dev->engine().counters().dropped_for(r); };
+
+  // The real peer's 64 KiB WRITE at MTU 1024 (the pair's default path MTU
+  // is 4096; 64 KiB is 16 frames then): its trains arrive as runs.
+  const UdpLinkStats before = b_link.stats();
+  std::vector<std::uint8_t> src(64 << 10), dst(64 << 10);
+  std::iota(src.begin(), src.end(), std::uint8_t{7});
+  const std::uint32_t lkey = p.a.reg(src.data(), src.size(), kAccessAll);
+  const std::uint32_t rkey = p.b.reg(dst.data(), dst.size(), kAccessAll);
+  Sge s{reinterpret_cast<std::uint64_t>(src.data()), static_cast<std::uint32_t>(src.size()), lkey};
+  ASSERT_TRUE(post(p.a, write_wr(1, s, reinterpret_cast<std::uint64_t>(dst.data()), rkey)));
+  auto wc = poll_n(*p.a.scq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(dst == src);
+  const UdpLinkStats after = b_link.stats();
+  const std::uint64_t frames = after.frames_received - before.frames_received;
+  const std::uint64_t datagrams = after.datagrams_received - before.datagrams_received;
+  EXPECT_GE(frames, 16u);
+  EXPECT_LT(datagrams, frames) << "runs of frames came as single datagrams";
+  EXPECT_LE(after.recv_calls - before.recv_calls, datagrams);
+
+  // A stranger's run of four: a well-formed WRITE (not the peer's), the
+  // same with its ICRC spoiled, one to a QPN nobody has, and a short tail.
+  Injector inj;
+  std::array<std::byte, 16> data{};
+  data.fill(std::byte{0x5a});
+  Packet w;
+  w.op = Opcode::kWriteOnly;
+  w.dst_qpn = p.b.qp->qpn();
+  w.psn = 0;
+  w.va = p.b.addr(0);
+  w.rkey = p.b.key;
+  w.dma_length = 16;
+  w.payload_length = 16;
+  w.payload.push_back(MemPiece{data.data(), 16});
+  Packet u = w;
+  u.dst_qpn = 0xabcdef;
+  const std::vector<std::byte> tail(3, std::byte{0x11});  // with its 4 ICRC bytes: 7, shorter than a BTH
+  const TransportCounters c0 = p.b.dev->engine().counters();
+  inj.gso_run({frame_of(w), frame_of(w), frame_of(u), tail}, b_ip, /*bad_icrc=*/1);
+  ASSERT_TRUE(eventually([&] {
+    return dropped(DropReason::kBadSource) > c0.dropped_for(DropReason::kBadSource) &&
+           dropped(DropReason::kBadIcrc) > c0.dropped_for(DropReason::kBadIcrc) &&
+           dropped(DropReason::kUnknownQp) > c0.dropped_for(DropReason::kUnknownQp) &&
+           dropped(DropReason::kBadLength) > c0.dropped_for(DropReason::kBadLength);
+  })) << "source " << dropped(DropReason::kBadSource) << " icrc " << dropped(DropReason::kBadIcrc) << " qp "
+      << dropped(DropReason::kUnknownQp) << " length " << dropped(DropReason::kBadLength);
+  for (DropReason r : {DropReason::kBadSource, DropReason::kBadIcrc, DropReason::kUnknownQp, DropReason::kBadLength})
+    EXPECT_EQ(dropped(r), c0.dropped_for(r) + 1) << drop_reason_str(r);
+  EXPECT_NE(p.b.buf[0], 0x5a) << "nothing of the stranger's landed";
+
+  // The peer still gets through.
+  std::fill(p.a.buf.begin(), p.a.buf.begin() + 16, 0x22);
+  Sge s2{p.a.addr(), 16, p.a.key};
+  ASSERT_TRUE(post(p.a, write_wr(2, s2, p.b.addr(0), p.b.key)));
+  wc = poll_n(*p.a.scq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(p.b.buf[0], 0x22);
+}
+
+// Without GRO (NetConfig::gro false, SRDMA_GRO=0): one datagram per frame.
+TEST(UdpLink, WithoutGroEveryFrameIsADatagram) {
+  NetConfig na = loopback_net(1), nb = loopback_net(2);
+  na.gro = nb.gro = false;
+  struct {
+    Side a, b;
+  } p{Side(256, kSideCaps, nullptr, nullptr, &na), Side(256, kSideCaps, nullptr, nullptr, &nb)};
+  connect(p.a, p.b);
+  UdpLink& b_link = *p.b.dev->udp();
+  EXPECT_FALSE(b_link.gro());
+  const UdpLinkStats before = b_link.stats();
+  std::vector<std::uint8_t> src(64 << 10, 3), dst(64 << 10);
+  const std::uint32_t lkey = p.a.reg(src.data(), src.size(), kAccessAll);
+  const std::uint32_t rkey = p.b.reg(dst.data(), dst.size(), kAccessAll);
+  Sge s{reinterpret_cast<std::uint64_t>(src.data()), static_cast<std::uint32_t>(src.size()), lkey};
+  ASSERT_TRUE(post(p.a, write_wr(1, s, reinterpret_cast<std::uint64_t>(dst.data()), rkey)));
+  auto wc = poll_n(*p.a.scq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(dst == src);
+  const UdpLinkStats after = b_link.stats();
+  EXPECT_EQ(after.datagrams_received - before.datagrams_received, after.frames_received - before.frames_received);
+}
+
 TEST(UdpLink, ThePeerGoneEndsTheQpWithRetryExceededAndFlushes) {
   ManualClock clock;
   Side a = side_on(test::LinkKind::kUdp, 1, 256, kSideCaps, &clock);
@@ -345,13 +485,15 @@ namespace {
 TEST(NetConfigEnv, BadValuesAreRefusedNamingTheVariable) {
   struct Unset {
     ~Unset() {
-      for (const char* v : {"SRDMA_ADDR", "SRDMA_PORT", "SRDMA_ICRC", "SRDMA_BUSY_POLL_US", "SRDMA_GSO", "SRDMA_SAME_HOST"})
+      for (const char* v :
+           {"SRDMA_ADDR", "SRDMA_PORT", "SRDMA_ICRC", "SRDMA_BUSY_POLL_US", "SRDMA_GSO", "SRDMA_GRO", "SRDMA_SAME_HOST"})
         ::unsetenv(v);
     }
   } unset;
   for (auto [var, value] : {std::pair{"SRDMA_ADDR", "10.0.0"}, {"SRDMA_ADDR", "localhost"}, {"SRDMA_PORT", "0"},
                             {"SRDMA_PORT", "65536"}, {"SRDMA_PORT", "47x"}, {"SRDMA_ICRC", "2"},
-                            {"SRDMA_BUSY_POLL_US", "-1"}, {"SRDMA_GSO", "yes"}, {"SRDMA_SAME_HOST", "2"}}) {
+                            {"SRDMA_BUSY_POLL_US", "-1"}, {"SRDMA_GSO", "yes"}, {"SRDMA_GRO", "2"},
+                            {"SRDMA_SAME_HOST", "2"}}) {
     ::setenv(var, value, 1);
     auto c = NetConfig::from_env();
     ASSERT_FALSE(c) << var << "=" << value;
@@ -363,6 +505,7 @@ TEST(NetConfigEnv, BadValuesAreRefusedNamingTheVariable) {
   ::setenv("SRDMA_PORT", "4800", 1);
   ::setenv("SRDMA_ICRC", "0", 1);
   ::setenv("SRDMA_GSO", "0", 1);
+  ::setenv("SRDMA_GRO", "0", 1);
   ::setenv("SRDMA_SAME_HOST", "0", 1);
   auto c = NetConfig::from_env();
   ASSERT_TRUE(c) << c.error().reason;
@@ -370,6 +513,7 @@ TEST(NetConfigEnv, BadValuesAreRefusedNamingTheVariable) {
   EXPECT_EQ(c->port, 4800);
   EXPECT_FALSE(c->check_icrc);
   EXPECT_FALSE(c->gso);
+  EXPECT_FALSE(c->gro);
   EXPECT_FALSE(c->same_host);
 }
 

@@ -93,6 +93,12 @@ struct WireStats {
   std::uint64_t send_errors = 0;      // sends the kernel refused (lost: the transport resends)
   std::uint64_t rx_overruns = 0;      // datagrams the kernel dropped for a full receive buffer
   std::uint64_t source_port_fallbacks = 0;  // QPs whose entropy source port could not be bound
+  // The system calls behind those frames (frames per call: what sendmmsg
+  // and GSO, recvmmsg and GRO batch):
+  std::uint64_t send_calls = 0;          // sendmmsg calls
+  std::uint64_t recv_calls = 0;          // recvmmsg calls that returned datagrams
+  std::uint64_t datagrams_received = 0;  // the datagrams they returned (a GRO run is one)
+  bool gro = false;                      // runs of frames arrive as one datagram (UDP_GRO)
   // On an address shared by this user's processes (Device::host_slot):
   std::uint32_t host_members = 0;     // sockets in the host group's map
   std::uint64_t steer_rebuilds = 0;   // steering programs this device attached

@@ -32,6 +32,9 @@ struct NetConfig {
   // Send runs of equal-sized frames to one peer as one UDP GSO send where
   // the kernel can (SRDMA_GSO=0: one datagram per frame).
   bool gso = true;
+  // Receive such runs as one datagram, cut into frames here (UDP_GRO)
+  // rather than by the kernel (SRDMA_GRO=0).
+  bool gro = true;
   // Share ip:port with this user's other processes (and devices), each
   // packet steered to the one that owns its QP (hca/host_steering.h).
   // false (SRDMA_EXCLUSIVE=1): the device holds the address alone.
@@ -43,7 +46,7 @@ struct NetConfig {
 
   // From the environment: SRDMA_ADDR (default 127.0.0.1; ::1 or any IPv6
   // address opens the device on IPv6), SRDMA_PORT,
-  // SRDMA_ICRC=0 (no check), SRDMA_BUSY_POLL_US, SRDMA_GSO=0, SRDMA_EXCLUSIVE=1,
+  // SRDMA_ICRC=0 (no check), SRDMA_BUSY_POLL_US, SRDMA_GSO=0, SRDMA_GRO=0, SRDMA_EXCLUSIVE=1,
   // SRDMA_SAME_HOST=0.
   // EINVAL naming the variable for a value that does not parse.
   static Result<NetConfig> from_env();

@@ -77,6 +77,9 @@ Result<NetConfig> NetConfig::from_env() {
   auto gso = env_number<std::uint32_t>("SRDMA_GSO", 1, 1);
   if (!gso) return std::unexpected(gso.error());
   c.gso = *gso != 0;
+  auto gro = env_number<std::uint32_t>("SRDMA_GRO", 1, 1);
+  if (!gro) return std::unexpected(gro.error());
+  c.gro = *gro != 0;
   auto exclusive = env_number<std::uint32_t>("SRDMA_EXCLUSIVE", 0, 1);
   if (!exclusive) return std::unexpected(exclusive.error());
   c.shared = *exclusive == 0;

@@ -37,6 +37,10 @@ WireStats Device::wire_stats() const {
   if (udp == nullptr) return {};
   const hca::UdpLinkStats u = udp->stats();
   WireStats w{u.frames_sent, u.frames_received, u.send_errors, u.rx_overruns, u.source_port_fallbacks};
+  w.send_calls = u.send_calls;
+  w.recv_calls = u.recv_calls;
+  w.datagrams_received = u.datagrams_received;
+  w.gro = udp->gro();
   if (const hca::HostSteering* steer = udp->steering()) {
     const hca::SteeringStats s = steer->stats();
     w.host_members = s.members;

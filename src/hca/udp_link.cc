@@ -22,6 +22,7 @@
 
 #include "hca/queue_engine.h"
 #include "hca/roce_frame.h"
+#include "hca/rx_buffer_pool.h"
 #include "hca/sock_addr.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -73,6 +74,12 @@ constexpr std::size_t kRecvBatch = 16;
 // datagram arrives truncated and is dropped as a bad length.
 constexpr std::size_t kSlotBytes = 8192;
 static_assert(kSlotBytes > kMaxFrameBytes);
+// With UDP_GRO a datagram is a run of one sender's frames, up to the
+// largest UDP datagram: fewer, larger slots.
+constexpr std::size_t kGroRecvBatch = 8;
+constexpr std::size_t kGroSlotBytes = 65536;
+// Receive buffers kept for reuse (rx_buffer_pool.h).
+constexpr std::size_t kRxBuffersKept = 4;
 constexpr std::size_t kSendBatch = 64;
 constexpr std::size_t kMaxIov = 16;  // header, payload pieces, pad+ICRC
 // The TTL a packet leaves with unless its AH asks for another (Linux's
@@ -251,6 +258,9 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
     const int off = 0;  // per send, in a control message, not for every datagram
     (void)::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off);
   }
+  // UDP GRO (Linux 5.0): such a run arrives as one datagram, its segment
+  // size in a control message, instead of being cut up in the kernel.
+  const bool gro = config.gro && ::setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on) == 0;
   // The same-host path is an optimisation: a device without it (its name
   // taken, no memfd) still reaches everyone over the wire. IPv4 only so far:
   // an IPv6 device's frames all take the wire.
@@ -260,7 +270,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
     if (p) same_host = std::move(*p);
   }
   return std::unique_ptr<UdpLink>(
-      new UdpLink(config, *ip, *address, fd, wake, mtu, gso, std::move(steer), std::move(same_host)));
+      new UdpLink(config, *ip, *address, fd, wake, mtu, gso, gro, std::move(steer), std::move(same_host)));
 }
 
 // What a receiver needs for one recvmmsg: used by whoever holds rx_busy_.
@@ -268,14 +278,20 @@ struct UdpLink::RxState {
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
   std::array<SockAddr, kRecvBatch> from{};
-  // SO_RXQ_OVFL's drop count, the TTL and the TOS.
-  static constexpr std::size_t kCtl =
-      CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(std::uint8_t)) + 16;
+  // SO_RXQ_OVFL's drop count, the TTL, the TOS and UDP_GRO's segment size.
+  static constexpr std::size_t kCtl = CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int)) +
+                                      CMSG_SPACE(sizeof(std::uint8_t)) + CMSG_SPACE(sizeof(int)) + 16;
   alignas(cmsghdr) std::array<std::array<std::byte, kCtl>, kRecvBatch> ctl{};
+  explicit RxState(bool gro)
+      : slots(gro ? kGroRecvBatch : kRecvBatch),
+        slot_bytes(gro ? kGroSlotBytes : kSlotBytes),
+        pool(RxBufferPool::make(slots * slot_bytes, kRxBuffersKept)) {}
+  const std::size_t slots, slot_bytes;  // per recvmmsg
   // The receive buffers: a response that a QP keeps for later (its inbox)
   // keeps the whole batch's buffer alive through Packet::owned, and the
-  // next batch then gets a fresh one.
-  std::shared_ptr<std::vector<std::byte>> buf;
+  // next batch then takes another from the pool.
+  std::shared_ptr<RxBufferPool> pool;
+  RxBufferPool::Buffer buf;
   bool handed_out = false;  // a packet was given a reference to buf
   // A same-host frame's headers, copied out of the ring to be parsed.
   std::array<std::byte, kSlotBytes> scratch{};
@@ -283,7 +299,7 @@ struct UdpLink::RxState {
 };
 
 UdpLink::UdpLink(const NetConfig& config, const IpAddress& ip, std::uint64_t address, int fd, int wake_fd,
-                 std::uint32_t active_mtu, bool gso, std::unique_ptr<HostSteering> steer,
+                 std::uint32_t active_mtu, bool gso, bool gro, std::unique_ptr<HostSteering> steer,
                  std::unique_ptr<SameHostPath> same_host)
     : config_(config),
       ip_addr_(ip),
@@ -297,7 +313,8 @@ UdpLink::UdpLink(const NetConfig& config, const IpAddress& ip, std::uint64_t add
       wake_fd_(wake_fd),
       active_mtu_(active_mtu),
       gso_(gso && config.gso),
-      rx_(std::make_unique<RxState>()),
+      gro_(gro),
+      rx_(std::make_unique<RxState>(gro)),
       sockets_(new std::atomic<int>[kEntropyPorts]) {
   for (std::size_t i = 0; i < kEntropyPorts; ++i) sockets_[i].store(-1, std::memory_order_relaxed);
 }
@@ -621,6 +638,7 @@ void UdpLink::flush_pending() {
     wire_sending();
     const int rc = ::sendmmsg(fd, &q.msgs[done], static_cast<unsigned>(end - done), 0);
     wire_sent();
+    link->send_calls_.fetch_add(1, std::memory_order_relaxed);
     if (rc > 0) {
       done += static_cast<std::size_t>(rc);
       continue;
@@ -690,11 +708,11 @@ int UdpLink::receive_datagrams() {
   // later by the completer on another thread) is never written again: the
   // next batch gets a new one. One that nobody was given is reused.
   if (!r.buf || r.handed_out) {
-    r.buf = std::make_shared<std::vector<std::byte>>(kRecvBatch * kSlotBytes);
+    r.buf = r.pool->take();
     r.handed_out = false;
   }
-  for (std::size_t i = 0; i < kRecvBatch; ++i) {
-    r.iovs[i] = {r.buf->data() + i * kSlotBytes, kSlotBytes};
+  for (std::size_t i = 0; i < r.slots; ++i) {
+    r.iovs[i] = {r.buf->data() + i * r.slot_bytes, r.slot_bytes};
     r.msgs[i] = {};
     r.msgs[i].msg_hdr.msg_name = &r.from[i];
     r.msgs[i].msg_hdr.msg_namelen = sizeof r.from[i].u;
@@ -703,18 +721,21 @@ int UdpLink::receive_datagrams() {
     r.msgs[i].msg_hdr.msg_control = r.ctl[i].data();
     r.msgs[i].msg_hdr.msg_controllen = RxState::kCtl;
   }
-  const int n = ::recvmmsg(fd_, r.msgs.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
+  const int n = ::recvmmsg(fd_, r.msgs.data(), static_cast<unsigned>(r.slots), MSG_DONTWAIT, nullptr);
   // EAGAIN: nothing; ECONNREFUSED and friends (ICMP errors): nothing to read.
   if (n <= 0) return 0;
   wire_received();
+  recv_calls_.fetch_add(1, std::memory_order_relaxed);
+  datagrams_received_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
   for (int i = 0; i < n; ++i) {
     // The answers to one datagram's frames go out together, and before the
     // next datagram is looked at: a peer waiting for an ACK to open its
     // window should not wait for the rest of the batch.
     SendBatch batch(*this);
     msghdr& h = r.msgs[i].msg_hdr;
-    int ttl = 64, tos = 0;
+    int ttl = 64, tos = 0, segment = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) std::memcpy(&segment, CMSG_DATA(c), sizeof segment);
       if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
       if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
         tos = std::to_integer<int>(*reinterpret_cast<const std::byte*>(CMSG_DATA(c)));
@@ -742,48 +763,60 @@ int UdpLink::receive_datagrams() {
       ip.src_ip6 = src.bytes;
       ip.dst_ip6 = ip_addr_.bytes;
     }
-    // One frame per datagram. (UDP_GRO, which hands over a GSO run as one
-    // datagram, lost a whole flow on lo in about 1 run of 40: off.)
-    const std::span<const std::byte> frame(r.buf->data() + i * kSlotBytes, r.msgs[i].msg_len);
-    if (steer_) {
-      const HostSteering::Verdict v = steer_->admit(frame, src);
-      if (v == HostSteering::Verdict::kProbe) continue;
-      if (v == HostSteering::Verdict::kForeign) {  // another process's QP: never answered for it
-        dropped_[static_cast<std::size_t>(DropReason::kUnknownQp)].fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-    }
-    ParsedFrame f;
-    const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
-    if (e != FrameError::kNone) {
-      dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    Packet& p = f.pkt;
-    // An IPv6 source this process never named has no link address (the
-    // table only grows by what we name, never by what arrives): no QP here
-    // can be its peer, so it is dropped as a foreign source.
-    p.src_addr = v6_ ? known_roce_address(src) : roce_address(src_ip);
-    if (p.src_addr == 0) {
-      dropped_[static_cast<std::size_t>(DropReason::kBadSource)].fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    p.dst_addr = address_;
-    p.src_qpn = kSrcQpnFromPath;
-    if (p.transport == QpType::kUd) {  // a UD packet names its source QP and Q_Key (DETH)
-      p.src_qpn = f.deth_src_qpn;
-      p.qkey = f.qkey;
-    }
-    p.hop_limit = static_cast<std::uint8_t>(ttl);
-    p.traffic_class = static_cast<std::uint8_t>(tos);
-    if (p.payload_length != 0 && is_response(p.op)) {
-      p.owned = r.buf;
-      r.handed_out = true;
-    }
-    frames_received_.fetch_add(1, std::memory_order_relaxed);
-    engine_->receive(std::move(p));
+    // With UDP_GRO a datagram may be a run of frames of one sender (one
+    // GSO send on lo, or segments a NIC's GRO joined), cut every `segment`
+    // bytes, the last piece shorter: each piece is a frame of its own, its
+    // Identification its index in the run (the ICRC's window covers it).
+    const std::span<const std::byte> datagram(r.buf->data() + i * r.slot_bytes, r.msgs[i].msg_len);
+    const std::size_t step =
+        segment > 0 && static_cast<std::size_t>(segment) < datagram.size() ? static_cast<std::size_t>(segment)
+                                                                           : datagram.size();
+    for (std::size_t off = 0; off < datagram.size(); off += step)
+      receive_frame(datagram.subspan(off, std::min(step, datagram.size() - off)), src, ip, ttl, tos);
   }
   return n;
+}
+
+void UdpLink::receive_frame(std::span<const std::byte> frame, const IpAddress& src, const IpUdpFields& ip, int ttl,
+                            int tos) {
+  RxState& r = *rx_;
+  if (steer_) {
+    const HostSteering::Verdict v = steer_->admit(frame, src);
+    if (v == HostSteering::Verdict::kProbe) return;
+    if (v == HostSteering::Verdict::kForeign) {  // another process's QP: never answered for it
+      dropped_[static_cast<std::size_t>(DropReason::kUnknownQp)].fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  ParsedFrame f;
+  const FrameError e = parse_frame(frame, ip, config_.check_icrc, f);
+  if (e != FrameError::kNone) {
+    dropped_[static_cast<std::size_t>(drop_reason_of(e))].fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Packet& p = f.pkt;
+  // An IPv6 source this process never named has no link address (the
+  // table only grows by what we name, never by what arrives): no QP here
+  // can be its peer, so it is dropped as a foreign source.
+  p.src_addr = v6_ ? known_roce_address(src) : roce_address(ip.src_ip);
+  if (p.src_addr == 0) {
+    dropped_[static_cast<std::size_t>(DropReason::kBadSource)].fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  p.dst_addr = address_;
+  p.src_qpn = kSrcQpnFromPath;
+  if (p.transport == QpType::kUd) {  // a UD packet names its source QP and Q_Key (DETH)
+    p.src_qpn = f.deth_src_qpn;
+    p.qkey = f.qkey;
+  }
+  p.hop_limit = static_cast<std::uint8_t>(ttl);
+  p.traffic_class = static_cast<std::uint8_t>(tos);
+  if (p.payload_length != 0 && is_response(p.op)) {
+    p.owned = r.buf;
+    r.handed_out = true;
+  }
+  frames_received_.fetch_add(1, std::memory_order_relaxed);
+  engine_->receive(std::move(p));
 }
 
 bool UdpLink::send_same_host(std::uint32_t dst_ip, std::uint32_t dst_qpn, std::span<const iovec> iov,
@@ -966,6 +999,9 @@ UdpLinkStats UdpLink::stats() const {
   UdpLinkStats s;
   s.frames_sent = frames_sent_.load(std::memory_order_relaxed);
   s.frames_received = frames_received_.load(std::memory_order_relaxed);
+  s.send_calls = send_calls_.load(std::memory_order_relaxed);
+  s.recv_calls = recv_calls_.load(std::memory_order_relaxed);
+  s.datagrams_received = datagrams_received_.load(std::memory_order_relaxed);
   s.send_errors = send_errors_.load(std::memory_order_relaxed);
   s.rx_overruns = rx_overruns_.load(std::memory_order_relaxed);
   s.source_port_fallbacks = port_fallbacks_.load(std::memory_order_relaxed);

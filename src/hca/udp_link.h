@@ -54,9 +54,16 @@ int device_udp_socket(int extra_flags = 0, int family = AF_INET);
 
 class QueueEngine;
 
+struct IpUdpFields;
+
 struct UdpLinkStats {
   std::uint64_t frames_sent = 0;
   std::uint64_t frames_received = 0;  // parsed and handed to the device
+  // The system calls that moved them: frames per call is what batching
+  // (sendmmsg, GSO; recvmmsg, GRO) buys.
+  std::uint64_t send_calls = 0;          // sendmmsg calls
+  std::uint64_t recv_calls = 0;          // recvmmsg calls that returned datagrams
+  std::uint64_t datagrams_received = 0;  // what they returned (a GRO run is one)
   std::uint64_t send_errors = 0;      // datagrams the kernel refused (lost: the transport resends)
   std::uint64_t rx_overruns = 0;      // datagrams the kernel dropped for a full receive buffer
   std::uint64_t source_port_fallbacks = 0;  // QPs whose entropy port could not be bound
@@ -110,18 +117,23 @@ class UdpLink final : public Link {
   // The shared-memory path to this user's other devices on this host (null:
   // none, on an exclusive address or with NetConfig::same_host false).
   SameHostPath* same_host() const { return same_host_.get(); }
+  // Runs of frames arrive as one datagram (UDP_GRO; SRDMA_GRO=0: not).
+  bool gro() const { return gro_; }
   std::uint64_t address() const;
   UdpLinkStats stats() const;
 
  private:
   UdpLink(const NetConfig& config, const IpAddress& ip, std::uint64_t address, int fd, int wake_fd, std::uint32_t active_mtu, bool gso,
-          std::unique_ptr<HostSteering> steer, std::unique_ptr<SameHostPath> same_host);
+          bool gro, std::unique_ptr<HostSteering> steer, std::unique_ptr<SameHostPath> same_host);
   struct RxState;
   void receive_loop();
   // One recvmmsg and the delivery of what it got, then what the same-host
   // rings hold. REQUIRES: rx_busy_ held.
   int receive_once();
   int receive_datagrams();
+  // One frame of a datagram (all of it, or a piece of a GRO run): steered,
+  // parsed, checked and handed to the engine, or dropped and counted.
+  void receive_frame(std::span<const std::byte> frame, const IpAddress& src, const IpUdpFields& ip, int ttl, int tos);
   int receive_same_host();
   // Hands a frame for another device of this host to its ring. false: not
   // one (it takes the wire).
@@ -174,6 +186,8 @@ class UdpLink final : public Link {
   // The kernel segments UDP (UDP_SEGMENT) and the config allows it; off
   // for good once a GSO send is refused as such.
   std::atomic<bool> gso_;
+  // The socket hands over runs of frames as one datagram (UDP_GRO).
+  const bool gro_;
   QueueEngine* engine_ = nullptr;
   std::thread rx_thread_;
   // The receive thread's id, stored by that thread: rx_thread_ itself is
@@ -211,6 +225,9 @@ class UdpLink final : public Link {
 
   std::atomic<std::uint64_t> frames_sent_{0};
   std::atomic<std::uint64_t> frames_received_{0};
+  std::atomic<std::uint64_t> send_calls_{0};
+  std::atomic<std::uint64_t> recv_calls_{0};
+  std::atomic<std::uint64_t> datagrams_received_{0};
   std::atomic<std::uint64_t> send_errors_{0};
   std::atomic<std::uint64_t> rx_overruns_{0};
   std::atomic<std::uint64_t> port_fallbacks_{0};

@@ -29,6 +29,9 @@ DeviceTransport transport_since(DeviceTransport now, const DeviceTransport& befo
   w.send_errors -= before.wire.send_errors;
   w.rx_overruns -= before.wire.rx_overruns;
   w.source_port_fallbacks -= before.wire.source_port_fallbacks;
+  w.send_calls -= before.wire.send_calls;
+  w.recv_calls -= before.wire.recv_calls;
+  w.datagrams_received -= before.wire.datagrams_received;
   w.steer_rebuilds -= before.wire.steer_rebuilds;  // host_members is a gauge: as it is now
   w.steer_foreign -= before.wire.steer_foreign;
   w.steer_bad_probes -= before.wire.steer_bad_probes;
@@ -139,6 +142,10 @@ WireStats wire_from_json(const nlohmann::json& j) {
   w.send_errors = count_field(j, "send_errors");
   w.rx_overruns = count_field(j, "rx_overruns");
   w.source_port_fallbacks = count_field(j, "source_port_fallbacks");
+  w.send_calls = count_field(j, "send_calls");
+  w.recv_calls = count_field(j, "recv_calls");
+  w.datagrams_received = count_field(j, "datagrams_received");
+  w.gro = j.contains("gro") && j["gro"].is_boolean() && j["gro"].get<bool>();
   w.host_members = static_cast<std::uint32_t>(count_field(j, "host_members"));
   w.steer_rebuilds = count_field(j, "steer_rebuilds");
   w.steer_foreign = count_field(j, "steer_foreign");
@@ -174,6 +181,10 @@ nlohmann::json to_json(const std::vector<DeviceTransport>& devs) {
                            {"send_errors", d.wire.send_errors},
                            {"rx_overruns", d.wire.rx_overruns},
                            {"source_port_fallbacks", d.wire.source_port_fallbacks},
+                           {"send_calls", d.wire.send_calls},
+                           {"recv_calls", d.wire.recv_calls},
+                           {"datagrams_received", d.wire.datagrams_received},
+                           {"gro", d.wire.gro},
                            {"host_members", d.wire.host_members},
                            {"steer_rebuilds", d.wire.steer_rebuilds},
                            {"steer_foreign", d.wire.steer_foreign},
@@ -223,8 +234,11 @@ void print_transport(const std::vector<DeviceTransport>& devs, const ImpairSpec&
                  c.lowest_rate_mbps ? fmt::format("{} Mb/s", c.lowest_rate_mbps) : std::string("line rate"));
     const WireStats& w = d.wire;
     if (w.frames_sent + w.frames_received > 0)
-      fmt::print(out, "{}  {:<{}}  RoCEv2 frames {} sent / {} received, send errors {}, receive overruns {}\n", indent,
-                 "", width, w.frames_sent, w.frames_received, w.send_errors, w.rx_overruns);
+      fmt::print(out,
+                 "{}  {:<{}}  RoCEv2 frames {} sent / {} received, send errors {}, receive overruns {}; system calls: "
+                 "{} sendmmsg, {} recvmmsg for {} datagrams (GRO {})\n",
+                 indent, "", width, w.frames_sent, w.frames_received, w.send_errors, w.rx_overruns, w.send_calls,
+                 w.recv_calls, w.datagrams_received, w.gro ? "on" : "off");
     if (w.host_members > 1 || w.steer_foreign + w.steer_bad_probes > 0)
       fmt::print(out,
                  "{}  {:<{}}  host group: {} processes on the address, {} steering rebuilds, {} packets for others "
