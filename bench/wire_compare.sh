@@ -39,11 +39,12 @@ PATH_UNDER_TEST=${PATH_UNDER_TEST:-wire}
 if [[ $PATH_UNDER_TEST == same_host ]]; then
   export SRDMA_SAME_HOST=1
   UCX_TLS_USE=${UCX_TLS_USE:-sm,self}
-  NAME=same_host_compare BW_TARGET=1.0 LAT_TARGET=1.5
+  NAME=same_host_compare BW_TARGET=1.0 LAT_TARGET=1.5 UDP_TARGET=1.0
 else
   export SRDMA_SAME_HOST=0
   UCX_TLS_USE=tcp,self
-  NAME=wire_compare BW_TARGET=1.5 LAT_TARGET=1.0
+  # Issue 38's targets on this machine kind.
+  NAME=wire_compare BW_TARGET=2.0 LAT_TARGET=0.8 UDP_TARGET=2.0
 fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -342,7 +343,7 @@ ratio_line() {  # label num den target-op target
   echo "| ratio (of medians) | value | target | |"
   echo "| --- | ---: | --- | --- |"
   ratio_line "srdma write_bw / UCX put_bw" srdma_bw ucx_bw ">=" "$BW_TARGET"
-  ratio_line "srdma write_bw / iperf3 UDP" srdma_bw_gb udp_gb ">=" 1.0
+  ratio_line "srdma write_bw / iperf3 UDP" srdma_bw_gb udp_gb ">=" "$UDP_TARGET"
   ratio_line "srdma send_lat / UCX am_lat" srdma_lat ucx_lat "<=" "$LAT_TARGET"
   if [[ -n ${MEDV[idle_cpu]:-} ]]; then
     printf '| idle srdma CPU (%% of one CPU) | %.2f | <= 1 | %s |\n' "${MEDV[idle_cpu]}" \
