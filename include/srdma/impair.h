@@ -58,8 +58,8 @@ inline constexpr std::uint32_t kMaxQueuePackets = 100000;
 // outside 1..kMaxReorderDepth, a rate outside (0, kMaxBottleneckGbps], a
 // queue outside 1..kMaxQueuePackets, an ecn threshold above the queue,
 // kmax below ecn or above the queue, kmax or pmax without ecn, pmax without
-// kmax or outside
-// (0, 1], queue=, ecn=, kmax= or pmax= without rate=, an empty spec.
+// kmax or outside (0, 1], queue=, ecn=, kmax= or pmax= without rate=, an
+// empty spec.
 Result<ImpairSpec> parse_impair(std::string_view text);
 
 // EINVAL naming the field when a spec is outside parse_impair's ranges (a
