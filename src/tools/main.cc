@@ -128,10 +128,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::uint32_t pmtu = 0;
   perf->add_option("server", popt.server,
-                   "Between processes: the server's IPv4 address (this side is then the client; without it, "
-                   "--ip makes this side the server, which waits for one client)");
-  perf->add_option("--ip", popt.ip, "Between processes: this side's device address (RoCEv2, UDP 4791); default "
-                                    "SRDMA_ADDR or 127.0.0.1");
+                   "Between processes: the server's IPv4 or IPv6 address, of --ip's family (this side is then "
+                   "the client; without it, --ip makes this side the server, which waits for one client)");
+  perf->add_option("--ip", popt.ip, "Between processes: this side's device address, IPv4 or IPv6 (RoCEv2, UDP 4791; "
+                                    "the side channel's TCP on the same family); default SRDMA_ADDR or 127.0.0.1");
   perf->add_option("-p,--port", popt.port, "The side channel's TCP port")->capture_default_str();
   auto* o_mtu = perf->add_option("--mtu", pmtu, "Path MTU of the QPs: 256, 512, 1024, 2048 or 4096 (default 4096)");
   perf->add_option("-u,--qp-timeout", popt.qp_timeout,
