@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> settings;
   info->add_option("-p,--profile", settings, "Profile field as NAME=VALUE (repeatable), e.g. num_mpt=4096");
   std::string info_ip;
-  info->add_option("--ip", info_ip, "Open the device on this IPv4 address (RoCEv2) and show its port");
+  info->add_option("--ip", info_ip, "Open the device on this IPv4 or IPv6 address (RoCEv2) and show its port");
 
   // srdma demo
   auto* demo = app.add_subcommand("demo", "Register memory and show translations and refusals");
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
       "run", "Run a verbs program on softrdma's libibverbs.so.1: srdma run [--ip ADDR] -- PROGRAM ARGS...");
   std::string run_ip;
   std::vector<std::string> run_argv;
-  run->add_option("--ip", run_ip, "The program's devices open on this IPv4 address (RoCEv2): sets SRDMA_ADDR");
+  run->add_option("--ip", run_ip, "The program's devices open on this IPv4 or IPv6 address (RoCEv2): sets SRDMA_ADDR");
   run->footer("What follows -- is the program and its arguments, never srdma's options (without --, "
               "what follows the first word srdma does not know).");
   run->prefix_command();  // the first word srdma does not know starts the program
