@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
                    "queue=PACKETS ecn=THRESHOLD");
   blkbench->add_option("--connect", bo.connect,
                        "Run only the host, against the target at ADDR[:PORT] (srdma nvmf target; port 4420 by "
-                       "default), through the CM on the wire");
-  blkbench->add_option("--ip", bo.ip, "With --connect: the host's device address (RoCEv2)");
+                       "default; IPv6 as [ADDR]:PORT), through the CM on the wire");
+  blkbench->add_option("--ip", bo.ip, "With --connect: the host's device address (RoCEv2), of the target's family");
   blkbench->add_option("--nqn", bo.nqn, "With --connect: the subsystem to connect to");
   blkbench->add_option("--hostnqn", bo.hostnqn, "With --connect: the host NQN (default: this machine's)");
   blkbench->add_option("--dhchap-secret", bo.dhchap_secret,
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
       "namespaces go under /var/lib/srdma, the one place the service may write.");
   srdma::tools::NvmfTargetOptions to;
   nvmf_target->add_option("--config", to.config, "The whole configuration from a JSON file (see the README)");
-  nvmf_target->add_option("--ip", to.ip, "The target device's address (RoCEv2, UDP 4791)");
+  nvmf_target->add_option("--ip", to.ip, "The target device's address, IPv4 or IPv6 (RoCEv2, UDP 4791)");
   nvmf_target->add_option("--port", to.port, "The NVMe-oF port hosts connect to")->capture_default_str();
   nvmf_target->add_option("--nqn", to.nqn, "The subsystem's NQN");
   nvmf_target->add_option("--allow-host", to.allowed_hosts, "A host NQN allowed to connect (repeatable; none: any)");
@@ -240,9 +240,9 @@ int main(int argc, char** argv) {
   // srdma nvmf discover --ip ADDR TARGET[:PORT]
   auto* nvmf_discover = nvmf->add_subcommand("discover", "List what a target's discovery controller offers this host");
   srdma::tools::NvmfDiscoverOptions dopt;
-  nvmf_discover->add_option("--ip", dopt.ip, "This host's device address (RoCEv2)")->required();
+  nvmf_discover->add_option("--ip", dopt.ip, "This host's device address (RoCEv2), of the target's family")->required();
   nvmf_discover->add_option("--hostnqn", dopt.hostnqn, "The host NQN to ask as");
-  nvmf_discover->add_option("target", dopt.target, "The target's ADDR[:PORT] (4420)")->required();
+  nvmf_discover->add_option("target", dopt.target, "The target's ADDR[:PORT] (4420; IPv6 as [ADDR]:PORT)")->required();
 
   // srdma devnode [--remove]
   auto* devnode = app.add_subcommand(
