@@ -203,6 +203,26 @@ TEST_P(NvmfWireCm, DiscoveryListsWhatThisHostMayReach) {
   EXPECT_FALSE((*d)->get_log_page(0x02, 0, 512)) << "SMART: not on a discovery controller";
 }
 
+// A device reaches peers of its own family only (net.h): a host on IPv4
+// asking for a target on IPv6, or the other way, is refused at once, before
+// any MAD (rather than after the CM's retries).
+TEST(NvmfWireCmFamilies, ATargetOfTheOtherFamilyIsRefusedAtOnce) {
+  Device v4 = test::open_device(test::LinkKind::kUdp, 1);
+  Device v6 = test::open_device(test::LinkKind::kUdp6, 2);
+  CmRequest req;
+  req.peer_qpn = 0x100;
+  auto c = wire_connect(v4, v6.address(), kPort, req);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, EINVAL);
+  EXPECT_NE(c.error().reason.find("the target is on IPv6, this device on IPv4"), std::string::npos)
+      << c.error().reason;
+  auto d = wire_connect(v6, v4.address(), kPort, req);
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().code, EINVAL);
+  EXPECT_NE(d.error().reason.find("the target is on IPv4, this device on IPv6"), std::string::npos)
+      << d.error().reason;
+}
+
 INSTANTIATE_TEST_SUITE_P(Links, NvmfWireCm, ::testing::Values(test::LinkKind::kInproc, test::LinkKind::kUdp),
                          test::link_name);
 

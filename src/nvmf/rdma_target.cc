@@ -18,7 +18,7 @@ constexpr std::size_t kMaxCntlid = 0xFFEF;  // NVMe base: FFF0h-FFFFh are reserv
 
 // A host device's address as an operator reads it.
 std::string peer_name(std::uint64_t addr) {
-  return is_roce_address(addr) ? ipv4_str(roce_ipv4(addr)) : fmt::format("device {}", addr);
+  return is_roce_link_address(addr) ? ip_str(ip_of_roce_address(addr)) : fmt::format("device {}", addr);
 }
 }
 
@@ -144,8 +144,8 @@ std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const
     genctr = genctr_;
   }
   std::vector<DiscoveryLogEntry> entries;
-  const std::string traddr = is_roce_address(dev_.address()) ? ipv4_str(roce_ipv4(dev_.address()))
-                                                             : fmt::format("{}", dev_.address());
+  const std::string traddr = is_roce_link_address(dev_.address()) ? ip_str(ip_of_roce_address(dev_.address()))
+                                                                  : fmt::format("{}", dev_.address());
   auto put = [](char* field, std::size_t size, const std::string& v) {
     std::memset(field, ' ', size);  // ASCII fields are space padded
     std::memcpy(field, v.data(), std::min(v.size(), size));
@@ -157,7 +157,7 @@ std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const
     for (std::size_t i = 0; i < ports.size(); ++i) {
       DiscoveryLogEntry e;
       e.trtype = kTrtypeRdma;
-      e.adrfam = kAdrfamIpv4;
+      e.adrfam = is_roce6_address(dev_.address()) ? kAdrfamIpv6 : kAdrfamIpv4;
       e.subtype = kSubtypeNvme;
       e.portid = static_cast<std::uint16_t>(i + 1);
       e.asqsz = static_cast<std::uint16_t>(opts_.limits.max_queue_size);
@@ -165,7 +165,7 @@ std::vector<std::byte> RdmaTarget::discovery_log(std::string_view hostnqn) const
       std::memcpy(e.subnqn, nqn.data(), std::min(nqn.size(), sizeof e.subnqn - 1));
       put(e.traddr, sizeof e.traddr, traddr);
       e.rdma.qptype = kRdmaQptypeConnected;
-      e.rdma.prtype = is_roce_address(dev_.address()) ? kRdmaPrtypeRoceV2 : kRdmaPrtypeNotSpecified;
+      e.rdma.prtype = is_roce_link_address(dev_.address()) ? kRdmaPrtypeRoceV2 : kRdmaPrtypeNotSpecified;
       e.rdma.cms = kRdmaCmsRdmaCm;
       entries.push_back(e);
     }

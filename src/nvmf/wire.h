@@ -437,7 +437,7 @@ struct DiscoveryLogHeader {
 static_assert(sizeof(DiscoveryLogHeader) == 1024);
 
 enum DiscoveryTrtype : std::uint8_t { kTrtypeRdma = 1 };
-enum DiscoveryAdrfam : std::uint8_t { kAdrfamIpv4 = 1 };
+enum DiscoveryAdrfam : std::uint8_t { kAdrfamIpv4 = 1, kAdrfamIpv6 = 2 };
 enum DiscoverySubtype : std::uint8_t { kSubtypeDiscovery = 1, kSubtypeNvme = 2 };
 // The RDMA transport-specific address subtype (TSAS).
 enum RdmaQptype : std::uint8_t { kRdmaQptypeConnected = 1 };

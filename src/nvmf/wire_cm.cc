@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -120,12 +121,25 @@ std::uint32_t ipv4_of(std::uint64_t addr) {
   return is_roce_address(addr) ? roce_ipv4(addr) : static_cast<std::uint32_t>(addr);
 }
 
-// A RoCEv2 GID (IPv4-mapped); on the in-process link the link-local GID
-// the port reports (fe80::address).
+// The RDMA CM header of a connection from `local` to `peer`: IPv6 between
+// IPv6 devices (their addresses, as librdmacm's over sockaddr_in6), else
+// IPv4.
+cm::CmaHeader cma_header_of(std::uint64_t local, std::uint64_t peer) {
+  if (!is_roce6_address(local)) return cm::cma_header_v4(ipv4_of(local), ipv4_of(peer), 0);
+  cm::CmaHeader h;
+  h.ip_version = 6;
+  const Gid src = gid_of_roce_address(local), dst = gid_of_roce_address(peer);
+  std::memcpy(h.src_addr.data(), src.data(), src.size());
+  std::memcpy(h.dst_addr.data(), dst.data(), dst.size());
+  return h;
+}
+
+// A RoCEv2 GID (IPv4-mapped, or an IPv6 device's address itself); on the
+// in-process link the link-local GID the port reports (fe80::address).
 cm::Gid gid_of(std::uint64_t addr) {
   cm::Gid out{};
-  if (is_roce_address(addr)) {
-    const Gid g = gid_of_ipv4(roce_ipv4(addr));
+  if (is_roce_link_address(addr)) {
+    const Gid g = gid_of_roce_address(addr);
     std::memcpy(out.data(), g.data(), out.size());
     return out;
   }
@@ -155,14 +169,17 @@ Result<std::unique_ptr<WireListener>> wire_listen(Device& dev, std::uint16_t por
   auto agent = device_cm_agent(dev);
   if (!agent) return std::unexpected(agent.error());
   std::weak_ptr<CmAgent> weak = *agent;
-  auto handle_req = [weak, l](const CmEvent& e) {
+  // The RDMA CM's requests over the device's own IP version (an IPv6
+  // device's peers are IPv6: net.h).
+  const std::uint8_t ip_version = is_roce6_address(dev.address()) ? 6 : 4;
+  auto handle_req = [weak, l, ip_version](const CmEvent& e) {
     auto a = weak.lock();
     if (!a) return;
     const auto& req = std::get<cm::Req>(*e.message);
     cm::CmaHeader h;
-    if (!cm::decode_cma_header(req.private_data, h).ok() || h.ip_version != 4 ||
+    if (!cm::decode_cma_header(req.private_data, h).ok() || h.ip_version != ip_version ||
         req.transport_service_type != cm::TransportServiceType::kRc) {
-      (void)a->reject(e.id);  // not an RDMA CM request over IPv4, or not RC
+      (void)a->reject(e.id);  // not an RDMA CM request over our IP version, or not RC
       a->destroy(e.id);
       return;
     }
@@ -220,6 +237,10 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& l
   if (req.private_data.size() > cm::kRdmaCmReqUserData)
     return make_error(EINVAL, fmt::format("{} bytes of private data: a REQ has room for {}", req.private_data.size(),
                                           cm::kRdmaCmReqUserData));
+  if (is_roce_link_address(addr) && is_roce6_address(addr) != is_roce6_address(local.address()))
+    return make_error(EINVAL, fmt::format("the target is on {}, this device on {}: a device reaches its own family only",
+                                          is_roce6_address(addr) ? "IPv6" : "IPv4",
+                                          is_roce6_address(local.address()) ? "IPv6" : "IPv4"));
   auto agent = device_cm_agent(local);
   if (!agent) return std::unexpected(agent.error());
 
@@ -238,7 +259,7 @@ Result<std::pair<CmReply, std::shared_ptr<CmConnection>>> wire_connect(Device& l
   r.primary_path.remote_gid = gid_of(addr);
   r.primary_path.hop_limit = 64;
   r.primary_path.local_ack_timeout = 14;
-  (void)cm::encode_cma_header(cm::cma_header_v4(ipv4_of(local.address()), ipv4_of(addr), 0), r.private_data);
+  (void)cm::encode_cma_header(cma_header_of(local.address(), addr), r.private_data);
   std::copy(req.private_data.begin(), req.private_data.end(), r.private_data.begin() + cm::kCmaHeaderBytes);
 
   struct Pending {

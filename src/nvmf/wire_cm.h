@@ -1,7 +1,8 @@
 // NVMe/RDMA connection setup, as the Linux host and target do it through
 // the RDMA CM, on the in-process link and on RoCEv2 alike: a REQ to the
 // service ID of the target's TCP port (RDMA_PS_TCP), whose private data is
-// the RDMA CM's IP header and then the NVMe-oF RDMA request (queue ID,
+// the RDMA CM's IP header (IPv4, or IPv6 between IPv6 devices; a listener
+// takes its device's version only) and then the NVMe-oF RDMA request (queue ID,
 // queue sizes); a REP with the NVMe-oF RDMA reply; the RTU; DREQ/DREP when
 // either side leaves.
 //

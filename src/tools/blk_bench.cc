@@ -22,6 +22,7 @@
 #include "nvmf/subsystem.h"
 #include "nvmf/wire_cm.h"
 #include "srdma/net.h"
+#include "tools/address_option.h"
 #include "tools/blk_plot.h"
 #include "tools/sim.h"
 #include "tools/latency_histogram.h"
@@ -238,19 +239,9 @@ std::string bench_nqn(const BlkBenchOptions& o, std::uint32_t c) {
   return o.connect.empty() ? fmt::format("nqn.2026-11.io.softrdma:bench{}", c) : o.nqn;
 }
 
-// --connect ADDR[:PORT]: the target's IPv4 address and NVMe-oF port.
-Result<std::pair<std::uint32_t, std::uint16_t>> parse_connect(const std::string& s) {
-  const auto colon = s.find(':');
-  auto ip = parse_ipv4(s.substr(0, colon));
-  if (!ip) return make_error(EINVAL, fmt::format("--connect '{}': {}", s, ip.error().reason));
-  std::uint16_t port = kPort;
-  if (colon != std::string::npos) {
-    auto p = parse_u64(s.substr(colon + 1));
-    if (!p || *p == 0 || *p > 65535) return make_error(EINVAL, fmt::format("--connect '{}': the port is not 1..65535", s));
-    port = static_cast<std::uint16_t>(*p);
-  }
-  return std::pair{*ip, port};
-}
+// --connect ADDR[:PORT]: the target's address (IPv6 bracketed when a port
+// follows, [::1]:4420) and NVMe-oF port.
+Result<HostPort> parse_connect(const std::string& s) { return parse_host_port("--connect", s, kPort); }
 
 Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impair, bool pool, Device* remote_host) {
   BlkModeResult res;
@@ -290,8 +281,10 @@ Result<BlkModeResult> run_mode(const BlkBenchOptions& o, const ImpairSpec& impai
   if (remote) {
     auto where = parse_connect(o.connect);
     if (!where) return std::unexpected(where.error());
-    target_addr = roce_address(where->first);
-    port = where->second;
+    auto a = roce_address_of(where->ip);  // an IPv6 target enters the process's table: we name it
+    if (!a) return std::unexpected(a.error());
+    target_addr = *a;
+    port = where->port;
   } else {
     auto t = nvmf::RdmaTarget::create(*target_dev, topts);
     if (!t) return std::unexpected(t.error());
@@ -565,10 +558,13 @@ Result<void> check_options(const BlkBenchOptions& o) {
   if (o.size < kBlockSize || o.size % o.bs) return make_error(EINVAL, "--size must be a positive multiple of --bs");
   if (!o.connect.empty()) {
     if (o.ip.empty()) return make_error(EINVAL, "--connect needs --ip, the host's own device address");
-    if (auto a = parse_ipv4(o.ip); !a) return make_error(EINVAL, fmt::format("--ip: {}", a.error().reason));
+    auto ip = parse_ip_option("--ip", o.ip);
+    if (!ip) return std::unexpected(ip.error());
     if (o.nqn.empty()) return make_error(EINVAL, "--connect needs --nqn, the subsystem to connect to");
     if (o.backend != "ram") return make_error(EINVAL, "--backend is the target's with --connect");
-    if (auto r = parse_connect(o.connect); !r) return std::unexpected(r.error());
+    auto target = parse_connect(o.connect);
+    if (!target) return std::unexpected(target.error());
+    if (auto r = check_same_family("--connect", target->ip, "--ip", *ip); !r) return r;
     if (!(o.reconnect_delay > 0) || o.reconnect_delay > 3600)
       return make_error(EINVAL, "--reconnect-delay must be in (0, 3600] seconds");
     if (!(o.ctrl_loss_tmo >= 0) || o.ctrl_loss_tmo > 86400)
@@ -592,7 +588,7 @@ Result<std::vector<BlkModeResult>> blk_bench(const BlkBenchOptions& o, std::ostr
     auto env = NetConfig::from_env();
     if (!env) return std::unexpected(env.error());
     NetConfig net = *env;
-    net.ip = o.ip;
+    net.ip = ip_str(parse_ip(o.ip).value());  // checked; ::ffff:a.b.c.d is a.b.c.d
     remote_host = Device::open(Profile{}, "srdma-host", net);
     if (!remote_host) return std::unexpected(remote_host.error());
     if (auto r = remote_host->impair(*impair); !r) return std::unexpected(r.error());

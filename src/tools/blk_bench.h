@@ -37,7 +37,7 @@ struct BlkBenchOptions {
   std::string impair;           // host and target send through an impairing link (srdma/impair.h); "" none
   // Only the host, against a target elsewhere (srdma nvmf target), on a
   // device of its own at `ip`, through the CM on the wire.
-  std::string connect;          // ADDR[:PORT]
+  std::string connect;          // ADDR[:PORT], an IPv6 ADDR bracketed before a port ([::1]:4420)
   std::string ip;
   std::string nqn;
   // With --connect: the host NQN (empty: this machine's) and its

@@ -8,6 +8,7 @@
 
 #include "srdma/device.h"
 #include "srdma/net.h"
+#include "tools/address_option.h"
 #include "tools/commands.h"
 
 namespace srdma::tools {
@@ -37,8 +38,9 @@ Result<void> info(const Profile& requested, std::ostream& out, const std::string
     auto env = NetConfig::from_env();
     if (!env) return std::unexpected(env.error());
     net = *env;
-    net.ip = ip;
-    if (auto a = parse_ipv4(ip); !a) return make_error(EINVAL, fmt::format("--ip: {}", a.error().reason));
+    auto a = parse_ip_option("--ip", ip);
+    if (!a) return std::unexpected(a.error());
+    net.ip = ip_str(*a);  // ::ffff:a.b.c.d is a.b.c.d
   }
   auto dev = ip.empty() ? Device::open(*p) : Device::open(*p, "srdma0", net);
   if (!dev) return std::unexpected(dev.error());
@@ -63,7 +65,7 @@ Result<void> info(const Profile& requested, std::ostream& out, const std::string
   for (std::size_t i = 0; i < port.gid.size(); i += 2)
     gid += fmt::format("{}{:02x}{:02x}", i ? ":" : "", port.gid[i], port.gid[i + 1]);
   fmt::print(out, "  {:<18} {}{}\n", "gid[0]", gid,
-             port.ethernet ? fmt::format(" (::ffff:{})", ipv4_str(roce_ipv4(port.address))) : "");
+             port.ethernet ? fmt::format(" ({})", gid_str(port.address)) : "");
 
   fmt::print(out, "profile\n");
   for (const auto& [name, v] : dev->profile().fields()) fmt::print(out, "  {:<22} {}\n", name, v);

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> settings;
   info->add_option("-p,--profile", settings, "Profile field as NAME=VALUE (repeatable), e.g. num_mpt=4096");
   std::string info_ip;
-  info->add_option("--ip", info_ip, "Open the device on this IPv4 address (RoCEv2) and show its port");
+  info->add_option("--ip", info_ip, "Open the device on this IPv4 or IPv6 address (RoCEv2) and show its port");
 
   // srdma demo
   auto* demo = app.add_subcommand("demo", "Register memory and show translations and refusals");
@@ -128,10 +128,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::uint32_t pmtu = 0;
   perf->add_option("server", popt.server,
-                   "Between processes: the server's IPv4 address (this side is then the client; without it, "
-                   "--ip makes this side the server, which waits for one client)");
-  perf->add_option("--ip", popt.ip, "Between processes: this side's device address (RoCEv2, UDP 4791); default "
-                                    "SRDMA_ADDR or 127.0.0.1");
+                   "Between processes: the server's IPv4 or IPv6 address, of --ip's family (this side is then "
+                   "the client; without it, --ip makes this side the server, which waits for one client)");
+  perf->add_option("--ip", popt.ip, "Between processes: this side's device address, IPv4 or IPv6 (RoCEv2, UDP 4791; "
+                                    "the side channel's TCP on the same family); default SRDMA_ADDR or 127.0.0.1");
   perf->add_option("-p,--port", popt.port, "The side channel's TCP port")->capture_default_str();
   auto* o_mtu = perf->add_option("--mtu", pmtu, "Path MTU of the QPs: 256, 512, 1024, 2048 or 4096 (default 4096)");
   perf->add_option("-u,--qp-timeout", popt.qp_timeout,
@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
                    "queue=PACKETS ecn=THRESHOLD");
   blkbench->add_option("--connect", bo.connect,
                        "Run only the host, against the target at ADDR[:PORT] (srdma nvmf target; port 4420 by "
-                       "default), through the CM on the wire");
-  blkbench->add_option("--ip", bo.ip, "With --connect: the host's device address (RoCEv2)");
+                       "default; IPv6 as [ADDR]:PORT), through the CM on the wire");
+  blkbench->add_option("--ip", bo.ip, "With --connect: the host's device address (RoCEv2), of the target's family");
   blkbench->add_option("--nqn", bo.nqn, "With --connect: the subsystem to connect to");
   blkbench->add_option("--hostnqn", bo.hostnqn, "With --connect: the host NQN (default: this machine's)");
   blkbench->add_option("--dhchap-secret", bo.dhchap_secret,
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
       "namespaces go under /var/lib/srdma, the one place the service may write.");
   srdma::tools::NvmfTargetOptions to;
   nvmf_target->add_option("--config", to.config, "The whole configuration from a JSON file (see the README)");
-  nvmf_target->add_option("--ip", to.ip, "The target device's address (RoCEv2, UDP 4791)");
+  nvmf_target->add_option("--ip", to.ip, "The target device's address, IPv4 or IPv6 (RoCEv2, UDP 4791)");
   nvmf_target->add_option("--port", to.port, "The NVMe-oF port hosts connect to")->capture_default_str();
   nvmf_target->add_option("--nqn", to.nqn, "The subsystem's NQN");
   nvmf_target->add_option("--allow-host", to.allowed_hosts, "A host NQN allowed to connect (repeatable; none: any)");
@@ -240,9 +240,9 @@ int main(int argc, char** argv) {
   // srdma nvmf discover --ip ADDR TARGET[:PORT]
   auto* nvmf_discover = nvmf->add_subcommand("discover", "List what a target's discovery controller offers this host");
   srdma::tools::NvmfDiscoverOptions dopt;
-  nvmf_discover->add_option("--ip", dopt.ip, "This host's device address (RoCEv2)")->required();
+  nvmf_discover->add_option("--ip", dopt.ip, "This host's device address (RoCEv2), of the target's family")->required();
   nvmf_discover->add_option("--hostnqn", dopt.hostnqn, "The host NQN to ask as");
-  nvmf_discover->add_option("target", dopt.target, "The target's ADDR[:PORT] (4420)")->required();
+  nvmf_discover->add_option("target", dopt.target, "The target's ADDR[:PORT] (4420; IPv6 as [ADDR]:PORT)")->required();
 
   // srdma devnode [--remove]
   auto* devnode = app.add_subcommand(
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
       "run", "Run a verbs program on softrdma's libibverbs.so.1: srdma run [--ip ADDR] -- PROGRAM ARGS...");
   std::string run_ip;
   std::vector<std::string> run_argv;
-  run->add_option("--ip", run_ip, "The program's devices open on this IPv4 address (RoCEv2): sets SRDMA_ADDR");
+  run->add_option("--ip", run_ip, "The program's devices open on this IPv4 or IPv6 address (RoCEv2): sets SRDMA_ADDR");
   run->footer("What follows -- is the program and its arguments, never srdma's options (without --, "
               "what follows the first word srdma does not know).");
   run->prefix_command();  // the first word srdma does not know starts the program

@@ -11,7 +11,7 @@
 #include "nvmf/wire.h"
 #include "srdma/device.h"
 #include "srdma/net.h"
-#include "tools/sim.h"
+#include "tools/address_option.h"
 
 namespace srdma::tools {
 namespace {
@@ -37,26 +37,24 @@ const char* prtype_name(std::uint8_t t) {
 
 Result<void> nvmf_discover(const NvmfDiscoverOptions& o, std::ostream& out) {
   if (o.ip.empty()) return make_error(EINVAL, "--ip: this host's device address");
-  const auto colon = o.target.find(':');
-  auto ip = parse_ipv4(o.target.substr(0, colon));
-  if (!ip) return make_error(EINVAL, fmt::format("target '{}': {}", o.target, ip.error().reason));
-  std::uint16_t port = 4420;
-  if (colon != std::string::npos) {
-    auto p = parse_u64(o.target.substr(colon + 1));
-    if (!p || *p == 0 || *p > 65535) return make_error(EINVAL, fmt::format("target '{}': the port is not 1..65535", o.target));
-    port = static_cast<std::uint16_t>(*p);
-  }
+  auto ip = parse_ip_option("--ip", o.ip);
+  if (!ip) return std::unexpected(ip.error());
+  auto target = parse_host_port("target", o.target, 4420);
+  if (!target) return std::unexpected(target.error());
+  if (auto r = check_same_family("the target", target->ip, "--ip", *ip); !r) return r;
   auto env = NetConfig::from_env();  // SRDMA_SAME_HOST ... apply here too; the address is ours
   if (!env) return std::unexpected(env.error());
   NetConfig net = *env;
-  net.ip = o.ip;
+  net.ip = ip_str(*ip);  // ::ffff:a.b.c.d is a.b.c.d
   auto dev = Device::open(Profile{}, "srdma-host", net);
   if (!dev) return std::unexpected(dev.error());
   nvmf::HostOptions ho;
   ho.subnqn = nvmf::kDiscoveryNqn;
   if (!o.hostnqn.empty()) ho.hostnqn = o.hostnqn;
   ho.kato_ms = 0;  // a discovery controller without keep-alive, as nvme discover's
-  auto ctrl = nvmf::HostController::connect(*dev, roce_address(*ip), port, ho);
+  auto target_addr = roce_address_of(target->ip);  // an IPv6 target enters the process's table: we name it
+  if (!target_addr) return std::unexpected(target_addr.error());
+  auto ctrl = nvmf::HostController::connect(*dev, *target_addr, target->port, ho);
   if (!ctrl) return std::unexpected(ctrl.error());
   auto head = (*ctrl)->get_log_page(nvmf::kLogPageDiscovery, 0, sizeof(nvmf::DiscoveryLogHeader));
   if (!head) return std::unexpected(head.error());
@@ -73,7 +71,9 @@ Result<void> nvmf_discover(const NvmfDiscoverOptions& o, std::ostream& out) {
     std::memcpy(&e, page->data() + (i + 1) * sizeof e, sizeof e);
     fmt::print(out, "=====Discovery Log Entry {}======\n", i);
     fmt::print(out, "trtype:  {}\n", e.trtype == nvmf::kTrtypeRdma ? "rdma" : "unrecognized");
-    fmt::print(out, "adrfam:  {}\n", e.adrfam == nvmf::kAdrfamIpv4 ? "ipv4" : "unrecognized");
+    fmt::print(out, "adrfam:  {}\n", e.adrfam == nvmf::kAdrfamIpv4   ? "ipv4"
+                                     : e.adrfam == nvmf::kAdrfamIpv6 ? "ipv6"
+                                                                     : "unrecognized");
     fmt::print(out, "subtype: {}\n", e.subtype == nvmf::kSubtypeNvme ? "nvme subsystem"
                                      : e.subtype == nvmf::kSubtypeDiscovery ? "discovery subsystem" : "unrecognized");
     fmt::print(out, "treq:    not specified\n");

@@ -8,6 +8,7 @@
 
 #include "nvmf/namespace.h"
 #include "nvmf/subsystem.h"
+#include "srdma/net.h"
 
 namespace srdma::tools {
 namespace {
@@ -100,7 +101,8 @@ Result<void> ServedConfig::start(const NvmfTargetConfig& c) {
 Result<std::string> ServedConfig::reload(const NvmfTargetConfig& next) {
   if (auto r = check_nvmf_target_config(next); !r) return std::unexpected(r.error());
   // What only a restart changes.
-  if (next.ip != config_.ip)
+  const auto next_ip = parse_ip(next.ip), ip = parse_ip(config_.ip);
+  if (!next_ip || !ip || *next_ip != *ip)  // the address, however written
     return make_error(EINVAL, fmt::format("ip: {} -> {} needs a restart (the device's address)", config_.ip, next.ip));
   if (next.port != config_.port)
     return make_error(EINVAL, fmt::format("port: {} -> {} needs a restart (the listener)", config_.port, next.port));

@@ -19,6 +19,7 @@
 #include "nvmf/subsystem.h"
 #include "srdma/device.h"
 #include "srdma/net.h"
+#include "tools/address_option.h"
 #include "tools/nvmf_reload.h"
 #include "tools/run_cost.h"
 #include "tools/sd_notify.h"
@@ -32,7 +33,7 @@ constexpr std::uint32_t kBlockSize = 4096;
 
 Result<void> check_nvmf_target_config(const NvmfTargetConfig& c) {
   if (c.ip.empty()) return make_error(EINVAL, "ip: the target needs a device address");
-  if (auto a = parse_ipv4(c.ip); !a) return make_error(EINVAL, fmt::format("ip: {}", a.error().reason));
+  if (auto a = parse_ip_option("ip", c.ip); !a) return std::unexpected(a.error());
   if (c.port == 0) return make_error(EINVAL, "port: 1..65535");
   if (c.subsystems.empty()) return make_error(EINVAL, "subsystems: at least one");
   for (const auto& s : c.subsystems) {
@@ -122,9 +123,11 @@ Result<NvmfTargetConfig> nvmf_target_config(const NvmfTargetOptions& o) {
     return parse_nvmf_target_config(ss.str());
   }
   if (o.ip.empty()) return make_error(EINVAL, "--ip: the target needs a device address (or --config)");
+  auto ip = parse_ip_option("--ip", o.ip);
+  if (!ip) return std::unexpected(ip.error());
   if (o.nqn.empty()) return make_error(EINVAL, "--nqn: the subsystem needs an NQN (or --config)");
   NvmfTargetConfig c;
-  c.ip = o.ip;
+  c.ip = ip_str(*ip);  // ::ffff:a.b.c.d is a.b.c.d
   c.port = o.port;
   c.pool_cqs = o.pool_cqs;
   NvmfSubsystemConfig s{o.nqn, o.allowed_hosts, {}, {{o.backend, o.size}}};
@@ -160,7 +163,8 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log, const std
   auto env = NetConfig::from_env();
   if (!env) return std::unexpected(env.error());
   NetConfig net = *env;
-  net.ip = c.ip;
+  const IpAddress ip = parse_ip(c.ip).value();  // checked above
+  net.ip = ip_str(ip);
   auto dev = Device::open(Profile{}, "srdma-target", net);
   if (!dev) return std::unexpected(dev.error());
   nvmf::TargetOptions topts;
@@ -171,9 +175,10 @@ Result<void> nvmf_target(const NvmfTargetConfig& c, std::ostream& log, const std
   ServedConfig served(**target, say);
   if (auto r = served.start(c); !r) return r;
   if (auto r = (*target)->listen(c.port); !r) return r;
-  say(fmt::format("listening on {}:{}, {} CQs", c.ip, c.port, c.pool_cqs ? "pooled" : "private"));
+  say(fmt::format("listening on {}, {} CQs", host_port_str(ip, c.port), c.pool_cqs ? "pooled" : "private"));
   auto status = [&] {
-    return fmt::format("STATUS=serving {} subsystems on {}:{}", served.config().subsystems.size(), c.ip, c.port);
+    return fmt::format("STATUS=serving {} subsystems on {}", served.config().subsystems.size(),
+                       host_port_str(ip, c.port));
   };
   // Under systemd (Type=notify): accepting from now on.
   notify_service_manager(fmt::format("READY=1\n{}", status()));

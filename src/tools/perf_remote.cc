@@ -16,6 +16,7 @@
 //   client "bye" -> server: its transport counters.
 // Whatever the peer sends is checked before use: the hello's parameters go
 // through the same validation as a command line.
+#include <arpa/inet.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include <fmt/ranges.h>
 
 #include "srdma/net.h"
+#include "tools/address_option.h"
 #include "tools/link_options.h"
 #include "tools/perf.h"
 #include "tools/perf_side.h"
@@ -49,12 +51,20 @@ constexpr int kReplyTimeoutMs = 30'000;  // the server's answers outside a run
 constexpr int kDoneTimeoutMs = 60'000;
 constexpr std::uint32_t kVerifySlots = 4;  // send_bw --verify: receive buffers per QP
 
-std::string gid_str(std::uint32_t ip) { return "::ffff:" + ipv4_str(ip); }
-
-Result<std::uint32_t> ip_of_gid_str(const std::string& g) {
-  constexpr std::string_view kPrefix = "::ffff:";
-  if (g.rfind(kPrefix, 0) != 0) return make_error(EPROTO, fmt::format("GID '{}' is not ::ffff:a.b.c.d", g));
-  return parse_ipv4(std::string_view(g).substr(kPrefix.size()));
+// The peer's device from the GID it sent: of this device's family (an
+// IPv4 device's peers are IPv4-mapped), and then a link address (an IPv6
+// one enters the process's table: the QPs' AV names it).
+Result<std::uint64_t> peer_address_of_gid(const std::string& g, std::uint64_t mine) {
+  Gid gid{};
+  if (inet_pton(AF_INET6, g.c_str(), gid.data()) != 1)
+    return make_error(EPROTO, fmt::format("GID '{}' is not IPv6 text", g));
+  if (is_ipv4_mapped(gid) != is_roce_address(mine))
+    return make_error(EPROTO, fmt::format("the peer's GID {} is {}, this device's ({}) is not", g,
+                                          is_ipv4_mapped(gid) ? "IPv4-mapped" : "IPv6", gid_str(mine)));
+  auto a = roce_address_of_gid(gid);
+  if (!a) return make_error(a.error().code == EINVAL ? EPROTO : a.error().code,
+                            fmt::format("GID '{}': {}", g, a.error().reason));
+  return *a;
 }
 
 // A field of the peer's message, of the type asked for, or EPROTO.
@@ -93,18 +103,18 @@ json qps_json(const Side& side) {
 }
 
 // The peer's QPs from its message: exactly `n` of them, every field checked.
-Result<PeerBuffers> peer_of(const json& j, std::uint32_t n) {
+Result<PeerBuffers> peer_of(const json& j, std::uint32_t n, std::uint64_t mine) {
   auto gid = field<std::string>(j, "gid");
   if (!gid) return std::unexpected(gid.error());
-  auto ip = ip_of_gid_str(*gid);
-  if (!ip) return std::unexpected(ip.error());
+  auto dev_addr = peer_address_of_gid(*gid, mine);
+  if (!dev_addr) return std::unexpected(dev_addr.error());
   auto half = field<std::uint64_t>(j, "half");
   if (!half) return std::unexpected(half.error());
   const auto it = j.find("qps");
   if (it == j.end() || !it->is_array() || it->size() != n)
     return make_error(EPROTO, fmt::format("the peer's message must list {} QPs", n));
   PeerBuffers p;
-  p.dev_addr = roce_address(*ip);
+  p.dev_addr = *dev_addr;
   p.half = *half;
   for (const json& q : *it) {
     if (!q.is_object()) return make_error(EPROTO, "a QP entry is not an object");
@@ -177,8 +187,11 @@ Result<NetConfig> net_for(const std::string& ip) {
   auto net = NetConfig::from_env();  // SRDMA_ICRC, SRDMA_BUSY_POLL_US ... apply here too
   if (!net) return std::unexpected(net.error());
   if (!ip.empty()) {
-    if (auto a = parse_ipv4(ip); !a) return make_error(EINVAL, fmt::format("--ip: {}", a.error().reason));
-    net->ip = ip;
+    auto a = parse_ip_option("--ip", ip);
+    if (!a) return std::unexpected(a.error());
+    net->ip = ip_str(*a);  // ::ffff:a.b.c.d is a.b.c.d
+  } else if (auto a = parse_ip(net->ip)) {
+    net->ip = ip_str(*a);
   }
   return net;
 }
@@ -412,8 +425,9 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   const std::uint32_t active = dev->query_port().active_mtu;
   if (o.mtu && *o.mtu > active)
     return make_error(EINVAL, fmt::format("--mtu {}: the port's active MTU is {}", *o.mtu, active));
+  const IpAddress my_ip = parse_ip(net->ip).value();
   if (live) {
-    fmt::print(*live, "waiting for a client on {}:{}\n", net->ip, o.port);
+    fmt::print(*live, "waiting for a client on {}\n", host_port_str(my_ip, o.port));
     live->flush();
   }
   auto ch = listener->accept(-1);
@@ -435,7 +449,7 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
     mtu = std::min(mtu, *o.mtu);
   }
   s->mtu = mtu;
-  auto client = peer_of(*hello, s->num_qps);
+  auto client = peer_of(*hello, s->num_qps, dev->address());
   if (!client) return refuse(client.error());
 
   std::size_t half = 0;
@@ -463,7 +477,7 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
       if (auto r = pong_rx.post(me, 0); !r) return refuse(r.error());
     pong.rx = &pong_rx;
   }
-  if (auto r = ch->send({{"gid", gid_str(roce_ipv4(me.dev.address()))},
+  if (auto r = ch->send({{"gid", gid_str(me.dev.address())},
                          {"half", half},
                          {"mtu", mtu},
                          {"qps", qps_json(me)}});
@@ -475,11 +489,11 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   report.role = "server";
   report.device = me.dev.name();
   report.loop_name = copy_vector_loop_name();
-  report.link = fmt::format("RoCEv2 (UDP {}) {} <- {}", net->port, net->ip, ipv4_str(roce_ipv4(client->dev_addr)));
-  report.exchange = fmt::format("TCP side channel ({}:{})", net->ip, o.port);
+  report.link = fmt::format("RoCEv2 (UDP {}) {} <- {}", net->port, net->ip, ip_str(ip_of_roce_address(client->dev_addr)));
+  report.exchange = fmt::format("TCP side channel ({})", host_port_str(my_ip, o.port));
   report.active_mtu = active;
-  report.local_gid = gid_str(roce_ipv4(me.dev.address()));
-  report.remote_gid = gid_str(roce_ipv4(client->dev_addr));
+  report.local_gid = gid_str(me.dev.address());
+  report.remote_gid = gid_str(client->dev_addr);
   report.local = PerfEndpoint{me.qps[0]->qp_num(), me.psn[0], me.mrs[0].rkey(), me.addr(0)};
   report.remote = PerfEndpoint{client->qpn[0], client->psn[0], client->rkey[0], client->addr[0]};
   if (live) print_header(report, *live);
@@ -554,7 +568,11 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
 Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions& o, std::ostream* live) {
   auto net = net_for(o.ip);
   if (!net) return std::unexpected(net.error());
-  if (auto a = parse_ipv4(o.server); !a) return make_error(EINVAL, fmt::format("the server: {}", a.error().reason));
+  auto server_ip = parse_ip_option("the server", o.server);
+  if (!server_ip) return std::unexpected(server_ip.error());
+  if (auto r = check_same_family("the server", *server_ip, "this side's device (--ip)", parse_ip(net->ip).value()); !r)
+    return std::unexpected(r.error());
+  const std::string server_str = ip_str(*server_ip);  // ::ffff:a.b.c.d is a.b.c.d
   PerfSettings s = given;
   const std::uint64_t max_size = *std::max_element(s.sizes.begin(), s.sizes.end());
   std::size_t half = 0;
@@ -569,7 +587,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   auto mtu = path_mtu(s, o, active);
   if (!mtu) return std::unexpected(mtu.error());
 
-  auto ch = SideChannel::connect(o.server, o.port, 10'000);
+  auto ch = SideChannel::connect(server_str, o.port, 10'000);
   if (!ch) return std::unexpected(ch.error());
   json sizes = json::array();
   for (auto z : s.sizes) sizes.push_back(z);
@@ -584,7 +602,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
                          {"inline_size", s.inline_size},
                          {"verify", s.verify},
                          {"mtu", *mtu},
-                         {"gid", gid_str(roce_ipv4(me.dev.address()))},
+                         {"gid", gid_str(me.dev.address())},
                          {"half", half},
                          {"qps", qps_json(me)}});
       !r)
@@ -592,7 +610,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   auto reply = ch->receive(kReplyTimeoutMs);
   if (!reply) return std::unexpected(reply.error());
   if (auto e = peer_error(*reply, "server")) return std::unexpected(*e);
-  auto server = peer_of(*reply, s.num_qps);
+  auto server = peer_of(*reply, s.num_qps, me.dev.address());
   if (!server) return std::unexpected(server.error());
   auto server_mtu = field<std::uint32_t>(*reply, "mtu");
   if (!server_mtu) return std::unexpected(server_mtu.error());
@@ -605,11 +623,11 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   report.settings = s;
   report.device = me.dev.name();
   report.loop_name = copy_vector_loop_name();
-  report.link = fmt::format("RoCEv2 (UDP {}) {} -> {}", net->port, net->ip, o.server);
-  report.exchange = fmt::format("TCP side channel ({}:{})", o.server, o.port);
+  report.link = fmt::format("RoCEv2 (UDP {}) {} -> {}", net->port, net->ip, server_str);
+  report.exchange = fmt::format("TCP side channel ({})", host_port_str(*server_ip, o.port));
   report.active_mtu = active;
-  report.local_gid = gid_str(roce_ipv4(me.dev.address()));
-  report.remote_gid = gid_str(roce_ipv4(server->dev_addr));
+  report.local_gid = gid_str(me.dev.address());
+  report.remote_gid = gid_str(server->dev_addr);
   report.local = PerfEndpoint{me.qps[0]->qp_num(), me.psn[0], me.mrs[0].rkey(), me.addr(0)};
   report.remote = PerfEndpoint{server->qpn[0], server->psn[0], server->rkey[0], server->addr[0]};
   if (live) print_header(report, *live);

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "srdma/net.h"
+#include "tools/address_option.h"
 
 // Set for this file by the build (CMakeLists.txt).
 #ifndef SRDMA_BUILD_DROPIN_DIR
@@ -64,8 +65,12 @@ Result<std::string> find_dropin_dir() {
 RunFailure run_program(const std::string& ip, const std::vector<std::string>& argv) {
   if (argv.empty() || argv[0].empty())
     return {Error{EINVAL, "run needs a program: srdma run [--ip ADDR] -- PROGRAM ARGS..."}};
-  if (!ip.empty())
-    if (auto a = parse_ipv4(ip); !a) return {Error{EINVAL, "--ip '" + ip + "': " + a.error().reason}};
+  std::string addr;  // SRDMA_ADDR: IPv4 or IPv6 text (::ffff:a.b.c.d as a.b.c.d)
+  if (!ip.empty()) {
+    auto a = parse_ip_option("--ip", ip);
+    if (!a) return {a.error()};
+    addr = ip_str(*a);
+  }
   auto dir = find_dropin_dir();
   if (!dir) return {dir.error()};
 
@@ -73,7 +78,7 @@ RunFailure run_program(const std::string& ip, const std::vector<std::string>& ar
   std::string path = *dir;
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) path += std::string(":") + old;
   if (::setenv("LD_LIBRARY_PATH", path.c_str(), 1) != 0 ||
-      (!ip.empty() && ::setenv("SRDMA_ADDR", ip.c_str(), 1) != 0))
+      (!addr.empty() && ::setenv("SRDMA_ADDR", addr.c_str(), 1) != 0))
     return {Error{errno, std::string("setenv: ") + std::strerror(errno)}};
 
   std::vector<char*> args;

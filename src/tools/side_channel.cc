@@ -14,7 +14,9 @@
 
 #include <fmt/format.h>
 
+#include "hca/sock_addr.h"
 #include "srdma/net.h"
+#include "tools/address_option.h"
 
 namespace srdma::tools {
 namespace {
@@ -24,18 +26,31 @@ constexpr std::uint32_t kMaxMessage = 1u << 20;
 // A message that has begun arrives whole within this.
 constexpr int kRestOfMessageMs = 30'000;
 
-Result<sockaddr_in> sockaddr_of(const std::string& ip, std::uint16_t port) {
-  auto a = parse_ipv4(ip);
+// The side channel speaks the family of the device's address: an IPv6
+// device's peer is on IPv6 (an IPv4-mapped address is IPv4).
+Result<hca::SockAddr> sockaddr_of(const std::string& ip, std::uint16_t port) {
+  auto a = parse_ip(ip);
   if (!a) return std::unexpected(a.error());
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(*a);
-  s.sin_port = htons(port);
-  return s;
+  return hca::SockAddr::of(*a, port);
 }
 
-std::string str(const sockaddr_in& a) {
-  return fmt::format("{}:{}", ipv4_str(ntohl(a.sin_addr.s_addr)), ntohs(a.sin_port));
+std::string str(const hca::SockAddr& a) {
+  if (a.family() == AF_INET6) {
+    IpAddress ip;
+    std::memcpy(ip.bytes.data(), &a.u.v6.sin6_addr, 16);
+    return host_port_str(ip, ntohs(a.u.v6.sin6_port));
+  }
+  return host_port_str(IpAddress::of_v4(ntohl(a.u.v4.sin_addr.s_addr)), ntohs(a.u.v4.sin_port));
+}
+
+// A TCP socket of `family`; an IPv6 one is IPv6 only, as the device's is.
+int tcp_socket(int family) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd >= 0 && family == AF_INET6) {
+    const int one = 1;
+    (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  }
+  return fd;
 }
 
 // Waits until `fd` is ready for `events`; ETIMEDOUT after timeout_ms.
@@ -61,13 +76,13 @@ Result<void> wait_for(int fd, short events, int timeout_ms) {
 Result<SideChannel> SideChannel::connect(const std::string& ip, std::uint16_t port, int timeout_ms) {
   auto to = sockaddr_of(ip, port);
   if (!to) return std::unexpected(to.error());
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const int fd = tcp_socket(to->family());
   if (fd < 0) return make_error(errno, fmt::format("socket(): {}", std::strerror(errno)));
   auto fail = [&](int e, const std::string& why) -> Result<SideChannel> {
     ::close(fd);
     return make_error(e, fmt::format("cannot reach the perf server at {}: {}", str(*to), why));
   };
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*to), sizeof *to) != 0) {
+  if (::connect(fd, to->ptr(), to->len()) != 0) {
     if (errno != EINPROGRESS) return fail(errno, std::strerror(errno));
     if (auto w = wait_for(fd, POLLOUT, timeout_ms); !w) return fail(w.error().code, w.error().reason);
     int err = 0;
@@ -174,11 +189,11 @@ bool SideChannel::readable() const {
 Result<SideListener> SideListener::listen(const std::string& ip, std::uint16_t port) {
   auto at = sockaddr_of(ip, port);
   if (!at) return std::unexpected(at.error());
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const int fd = tcp_socket(at->family());
   if (fd < 0) return make_error(errno, fmt::format("socket(): {}", std::strerror(errno)));
   const int one = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&*at), sizeof *at) != 0 || ::listen(fd, 4) != 0) {
+  if (::bind(fd, at->ptr(), at->len()) != 0 || ::listen(fd, 4) != 0) {
     const int e = errno;
     ::close(fd);
     return make_error(e, fmt::format("cannot listen on {}: {}", str(*at), std::strerror(e)));
@@ -203,9 +218,9 @@ Result<SideChannel> SideListener::accept(int timeout_ms) {
   for (;;) {
     if (auto w = wait_for(fd_, POLLIN, timeout_ms); !w)
       return make_error(w.error().code, fmt::format("no perf client came ({})", w.error().reason));
-    sockaddr_in from{};
-    socklen_t len = sizeof from;
-    const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    hca::SockAddr from;
+    socklen_t len = sizeof from.u;
+    const int c = ::accept4(fd_, from.ptr(), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
       return make_error(errno, fmt::format("accept(): {}", std::strerror(errno)));

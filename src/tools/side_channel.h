@@ -1,6 +1,7 @@
 // The TCP side channel two `srdma perf` processes talk over before and
 // around a run, as perftest's out-of-band exchange does: the server listens
-// on its device's address (port 18515 by default), one client connects, and
+// on its device's address (port 18515 by default; TCP over IPv6 for an
+// IPv6 device), one client connects, and
 // they trade JSON messages (QPN, PSN, rkey, address and GID of each QP; the
 // test's parameters; when a size starts and ends). Each message is a 4-byte
 // big-endian length and that many bytes of JSON. What arrives is the peer's
@@ -21,7 +22,8 @@ inline constexpr std::uint16_t kPerfSidePort = 18515;  // perftest's default
 
 class SideChannel {
  public:
-  // Connects to ip:port; ECONNREFUSED / ETIMEDOUT ... naming the address.
+  // Connects to ip:port (IPv4 or IPv6 text); ECONNREFUSED / ETIMEDOUT ...
+  // naming the address.
   static Result<SideChannel> connect(const std::string& ip, std::uint16_t port, int timeout_ms);
 
   SideChannel() = default;
@@ -37,7 +39,7 @@ class SideChannel {
   // waiting: for a side that is busy with RDMA and checks now and then.
   bool readable() const;
   int fd() const { return fd_; }
-  const std::string& peer() const { return peer_; }  // "a.b.c.d:port"
+  const std::string& peer() const { return peer_; }  // "a.b.c.d:port" or "[ipv6]:port"
 
  private:
   friend class SideListener;
