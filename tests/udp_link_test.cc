@@ -32,6 +32,31 @@ struct UdpPair {
   Side b = side_on(test::LinkKind::kUdp, 2);
 };
 
+// A frame of `p` up to its ICRC.
+std::vector<std::byte> frame_of(const Packet& p) {
+  FrameHeaders h = build_headers(p);
+  std::vector<std::byte> f(h.bytes.begin(), h.bytes.begin() + h.length);
+  for (const MemPiece& m : std::span<const MemPiece>(p.payload)) f.insert(f.end(), m.addr, m.addr + m.length);
+  f.resize(f.size() + h.pad);
+  return f;
+}
+
+// A well-formed 16-byte WRITE ONLY of 0x5a bytes to `to`'s QP and buffer at
+// PSN 0: from anyone but its peer, a stranger's. `data` holds the payload.
+Packet write_to(Side& to, std::array<std::byte, 16>& data) {
+  data.fill(std::byte{0x5a});
+  Packet w;
+  w.op = Opcode::kWriteOnly;
+  w.dst_qpn = to.qp->qpn();
+  w.psn = 0;
+  w.va = to.addr(0);
+  w.rkey = to.key;
+  w.dma_length = 16;
+  w.payload_length = 16;
+  w.payload.push_back(MemPiece{data.data(), 16});
+  return w;
+}
+
 // A raw UDP socket on a third loopback address, for frames of our making.
 class Injector {
  public:
@@ -49,13 +74,7 @@ class Injector {
   }
   ~Injector() { ::close(fd_); }
   // Sends `p` as a well-formed frame (good ICRC unless `bad_icrc`).
-  void send(const Packet& p, std::uint32_t dst_ip, bool bad_icrc = false) {
-    FrameHeaders h = build_headers(p);
-    std::vector<std::byte> f(h.bytes.begin(), h.bytes.begin() + h.length);
-    for (const MemPiece& m : std::span<const MemPiece>(p.payload)) f.insert(f.end(), m.addr, m.addr + m.length);
-    f.resize(f.size() + h.pad);
-    with_icrc(f, dst_ip, bad_icrc);
-  }
+  void send(const Packet& p, std::uint32_t dst_ip, bool bad_icrc = false) { with_icrc(frame_of(p), dst_ip, bad_icrc); }
   // Sends `f` (a frame up to its ICRC) with an ICRC appended.
   void with_icrc(std::vector<std::byte> f, std::uint32_t dst_ip, bool bad_icrc = false) {
     IpUdpFields ip{ip_, dst_ip, sport_, kRoceV2Port, 0, true};
@@ -293,16 +312,7 @@ TEST(UdpLink, FramesThatAreNotRightAreDroppedAndCountedByReason) {
   inj.raw(tiny, b_ip);
   // A WRITE ONLY to b's QP, well formed, but from a host that is not its peer.
   std::array<std::byte, 16> data{};
-  data.fill(std::byte{0x5a});
-  Packet w;
-  w.op = Opcode::kWriteOnly;
-  w.dst_qpn = p.b.qp->qpn();
-  w.psn = 0;
-  w.va = p.b.addr(0);
-  w.rkey = p.b.key;
-  w.dma_length = 16;
-  w.payload_length = 16;
-  w.payload.push_back(MemPiece{data.data(), 16});
+  const Packet w = write_to(p.b, data);
   inj.send(w, b_ip);
   // The same with a broken ICRC.
   inj.send(w, b_ip, /*bad_icrc=*/true);
@@ -345,15 +355,6 @@ TEST(UdpLink, FramesThatAreNotRightAreDroppedAndCountedByReason) {
   EXPECT_EQ(p.b.buf[0], 0x11);
 }
 
-// A frame of `p` up to its ICRC.
-std::vector<std::byte> frame_of(const Packet& p) {
-  FrameHeaders h = build_headers(p);
-  std::vector<std::byte> f(h.bytes.begin(), h.bytes.begin() + h.length);
-  for (const MemPiece& m : std::span<const MemPiece>(p.payload)) f.insert(f.end(), m.addr, m.addr + m.length);
-  f.resize(f.size() + h.pad);
-  return f;
-}
-
 // UDP_GRO: a run of frames arrives as one datagram and is cut at its
 // segment size into frames, each one checked alone: one bad frame costs
 // itself, never its neighbours; a stranger's run is dropped frame by frame
@@ -390,16 +391,7 @@ TEST(UdpLink, AGroRunIsCutIntoFramesEachCheckedAlone) {
   // same with its ICRC spoiled, one to a QPN nobody has, and a short tail.
   Injector inj;
   std::array<std::byte, 16> data{};
-  data.fill(std::byte{0x5a});
-  Packet w;
-  w.op = Opcode::kWriteOnly;
-  w.dst_qpn = p.b.qp->qpn();
-  w.psn = 0;
-  w.va = p.b.addr(0);
-  w.rkey = p.b.key;
-  w.dma_length = 16;
-  w.payload_length = 16;
-  w.payload.push_back(MemPiece{data.data(), 16});
+  const Packet w = write_to(p.b, data);
   Packet u = w;
   u.dst_qpn = 0xabcdef;
   const std::vector<std::byte> tail(3, std::byte{0x11});  // with its 4 ICRC bytes: 7, shorter than a BTH

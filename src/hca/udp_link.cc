@@ -94,6 +94,23 @@ constexpr std::size_t kEntropyPorts = 1u << 14;
 
 std::string errno_str(int e) { return std::strerror(e); }
 
+// What a parsed frame's packet learns from how it arrived, on the wire or
+// through a same-host ring alike: its link addresses, the source QP (the
+// path's, or a UD packet's DETH with its Q_Key) and the IP header's TTL
+// and TOS.
+void address_arrival(ParsedFrame& f, std::uint64_t src_addr, std::uint64_t dst_addr, int ttl, int tos) {
+  Packet& p = f.pkt;
+  p.src_addr = src_addr;
+  p.dst_addr = dst_addr;
+  p.src_qpn = kSrcQpnFromPath;
+  if (p.transport == QpType::kUd) {  // a UD packet names its source QP and Q_Key (DETH)
+    p.src_qpn = f.deth_src_qpn;
+    p.qkey = f.qkey;
+  }
+  p.hop_limit = static_cast<std::uint8_t>(ttl);
+  p.traffic_class = static_cast<std::uint8_t>(tos);
+}
+
 // The MTU of the interface that holds `addr` (lo's for loopback addresses
 // not configured on an interface: the kernel routes all of 127/8 there).
 std::uint32_t interface_mtu(const IpAddress& addr) {
@@ -798,19 +815,12 @@ void UdpLink::receive_frame(std::span<const std::byte> frame, const IpAddress& s
   // An IPv6 source this process never named has no link address (the
   // table only grows by what we name, never by what arrives): no QP here
   // can be its peer, so it is dropped as a foreign source.
-  p.src_addr = v6_ ? known_roce_address(src) : roce_address(ip.src_ip);
-  if (p.src_addr == 0) {
+  const std::uint64_t src_addr = v6_ ? known_roce_address(src) : roce_address(ip.src_ip);
+  if (src_addr == 0) {
     dropped_[static_cast<std::size_t>(DropReason::kBadSource)].fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  p.dst_addr = address_;
-  p.src_qpn = kSrcQpnFromPath;
-  if (p.transport == QpType::kUd) {  // a UD packet names its source QP and Q_Key (DETH)
-    p.src_qpn = f.deth_src_qpn;
-    p.qkey = f.qkey;
-  }
-  p.hop_limit = static_cast<std::uint8_t>(ttl);
-  p.traffic_class = static_cast<std::uint8_t>(tos);
+  address_arrival(f, src_addr, address_, ttl, tos);
   if (p.payload_length != 0 && is_response(p.op)) {
     p.owned = r.buf;
     r.handed_out = true;
@@ -878,15 +888,7 @@ int UdpLink::receive_same_host() {
       p.payload = PieceList();
       p.payload.push_back(MemPiece{data, p.payload_length});
     }
-    p.src_addr = roce_address(src_ip);
-    p.dst_addr = address_;
-    p.src_qpn = kSrcQpnFromPath;
-    if (p.transport == QpType::kUd) {
-      p.src_qpn = f.deth_src_qpn;
-      p.qkey = f.qkey;
-    }
-    p.hop_limit = rec.ttl;
-    p.traffic_class = rec.tos;
+    address_arrival(f, roce_address(src_ip), address_, rec.ttl, rec.tos);
     engine_->receive(std::move(p));
     return true;
   });
