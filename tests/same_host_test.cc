@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include <array>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include <fmt/format.h>
@@ -90,6 +92,60 @@ void send_with_fds(int s, const void* data, std::size_t n, std::initializer_list
     std::memcpy(CMSG_DATA(c), std::data(fds), fds.size() * sizeof(int));
   }
   EXPECT_EQ(::sendmsg(s, &m, MSG_NOSIGNAL), static_cast<ssize_t>(n)) << std::strerror(errno);
+}
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+// Two threads may sleep parked on one ring (the receive thread and a
+// consumer blocked on a completion channel, Link::prepare_sleep): the one
+// that wakes first must not silence the other's doorbell, and once the last
+// is up the producers stop ringing.
+TEST(SameHostPath, ADoorbellRingsWhileAnySleeperIsStillParked) {
+  std::random_device rd;
+  const std::uint32_t ip = 0x7F000000u | (rd() & 0xFFFFFEu) | 1u;  // some 127.x.y.z
+  const std::uint16_t port = 40000 + static_cast<std::uint16_t>(rd() % 20000);
+  auto a = hca::SameHostPath::open(ip, port, 1);
+  auto b = hca::SameHostPath::open(ip, port, 2);
+  ASSERT_TRUE(a && b);
+  std::array<std::byte, 64> frame{};
+  const std::array<std::span<const std::byte>, 1> pieces{std::span<const std::byte>(frame)};
+  const auto send = [&] { return (*a)->send(ip, 2, pieces, 64, 0); };
+  const auto take_all = [&] { return (*b)->receive(64, [](const hca::ShmRecord&, std::uint32_t) { return true; }); };
+  ASSERT_EQ(send(), hca::SameHostPath::Sent::kSent);
+  ASSERT_TRUE(eventually([&] {
+    (*b)->control();  // the connection and its hello
+    return (*b)->stats().peers_in == 1;
+  }));
+  EXPECT_EQ(take_all(), 1);
+
+  std::vector<pollfd> thread_fds, consumer_fds;
+  ASSERT_TRUE((*b)->park_rings(thread_fds));    // the receive thread sleeps
+  ASSERT_TRUE((*b)->park_rings(consumer_fds));  // so does a consumer
+  ASSERT_EQ(thread_fds.size(), 1u);
+  const int doorbell = thread_fds[0].fd;
+  EXPECT_FALSE(readable(doorbell));
+  (*b)->unpark();  // the consumer is up first
+  ASSERT_EQ(send(), hca::SameHostPath::Sent::kSent);
+  EXPECT_TRUE(readable(doorbell)) << "the receive thread, still asleep, was not rung";
+  (*b)->unpark();  // the receive thread is up
+  EXPECT_EQ(take_all(), 1);
+
+  // Nobody sleeps: a frame rings no doorbell (park_rings drains it, and the
+  // last unpark takes the flags down).
+  std::vector<pollfd> fds;
+  ASSERT_TRUE((*b)->park_rings(fds));
+  (*b)->unpark();
+  EXPECT_FALSE(readable(doorbell));
+  ASSERT_EQ(send(), hca::SameHostPath::Sent::kSent);
+  EXPECT_FALSE(readable(doorbell));
+  // A frame that waits keeps a sleeper awake: park_rings says so.
+  std::vector<pollfd> again;
+  EXPECT_FALSE((*b)->park_rings(again));
+  (*b)->unpark();
+  EXPECT_EQ(take_all(), 1);
 }
 
 TEST(SameHost, TwoDevicesMoveEveryByteThroughTheRingsAndNothingOverUdp) {

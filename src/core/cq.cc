@@ -97,51 +97,67 @@ namespace {
 // receive thread takes over again once this one stops polling.
 //
 // Waits until ready() answers non-zero (that is returned) or one of `fds`
-// (the caller's; the link's fd is poll()ed beside them) is ready (their
-// count is returned, revents set), receiving what the wire holds in this
-// thread meanwhile; ready() is asked first and after every batch received.
-// -1 with errno when poll(2) fails (EINTR: a signal); 0 when `timeout_ms`
-// (poll's meaning) passes.
+// (the caller's; the link's descriptors are poll()ed beside them) is ready
+// (their count is returned, revents set), receiving what the wire holds in
+// this thread meanwhile; ready() is asked first and after every batch
+// received. -1 with errno when poll(2) fails (EINTR: a signal); 0 when
+// `timeout_ms` (poll's meaning) passes.
 template <class Ready>
 int wait_receiving(hca::QueueEngine& engine, pollfd* fds, std::size_t nfds, int timeout_ms, Ready ready) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline =
       timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(timeout_ms) : Clock::time_point{};
-  std::array<pollfd, 8> small;
-  std::vector<pollfd> big;
-  pollfd* all = small.data();
-  if (nfds + 1 > small.size()) {
-    big.resize(nfds + 1);
-    all = big.data();
-  }
+  std::vector<pollfd> all;
+  all.reserve(nfds + 8);
   bool wire_busy = false;  // the wire had something, and another thread was receiving it
+  // The device's busy-poll window, spent by the thread that waits rather
+  // than by the receive thread (which stands aside while a consumer polls):
+  // still one spinning thread per process, and none once the wire is idle.
+  const auto spin = std::chrono::nanoseconds(engine.link_busy_poll_ns());
+  Clock::time_point spin_until = Clock::now() + spin;
+  unsigned empty_polls = 0;
   for (;;) {
     if (const int r = ready(); r != 0) return r;
     if (engine.poll_link() > 0) {
       wire_busy = false;
+      empty_polls = 0;
       continue;  // what arrived may have made it ready
     }
+    if (timeout_ms == 0) return 0;
+    if (empty_polls++ == 0) engine.flush_link();  // what this thread sent or deferred leaves first
+    // The clock is read every 16th empty poll: it costs more than a poll on
+    // some virtual machines.
+    if (spin.count() > 0 && empty_polls % 16 != 0) continue;
+    const Clock::time_point now = Clock::now();
+    if (timeout_ms > 0 && now >= deadline) return 0;
+    if (now < spin_until) continue;
     int wait = timeout_ms;
     if (timeout_ms > 0) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
       if (left <= 0) return 0;
       wait = static_cast<int>(left);
-    } else if (timeout_ms == 0) {
-      return 0;
     }
     if (wire_busy) std::this_thread::yield();  // let the thread receiving finish
     engine.flush_link();  // answers this thread deferred leave before it sleeps
-    std::copy_n(fds, nfds, all);
-    all[nfds] = {engine.link_rx_fd(), POLLIN, 0};
-    const int n = ::poll(all, static_cast<nfds_t>(nfds + 1), wait);
-    if (n < 0) return -1;
+    all.assign(fds, fds + nfds);
+    const bool sleep = engine.prepare_link_sleep(all);
+    const int n = sleep ? ::poll(all.data(), static_cast<nfds_t>(all.size()), wait) : 0;
+    const int err = errno;
+    engine.end_link_sleep();
+    if (n < 0) {
+      errno = err;
+      return -1;
+    }
     int user = 0;
     for (std::size_t i = 0; i < nfds; ++i) {
       fds[i].revents = all[i].revents;
       if (all[i].revents) ++user;
     }
     if (user > 0) return user;
-    wire_busy = (all[nfds].revents & POLLIN) != 0;
+    wire_busy = false;
+    for (std::size_t i = nfds; i < all.size(); ++i) wire_busy = wire_busy || (all[i].revents & POLLIN) != 0;
+    if (wire_busy) spin_until = Clock::now() + spin;  // traffic again: a new window
+    empty_polls = 0;
   }
 }
 
@@ -172,7 +188,7 @@ Result<hca::Cq*> channel_wait_receiving(hca::CompChannel& ch, hca::QueueEngine& 
 
 Result<CompletionQueue*> CompChannel::get_event(bool block) {
   hca::QueueEngine* engine = state_->hca ? &state_->hca->engine() : nullptr;
-  const bool receive = block && engine != nullptr && engine->link_is_polled() && engine->link_rx_fd() >= 0;
+  const bool receive = block && engine != nullptr && engine->link_is_polled();
   auto cq = receive ? channel_wait_receiving(*state_->channel, *engine) : state_->channel->get_event(block);
   if (!cq) return std::unexpected(cq.error());
   // The device CQ's context is its public object (set by create_cq).
@@ -189,7 +205,7 @@ void CompChannel::ack_events(CompletionQueue& cq, unsigned n) {
 
 int Device::poll_receiving(pollfd* fds, std::size_t nfds, int timeout_ms) {
   hca::QueueEngine& engine = state_->hca->engine();
-  if (!engine.link_is_polled() || engine.link_rx_fd() < 0) return ::poll(fds, static_cast<nfds_t>(nfds), timeout_ms);
+  if (!engine.link_is_polled()) return ::poll(fds, static_cast<nfds_t>(nfds), timeout_ms);
   return wait_receiving(engine, fds, nfds, timeout_ms, [&] { return ::poll(fds, static_cast<nfds_t>(nfds), 0); });
 }
 

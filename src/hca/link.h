@@ -10,7 +10,10 @@
 // in-process link does); roles must not depend on it either way.
 #pragma once
 
+#include <poll.h>
+
 #include <cstdint>
+#include <vector>
 
 #include "hca/packet.h"
 #include "srdma/counters.h"
@@ -43,11 +46,17 @@ class Link {
   // Whether poll() does anything: a consumer that finds its CQ empty polls
   // the link only then.
   virtual bool polled() const { return false; }
-  // A descriptor that is readable when poll() has something to receive
-  // (-1: none): a consumer blocked on a completion channel waits on it too
-  // and receives itself, instead of waiting for another thread to receive
-  // and then wake it.
-  virtual int rx_fd() const { return -1; }
+  // A consumer blocked on a completion channel of a polled link sleeps on
+  // what this adds to `fds` too (descriptors readable when poll() has
+  // something to receive, armed to become so) and receives itself when one
+  // fires, instead of waiting for another thread to receive and then wake
+  // it. false: something waits already; do not sleep. end_sleep() after,
+  // on the same thread, either way.
+  virtual bool prepare_sleep(std::vector<pollfd>& /*fds*/) { return true; }
+  virtual void end_sleep() {}
+  // How long after traffic a receiver keeps polling before it sleeps (the
+  // device's busy-poll window; 0: it sleeps at once).
+  virtual std::int64_t busy_poll_ns() const { return 0; }
   // Whether a QP may name `addr` as its peer (QP_AV).
   virtual bool knows(std::uint64_t addr) const = 0;
   // The largest path MTU the link carries (the port's active MTU).

@@ -126,8 +126,10 @@ class QueueEngine {
   std::uint32_t active_mtu() const { return link_.active_mtu(); }
   // Receives what the wire holds, in the calling thread (Link::poll).
   int poll_link() { return link_.poll(); }
-  // What a blocked consumer may wait on besides its channel (Link::rx_fd).
-  int link_rx_fd() const { return link_.rx_fd(); }
+  // What a blocked consumer sleeps on besides its channel (Link::prepare_sleep).
+  bool prepare_link_sleep(std::vector<pollfd>& fds) { return link_.prepare_sleep(fds); }
+  void end_link_sleep() { link_.end_sleep(); }
+  std::int64_t link_busy_poll_ns() const { return link_.busy_poll_ns(); }
   // Hands what the calling thread left pending or deferred to the wire
   // (Link::end_batch), before it blocks.
   void flush_link() { link_.end_batch(); }

@@ -346,26 +346,35 @@ bool SameHostPath::control() {
   return in_.size() != had_in || pending_.size() != had_pending || out_.size() != had_out;
 }
 
-bool SameHostPath::park(std::vector<pollfd>& fds) {
-  fds.push_back({listen_fd_, POLLIN, 0});
-  for (int c : pending_) fds.push_back({c, POLLIN, 0});
+bool SameHostPath::park_rings(std::vector<pollfd>& fds) {
   bool idle = true;
   std::lock_guard in_lock(in_mu_);
+  ++sleepers_;
   for (auto& c : in_) {
     drain(c->doorbell);  // before the flag: a ring after it rings again
     if (!c->ring.park()) idle = false;
     fds.push_back({c->doorbell, POLLIN, 0});
-    fds.push_back({c->conn, POLLIN, 0});
+  }
+  return idle;
+}
+
+void SameHostPath::control_fds(std::vector<pollfd>& fds) const {
+  fds.push_back({listen_fd_, POLLIN, 0});
+  for (int c : pending_) fds.push_back({c, POLLIN, 0});
+  {
+    std::lock_guard in_lock(in_mu_);
+    for (const auto& c : in_) fds.push_back({c->conn, POLLIN, 0});
   }
   std::lock_guard lock(out_mu_);
   for (const auto& [key, o] : out_)
     if (o->up.load(std::memory_order_relaxed)) fds.push_back({o->conn, POLLIN, 0});
-  return idle && pending_.empty();
 }
 
 void SameHostPath::unpark() {
   std::lock_guard lock(in_mu_);
-  for (auto& c : in_) c->ring.unpark();
+  if (sleepers_ > 0) --sleepers_;
+  if (sleepers_ == 0)
+    for (auto& c : in_) c->ring.unpark();
 }
 
 SameHostStats SameHostPath::stats() const {

@@ -95,11 +95,18 @@ class SameHostPath {
   // The receiver: takes new connections and hellos, closes channels whose
   // peer hung up or whose ring broke. Whether a channel came or went.
   bool control();
-  // The receiver, before it sleeps: the descriptors to wait on (the
-  // listener, the doorbells, the connections), and the rings marked parked.
-  // false: frames wait; do not sleep.
-  bool park(std::vector<pollfd>& fds);
-  // Any thread (the receive thread, after its sleep).
+  // The receiver, before a sleep (the receive thread's, or a consumer's
+  // blocked on a completion channel): the rings' doorbells added to `fds`
+  // and the rings marked parked, so that a producer rings. false: frames
+  // wait; do not sleep. Either way unpark() after.
+  bool park_rings(std::vector<pollfd>& fds);
+  // The receiver, before the receive thread sleeps: what makes control()
+  // due (the listener, hellos pending, the connections).
+  void control_fds(std::vector<pollfd>& fds) const;
+  // Any thread, once per park_rings(), after the sleep. The rings stop
+  // ringing when no thread sleeps on them any more: two may (the receive
+  // thread and a blocked consumer), and the one that wakes first must not
+  // silence the other's doorbells.
   void unpark();
 
   SameHostStats stats() const;
@@ -132,8 +139,9 @@ class SameHostPath {
   // The receiver's (whoever holds the link's receiver). Changed under
   // in_mu_ too: the receive thread unparks the rings after its sleep
   // without holding the receiver.
-  std::mutex in_mu_;
+  mutable std::mutex in_mu_;
   std::vector<std::unique_ptr<Inbound>> in_;
+  int sleepers_ = 0;  // park_rings() not yet unparked; under in_mu_
   std::vector<int> pending_;  // accepted, hello not yet read
   std::atomic<std::uint32_t> peers_in_{0};
 

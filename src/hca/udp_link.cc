@@ -213,6 +213,9 @@ thread_local PendingSends tls_pending;
 // Set while a consumer's poll() receives on that link: its payload-less
 // answers (ACKs, NAKs, atomic ACKs) are deferred (see defer()).
 thread_local const UdpLink* tls_deferring = nullptr;
+// Set between a blocked consumer's prepare_sleep() that parked the rings
+// and its end_sleep().
+thread_local bool tls_parked_rings = false;
 }
 
 Result<std::unique_ptr<UdpLink>> UdpLink::open(const NetConfig& config) {
@@ -688,7 +691,7 @@ std::int64_t now_ns() {
 // thread per process spins, not two. A consumer that goes on to spin on
 // memory (an RDMA WRITE's last byte) without polling waits this long at
 // most for a packet; one that blocks on a channel receives while it waits
-// (rx_fd, core/cq.cc).
+// (prepare_sleep, core/cq.cc).
 constexpr long kConsumerCheckNs = 100'000;
 // While traffic flows, the receive thread looks at the same-host path's
 // connections (a new peer's ring, a peer gone) this often.
@@ -706,6 +709,27 @@ int UdpLink::poll() {
   tls_deferring = nullptr;
   rx_busy_.store(false, std::memory_order_release);
   return n;
+}
+
+bool UdpLink::prepare_sleep(std::vector<pollfd>& fds) {
+  fds.push_back({fd_, POLLIN, 0});
+  if (has_groups_.load(std::memory_order_acquire))
+    for (int g : group_fds()) fds.push_back({g, POLLIN, 0});
+  tls_parked_rings = false;
+  if (!same_host_) return true;
+  // The rings ring only parked ones' doorbells. Parking needs the receiver;
+  // whoever holds it now receives, and wakes this thread through its
+  // channel as before.
+  if (rx_busy_.exchange(true, std::memory_order_acquire)) return true;
+  const bool idle = same_host_->park_rings(fds);
+  rx_busy_.store(false, std::memory_order_release);
+  tls_parked_rings = true;
+  return idle;
+}
+
+void UdpLink::end_sleep() {
+  if (tls_parked_rings) same_host_->unpark();
+  tls_parked_rings = false;
 }
 
 int UdpLink::receive_once() {
@@ -963,12 +987,14 @@ void UdpLink::receive_loop() {
     if (same_host_) {
       // The rings' producers ring our doorbells only while we sleep; a
       // consumer's poll() holding the receiver means frames move: no sleep.
-      bool idle = false;
-      if (!rx_busy_.exchange(true, std::memory_order_acquire)) {
-        same_host_control_locked();
-        idle = same_host_->park(fds);
-        rx_busy_.store(false, std::memory_order_release);
+      if (rx_busy_.exchange(true, std::memory_order_acquire)) {
+        parked_.store(false, std::memory_order_relaxed);
+        continue;
       }
+      same_host_control_locked();
+      const bool idle = same_host_->park_rings(fds);
+      same_host_->control_fds(fds);
+      rx_busy_.store(false, std::memory_order_release);
       if (!idle) {
         same_host_->unpark();
         parked_.store(false, std::memory_order_relaxed);

@@ -89,7 +89,9 @@ class UdpLink final : public Link {
   void end_batch() override;
   int poll() override;
   bool polled() const override { return true; }
-  int rx_fd() const override { return fd_; }
+  bool prepare_sleep(std::vector<pollfd>& fds) override;
+  void end_sleep() override;
+  std::int64_t busy_poll_ns() const override { return std::int64_t{config_.busy_poll_us} * 1000; }
   bool knows(std::uint64_t addr) const override;
   std::uint32_t active_mtu() const override { return active_mtu_; }
   void add_drops(TransportCounters& c) const override;
