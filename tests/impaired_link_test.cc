@@ -237,7 +237,8 @@ TEST(ImpairedLink, AHeldPacketWaitsForItsOwnFlow) {
 // completed).
 TEST(ImpairedLink, AResendDiscardsTheHeldOriginalAndIsNotHeld) {
   RecordingLink wire;
-  ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 4));
+  // (Seed 3 holds packet 1 for more than one later send.)
+  ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 3, 4));
   link.send(packet(1));  // held
   link.send(packet(2));  // held
   EXPECT_TRUE(wire.got.empty());
@@ -334,7 +335,7 @@ TEST(ImpairedLink, PassesTheInnerAnswerForThePacketSentNow) {
 TEST(ImpairedLink, DestructionLosesWhatIsHeld) {
   RecordingLink wire;
   {
-    ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 1, 4));
+    ImpairedLink link(wire, spec(0, 0, 0.999999, 0, 3, 4));  // (seed 3: 0 waits for more than 1)
     link.send(packet(0));
     link.send(packet(1));
   }

@@ -121,7 +121,11 @@ void Completer::end_rtt_sample() {
 }
 
 void Completer::back_off() {
-  if (backoff_ < kMaxBackoff) ++backoff_;
+  // In process the responder answers inside the requester's send: no delay
+  // hides there, and a request unanswered past the floor was lost, not
+  // late. Backing off further only idles the QP.
+  const std::uint8_t most = qp_.engine_.link_is_polled() ? kMaxBackoff : kMaxBackoffInProcess;
+  if (backoff_ < most) ++backoff_;
   if (!rtt_sampling_) rtt_countdown_ = 1;  // what ends it: the next request sent once is timed
 }
 
@@ -133,7 +137,12 @@ void Completer::drop_rtt_sample() {
 }
 
 void Completer::go_back(std::uint64_t index, std::uint32_t psn) {
-  drop_rtt_sample();
+  // Karn: a sample whose request is sent again is dropped. One before the
+  // go-back's first PSN is not resent, and its answer (often the NAK that
+  // caused this, whose implied ACK covers it) still times it: dropped at
+  // every go-back, under steady loss no sample ever completed, and the QP
+  // had only IBA timeouts.
+  if (!psn_before(rtt_psn_, psn)) drop_rtt_sample();
   qp_.requester_.rewind_to(index, psn);
 }
 
@@ -452,6 +461,11 @@ Completer::State Completer::rnr_nak(Packet& pkt) {
 // a few packets further into a long message, ended the QP.
 Completer::State Completer::sequence_nak(Packet& pkt) {
   qp_.send_counters_.seq_naks_received.bump();
+  // The requester went back to this PSN already and has sent nothing since
+  // (a NAK only follows a packet past it): a repeat of the NAK it acted on
+  // (the responder NAKs again for a resend it finds lost, responder.cc
+  // renak, and a stale packet can draw one). Neither a go-back nor a retry.
+  if (pkt.psn == psn_ && qp_.requester_.next_psn() == pkt.psn) return State::kDone;
   if (psn_before(psn_, pkt.psn)) {
     psn_ = pkt.psn;
     note_progress();

@@ -182,6 +182,7 @@ class Completer {
   Clock::time_point probe_at_ GUARDED_BY(sq_mutex(qp_)){};
   // PTO and RTO are multiplied by 2^backoff_ (back_off).
   static constexpr std::uint8_t kMaxBackoff = 6;
+  static constexpr std::uint8_t kMaxBackoffInProcess = 2;
   std::uint8_t backoff_ GUARDED_BY(sq_mutex(qp_)) = 0;
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));  // scratch for translations
 };

@@ -2,7 +2,10 @@
 
 #include "hca/dcqcn.h"  // the ECN codepoints
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <utility>
 
@@ -25,6 +28,25 @@ ImpairedLink::ImpairedLink(Link& inner, const ImpairSpec& spec, const EngineCloc
   if (spec_.rate_gbps > 0)
     port_ = std::make_unique<BottleneckPort>(spec_.rate_gbps, spec_.queue_packets, spec_.ecn_packets,
                                              spec_.ecn_max_packets, spec_.ecn_pmax, spec_.seed);
+  // p[i] the chance of fate i; any[i] that of at least one of i.. (the
+  // chance a packet is touched at all is any[0]).
+  const double p[kFates] = {spec_.loss, spec_.corrupt, spec_.dup, spec_.reorder};
+  double none = 1;
+  for (std::size_t i = kFates; i-- > 0;) {
+    p_[i] = std::clamp(p[i], 0.0, 1.0);
+    none *= 1 - p_[i];
+    any_[i] = 1 - none;
+  }
+  untouched_left_ = gap();
+}
+
+std::uint64_t ImpairedLink::gap() {
+  // Geometric: the packets before the next touched one, from one draw.
+  if (any_[0] <= 0) return std::numeric_limits<std::uint64_t>::max();
+  if (any_[0] >= 1) return 0;
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  const double g = std::floor(std::log1p(-u) / std::log1p(-any_[0]));
+  return g >= 1e18 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(g);
 }
 
 ImpairedLink::~ImpairedLink() = default;
@@ -64,14 +86,27 @@ bool ImpairedLink::deliver(Pending& p) {
 }
 
 ImpairedLink::Fate ImpairedLink::draw() {
+  if (untouched_left_ > 0) {
+    --untouched_left_;
+    return Fate{};
+  }
+  // A touched packet: which fates, given that at least one. Fate i happens
+  // with p_i / any_i while none before it did (then at least one of i..
+  // must), with p_i once one did: the fates' joint law, conditioned.
   std::uniform_real_distribution<double> unit(0.0, 1.0);
+  double* u[kFates];
   Fate f;
-  f.u_loss = unit(rng_);
-  f.u_corrupt = unit(rng_);
-  f.u_dup = unit(rng_);
-  f.u_reorder = unit(rng_);
+  u[0] = &f.u_loss, u[1] = &f.u_corrupt, u[2] = &f.u_dup, u[3] = &f.u_reorder;
+  bool owed = true;
+  for (std::size_t i = 0; i < kFates; ++i) {
+    const double chance = owed ? (any_[i] > 0 ? p_[i] / any_[i] : 0.0) : p_[i];
+    const bool happens = unit(rng_) < chance;
+    *u[i] = happens ? 0.0 : 1.0;
+    owed = owed && !happens;
+  }
   f.bit = rng_();
   f.wait = 1 + static_cast<std::uint32_t>(rng_() % spec_.reorder_depth);
+  untouched_left_ = gap();
   return f;
 }
 
@@ -107,9 +142,13 @@ bool ImpairedLink::send_train(Packet&& train) {
   bool whole = true;
   {
     std::lock_guard lock(mu_);
-    for (std::uint32_t i = 0; i < train.count; ++i) {
-      f[i] = draw();
-      whole = whole && untouched(f[i]);
+    if (untouched_left_ >= train.count) {
+      untouched_left_ -= train.count;  // what draw() would do, count times
+    } else {
+      for (std::uint32_t i = 0; i < train.count; ++i) {
+        f[i] = draw();
+        whole = whole && untouched(f[i]);
+      }
     }
     if (whole)
       for (const Pending& h : held_) whole = whole && !(h.flow == flow);

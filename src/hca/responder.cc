@@ -277,6 +277,7 @@ void Responder::execute_states(Packet& pkt) {
       case State::kDuplicate: s = duplicate(pkt); break;
       case State::kNakSequence:
         resp_.nak_sent.store(true, std::memory_order_relaxed);  // one per gap (C9-66)
+        resp_.nak_high = pkt.psn;
         nak(pkt, Syndrome::kPsnSequenceError);
         s = State::kDone;
         break;
@@ -299,12 +300,34 @@ void Responder::execute_states(Packet& pkt) {
         s = State::kDone;
         break;
       case State::kDrop:
+        if (renak(pkt)) {
+          s = State::kDone;
+          break;
+        }
         qp_.recv_counters_.dropped_bad_psn.bump();
         s = State::kDone;
         break;
       case State::kDone: break;
     }
   }
+}
+
+// One NAK per gap (C9-66) means one per go-back-N of the requester: a
+// packet past the expected PSN but before the newest dropped since the NAK
+// is a resend, so the requester went back and its resend of the expected
+// PSN was lost as well. That gap is answered too (with one NAK, as the
+// first), where silence would leave the requester to its timers. A
+// duplicate of the newest is not a resend; a stale reordered packet may
+// draw a NAK the requester did not need, which costs a go-back-N, never
+// data.
+bool Responder::renak(const Packet& pkt) {
+  const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_relaxed);
+  if (!resp_.nak_sent.load(std::memory_order_relaxed) || psn_diff(pkt.psn, expected) <= 0) return false;
+  const bool went_back = psn_diff(pkt.psn, resp_.nak_high) < 0;
+  resp_.nak_high = pkt.psn;
+  if (!went_back) return false;
+  nak(pkt, Syndrome::kPsnSequenceError);
+  return true;
 }
 
 // IBA 9.7.5.1.1 (responder PSN checks): the expected PSN executes; an

@@ -145,6 +145,10 @@ class Responder {
     // Atomics: the unlocked path reads or moves them too.
     std::atomic<std::uint32_t> msn{0};
     std::atomic<bool> nak_sent{false};
+    // The newest PSN dropped since that NAK (the locked machine's): one
+    // before it means the requester went back, and its resend of
+    // expected_psn was lost too.
+    std::uint32_t nak_high = 0;
     // Answers wait in `queued` (below), or a turn is sending what it took
     // from there: every answer then queues, and the unlocked path leaves its
     // WRITE to the locked one (here: the line every request reads anyway).
@@ -231,6 +235,8 @@ class Responder {
   // The checks only read (the states they lead to act): the unlocked
   // entry runs them too.
   State check_psn(const Packet& pkt) const;
+  // A packet check_psn dropped: true if it drew a NAK again (responder.cc).
+  bool renak(const Packet& pkt) REQUIRES(rq_mutex(qp_));
   State check_op_sequence(const Packet& pkt) const;
   State check_length(const Packet& pkt) const;
   State check_resources(const Packet& pkt) const REQUIRES(rq_mutex(qp_));
