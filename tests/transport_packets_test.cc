@@ -189,6 +189,34 @@ TEST_F(Injected, OneSequenceNakPerGapThenSilence) {
   EXPECT_EQ(b.qp->counters().seq_naks_sent, 2u);
 }
 
+// One NAK per gap means one per go-back-N: a packet past the expected PSN
+// but before the newest dropped since the NAK is a resend, whose expected
+// PSN was lost again, and it draws one more NAK; a duplicate of the newest
+// does not, and neither does the resend's next packet. Never more NAKs
+// than packets received.
+TEST_F(Injected, AResendThatFindsTheGapStillOpenIsNakedOnceMore) {
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 102, 8));  // the gap: NAK
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 103, 8));
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 104, 8));
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 104, 8));  // a duplicate of the newest
+  EXPECT_EQ(b.qp->counters().seq_naks_sent, 1u);
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 101, 8));  // the requester went back; 100 lost again
+  EXPECT_EQ(b.qp->counters().seq_naks_sent, 2u);
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 102, 8));  // the same resend goes on
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 103, 8));
+  TransportCounters c = b.qp->counters();
+  EXPECT_EQ(c.seq_naks_sent, 2u);
+  EXPECT_EQ(c.dropped_for(DropReason::kBadPsn), 5u);
+  EXPECT_EQ(b.qp->state(), QpState::kRts);
+  // The gap closes: what follows in sequence executes, and nothing is NAKed.
+  for (std::uint32_t psn = 100; psn <= 104; ++psn) b.dev->engine().receive(from_a(Opcode::kWriteOnly, psn, 8));
+  c = b.qp->counters();
+  EXPECT_EQ(c.seq_naks_sent, 2u);
+  EXPECT_EQ(b.qp->state(), QpState::kRts);
+  b.dev->engine().receive(from_a(Opcode::kWriteOnly, 106, 8));  // a new gap after 105: NAKed
+  EXPECT_EQ(b.qp->counters().seq_naks_sent, 3u);
+}
+
 TEST_F(Injected, CorruptedPacketIsDroppedBeforeAnythingIsRead) {
   std::memset(b.buf.data(), 0, 64);
   std::memset(a.buf.data(), 0x77, 64);
