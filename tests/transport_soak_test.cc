@@ -41,6 +41,12 @@ constexpr int kOpsPerMtu = 400;  // the sanitizers run it shorter
 constexpr int kOpsPerMtu = 3000;
 #endif
 constexpr std::uint32_t kDepth = 16;  // WRs in flight
+// READ sources are reused only this many depths later: a duplicate READ
+// request (a go-back-N resend of one answered already) may still reach the
+// responder after its WR completed and read the source again, as a NIC
+// would; rewriting it for the next READ at once raced that read (TSan, the
+// same-host link).
+constexpr std::uint32_t kReadSourceDepths = 8;
 
 enum class Op { kSend, kSendImm, kSendInv, kWrite, kWriteImm, kRead, kCmpSwap, kFetchAdd };
 
@@ -64,7 +70,7 @@ class Soak {
         b_(pair::side_on(link, 2, 256, {64, 64, 4, 4, 64}, &clock, &b_spec_)) {
     slot_ = max_len_ + 64;
     a_mem_.assign(2 * kDepth * slot_, 0);  // [0, kDepth): sources; [kDepth, 2 kDepth): READ and atomic results
-    b_mem_.assign(2 * kDepth * slot_ + 64, 0);  // WRITE targets, READ sources, then the atomic words
+    b_mem_.assign((1 + kReadSourceDepths) * kDepth * slot_ + 64, 0);  // WRITE targets, READ sources, then the atomic words
     a_key_ = a_.reg(a_mem_.data(), a_mem_.size(), kAccessAll);
     b_key_ = b_.reg(b_mem_.data(), b_mem_.size(), kAccessAll);
     recv_mem_.assign(kDepth * slot_, 0);
@@ -195,8 +201,8 @@ class Soak {
   }
 
   static bool consumes_recv(Op op) { return op == Op::kSend || op == Op::kSendImm || op == Op::kSendInv || op == Op::kWriteImm; }
-  std::size_t fadd_offset() const { return 2 * kDepth * slot_; }
-  std::size_t cas_offset() const { return 2 * kDepth * slot_ + 8; }
+  std::size_t fadd_offset() const { return (1 + kReadSourceDepths) * kDepth * slot_; }
+  std::size_t cas_offset() const { return fadd_offset() + 8; }
   // Receives: the k-th consuming WR takes the k-th receive.
   std::size_t expected_recvs_upto(std::size_t wr) const {
     std::size_t k = 0;
@@ -215,7 +221,7 @@ class Soak {
   std::uint8_t* a_src(std::size_t i) { return &a_mem_[(i % kDepth) * slot_]; }
   std::uint8_t* a_dst(std::size_t i) { return &a_mem_[(kDepth + i % kDepth) * slot_]; }
   std::uint8_t* b_dst(std::size_t i) { return &b_mem_[(i % kDepth) * slot_]; }
-  std::uint8_t* b_src(std::size_t i) { return &b_mem_[(kDepth + i % kDepth) * slot_]; }
+  std::uint8_t* b_src(std::size_t i) { return &b_mem_[(kDepth + i % (kReadSourceDepths * kDepth)) * slot_]; }
 
   void post_recv(std::size_t k) {
     Sge sge{reinterpret_cast<std::uint64_t>(&recv_mem_[(k % kDepth) * slot_]), max_len_, recv_key_};
