@@ -313,17 +313,20 @@ void Responder::execute_states(Packet& pkt) {
 }
 
 // One NAK per gap (C9-66) means one per go-back-N of the requester: a
-// packet past the expected PSN but before the newest dropped since the NAK
-// is a resend, so the requester went back and its resend of the expected
-// PSN was lost as well. That gap is answered too (with one NAK, as the
-// first), where silence would leave the requester to its timers. A
-// duplicate of the newest is not a resend; a stale reordered packet may
-// draw a NAK the requester did not need, which costs a go-back-N, never
-// data.
+// packet just past the expected PSN (within an ACK group of it) but
+// before the newest dropped since the NAK is a resend, so the requester
+// went back and its resend of the expected PSN was lost as well. That gap
+// is answered too (with one NAK, as the first), where silence would leave
+// the requester to its timers. A duplicate of the newest is not a resend;
+// a stale reordered packet may draw a NAK the requester did not need,
+// which costs a go-back-N, never data. A stranger's guessed PSNs land in
+// that window one time in a million (`tests/identifier_test.cc`).
 bool Responder::renak(const Packet& pkt) {
   const std::uint32_t expected = resp_.expected_psn.load(std::memory_order_relaxed);
-  if (!resp_.nak_sent.load(std::memory_order_relaxed) || psn_diff(pkt.psn, expected) <= 0) return false;
-  const bool went_back = psn_diff(pkt.psn, resp_.nak_high) < 0;
+  if (!resp_.nak_sent.load(std::memory_order_relaxed)) return false;
+  const std::int32_t past = psn_diff(pkt.psn, expected);
+  if (past <= 0) return false;
+  const bool went_back = psn_diff(pkt.psn, resp_.nak_high) < 0 && past <= static_cast<std::int32_t>(kAckEveryPsns);
   resp_.nak_high = pkt.psn;
   if (!went_back) return false;
   nak(pkt, Syndrome::kPsnSequenceError);
