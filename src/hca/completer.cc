@@ -143,6 +143,7 @@ void Completer::go_back(std::uint64_t index, std::uint32_t psn) {
   // every go-back, under steady loss no sample ever completed, and the QP
   // had only IBA timeouts.
   if (!psn_before(rtt_psn_, psn)) drop_rtt_sample();
+  loss_seen_ = true;
   qp_.requester_.rewind_to(index, psn);
 }
 
@@ -182,6 +183,7 @@ void Completer::reset() {
   read_retry_pending_ = false;
   rtt_sampling_ = false;
   rtt_.reset();
+  loss_seen_ = false;
   backoff_ = 0;
   stop_transport_timer();
 }
@@ -508,8 +510,12 @@ void Completer::start_transport_timer() {
   // IBA timeout last). The floors are a wire's or the in-process link's.
   // Both are backed off (doubled) for each go-back-N they caused, until a
   // round trip is measured again (RFC 6298 5.5-5.7, Karn).
-  if (rtt_.has_sample()) {
-    const bool wire = qp_.engine_.link_is_polled();
+  // In process, once a loss was seen, the floors stand for an estimate
+  // that steady loss can keep from ever completing (a 64-packet message at
+  // 5% loss is rarely sent whole once): the round trip there is the send
+  // itself, and without early timers that QP had only IBA timeouts.
+  const bool wire = qp_.engine_.link_is_polled();
+  if (rtt_.has_sample() || (!wire && loss_seen_)) {
     const Clock::duration rto = rtt_.rto(wire ? kRtoFloor : kRtoFloorInProcess) * (1 << backoff_);
     const Clock::duration pto = rtt_.pto(wire ? kPtoFloor : kPtoFloorInProcess) * (1 << backoff_);
     if (2 * rto <= span) {

@@ -184,6 +184,7 @@ class Completer {
   static constexpr std::uint8_t kMaxBackoff = 6;
   static constexpr std::uint8_t kMaxBackoffInProcess = 2;
   std::uint8_t backoff_ GUARDED_BY(sq_mutex(qp_)) = 0;
+  bool loss_seen_ GUARDED_BY(sq_mutex(qp_)) = false;  // a go-back-N happened (start_transport_timer)
   PieceList pieces_ GUARDED_BY(sq_mutex(qp_));  // scratch for translations
 };
 
