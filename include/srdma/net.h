@@ -106,6 +106,16 @@ Result<std::uint64_t> roce_address_of(const IpAddress& a);
 // The link address of `a` if it has one, without adding to the table
 // (what the receive path uses): 0 for an IPv6 address never named here.
 std::uint64_t known_roce_address(const IpAddress& a);
+// The CM's allowance: the link address of the IPv6 source of a MAD for
+// QP1 that arrived (a REQ from a host this process never addressed),
+// added if new while fewer than kMaxIpv6Arrivals of the table's entries
+// came that way; 0 once they have. A flood of spoofed sources takes that
+// many entries for the process's life and no more: the rest of the table
+// stays for the addresses this process names.
+inline constexpr std::uint32_t kMaxIpv6Arrivals = 256;
+std::uint64_t roce_address_of_arrival(const IpAddress& a);
+// How many entries arrivals took (tests).
+std::size_t ipv6_arrivals_taken();
 // The IP address of a RoCEv2 link address (either tag); REQUIRES:
 // is_roce_link_address(a) and, for IPv6, an index the table handed out.
 IpAddress ip_of_roce_address(std::uint64_t a);

@@ -26,6 +26,7 @@ static_assert((kIndexSlots & (kIndexSlots - 1)) == 0);
 struct Table {
   std::mutex add_mu;
   std::atomic<std::uint32_t> count{0};
+  std::atomic<std::uint32_t> arrivals{0};  // entries added by roce_address_of_arrival (under add_mu)
   std::array<Gid, kMaxIpv6Addresses> entries{};
   // Entry index + 1; 0 is empty.
   std::array<std::atomic<std::uint32_t>, kIndexSlots> index{};
@@ -57,6 +58,17 @@ std::uint32_t find(const Table& t, const Gid& g) {
   return 0;
 }
 
+// REQUIRES t.add_mu, `g` not in the table, room for it.
+std::uint64_t add_locked(Table& t, const Gid& g) {
+  const std::uint32_t n = t.count.load(std::memory_order_relaxed);
+  t.entries[n] = g;
+  std::uint32_t s = slot_of(t, g);
+  while (t.index[s].load(std::memory_order_relaxed) != 0) s = (s + 1) & (kIndexSlots - 1);
+  t.count.store(n + 1, std::memory_order_release);
+  t.index[s].store(n + 1, std::memory_order_release);  // publishes entries[n]
+  return roce6_address(n);
+}
+
 }  // namespace
 
 Result<std::uint64_t> roce_address_of(const IpAddress& a) {
@@ -68,13 +80,25 @@ Result<std::uint64_t> roce_address_of(const IpAddress& a) {
   const std::uint32_t n = t.count.load(std::memory_order_relaxed);
   if (n == kMaxIpv6Addresses)
     return make_error(ENOSPC, fmt::format("{} IPv6 peers named already, the most a process holds", n));
-  t.entries[n] = a.bytes;
-  std::uint32_t s = slot_of(t, a.bytes);
-  while (t.index[s].load(std::memory_order_relaxed) != 0) s = (s + 1) & (kIndexSlots - 1);
-  t.count.store(n + 1, std::memory_order_release);
-  t.index[s].store(n + 1, std::memory_order_release);  // publishes entries[n]
-  return roce6_address(n);
+  return add_locked(t, a.bytes);
 }
+
+std::uint64_t roce_address_of_arrival(const IpAddress& a) {
+  if (a.is_v4()) return roce_address(a.v4());
+  Table& t = table();
+  if (const std::uint32_t e = find(t, a.bytes); e != 0) return roce6_address(e - 1);
+  // Neither an unspecified nor a multicast source names a peer.
+  if (a.bytes == Gid{} || a.bytes[0] == 0xff) return 0;
+  std::lock_guard lock(t.add_mu);
+  if (const std::uint32_t e = find(t, a.bytes); e != 0) return roce6_address(e - 1);
+  if (t.arrivals.load(std::memory_order_relaxed) >= kMaxIpv6Arrivals ||
+      t.count.load(std::memory_order_relaxed) == kMaxIpv6Addresses)
+    return 0;
+  t.arrivals.fetch_add(1, std::memory_order_relaxed);
+  return add_locked(t, a.bytes);
+}
+
+std::size_t ipv6_arrivals_taken() { return table().arrivals.load(std::memory_order_relaxed); }
 
 std::uint64_t known_roce_address(const IpAddress& a) {
   if (a.is_v4()) return roce_address(a.v4());

@@ -837,9 +837,12 @@ void UdpLink::receive_frame(std::span<const std::byte> frame, const IpAddress& s
   }
   Packet& p = f.pkt;
   // An IPv6 source this process never named has no link address (the
-  // table only grows by what we name, never by what arrives): no QP here
-  // can be its peer, so it is dropped as a foreign source.
-  const std::uint64_t src_addr = v6_ ? known_roce_address(src) : roce_address(ip.src_ip);
+  // table grows by what we name): no QP here can be its peer, so it is
+  // dropped as a foreign source. Except a MAD for QP1, a CM message from
+  // a host that reaches us first (a REQ to a listener), whose source the
+  // table takes within the CM's bounded allowance (net.h).
+  std::uint64_t src_addr = v6_ ? known_roce_address(src) : roce_address(ip.src_ip);
+  if (src_addr == 0 && v6_ && p.dst_qpn == kGsiQpn) src_addr = roce_address_of_arrival(src);
   if (src_addr == 0) {
     dropped_[static_cast<std::size_t>(DropReason::kBadSource)].fetch_add(1, std::memory_order_relaxed);
     return;
