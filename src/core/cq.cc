@@ -113,7 +113,13 @@ int wait_receiving(hca::QueueEngine& engine, pollfd* fds, std::size_t nfds, int 
   // The device's busy-poll window, spent by the thread that waits rather
   // than by the receive thread (which stands aside while a consumer polls):
   // still one spinning thread per process, and none once the wire is idle.
-  const auto spin = std::chrono::nanoseconds(engine.link_busy_poll_ns());
+  // At most kWaiterSpin of it: a round trip's answer comes well inside
+  // that, and a signal that lands while we spin is handled without ending
+  // the wait (no system call to interrupt), so a program that counts on
+  // EINTR to notice its flag (qperf's SIGALRM) has a window this long in
+  // which it would wait for the next event instead.
+  constexpr std::chrono::nanoseconds kWaiterSpin = std::chrono::microseconds(50);
+  const auto spin = std::min(std::chrono::nanoseconds(engine.link_busy_poll_ns()), kWaiterSpin);
   Clock::time_point spin_until = Clock::now() + spin;
   unsigned empty_polls = 0;
   for (;;) {
