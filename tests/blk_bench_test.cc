@@ -218,6 +218,17 @@ TEST(BlkBench, VerifiedAtTheSmallestMtu) {
   EXPECT_NE(out.str().find("MTU 256"), std::string::npos) << out.str();
 }
 
+// Without --mtu the path MTU is the host port's active MTU (4096 in
+// process; 1024 on a 1500-byte link, tests/ipv6_hosts_test.sh).
+TEST(BlkBench, WithoutAnMtuThePortsActiveMtuIsUsed) {
+  BlkBenchOptions o = small();
+  o.ios = 200;
+  std::ostringstream out;
+  auto r = blk_bench(o, out);
+  ASSERT_TRUE(r) << r.error().to_string() << "\n" << out.str();
+  EXPECT_NE(out.str().find("MTU 4096"), std::string::npos) << out.str();
+}
+
 TEST(BlkBench, VerifyCatchesAnInjectedCorruption) {
   BlkBenchOptions o = small();
   o.rw = "randwrite";  // the corrupted write is read back at once

@@ -10,13 +10,19 @@
 #    bounded allowance for IPv6 sources (net.h, kMaxIpv6Arrivals);
 #  - ibv_rc_pingpong -g 0 over IPv6, its GIDs exchanged over TCP on IPv4
 #    (the program's server listens on IPv4): both sides print "N iters
-#    in".
+#    in";
+#  - NVMe-oF over IPv6 and over IPv4: `srdma nvmf target` in the first
+#    namespace, `srdma blk bench --connect --verify` in the second; the
+#    path MTU is the port's (1024 on the veth's 1500 bytes): exits 0 with
+#    no verify or I/O errors.
 # Every wait is bounded. Skips (77) without root, namespaces, veth,
 # rdmacm-utils or ibverbs-utils.
 #
-#   ipv6_hosts_test.sh LIBDIR   (softrdma's libibverbs.so.1 directory)
+#   ipv6_hosts_test.sh LIBDIR SRDMA   (softrdma's libibverbs.so.1 directory, the srdma binary)
 set -uo pipefail
-libdir=${1:?usage: ipv6_hosts_test.sh LIBDIR}
+libdir=${1:?usage: ipv6_hosts_test.sh LIBDIR SRDMA}
+srdma=${2:?usage: ipv6_hosts_test.sh LIBDIR SRDMA}
+[[ -x $srdma ]] || { echo "FAIL: '$srdma' is not executable" >&2; exit 1; }
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || { echo "FAIL: no directory '$1'" >&2; exit 1; }
 skip() {
   echo "SKIP: $*"
@@ -130,6 +136,31 @@ if grep -q '200 iters in' "$logs/pp.client" && grep -q '200 iters in' "$logs/pp.
 else
   fail "ibv_rc_pingpong over IPv6: no '200 iters in' on both sides"
 fi
+
+echo "--- NVMe-oF across the veth, over IPv6 and over IPv4"
+for v in "6 2001:db8::1 [2001:db8::1]:4420 2001:db8::2" "4 192.0.2.1 192.0.2.1:4420 192.0.2.2"; do
+  read -r fam tip target hip <<<"$v"
+  nqn=nqn.2026-12.io.softrdma:hosts$fam
+  ip netns exec "$ns_a" timeout 60 "$srdma" nvmf target --ip "$tip" --nqn "$nqn" >"$logs/target$fam" 2>&1 &
+  tpid=$!
+  pids+=("$tpid")
+  if ! device_up "$ns_a" "$tip"; then
+    fail "the IPv$fam target did not open its device"
+    show "target$fam"
+    continue
+  fi
+  if ip netns exec "$ns_b" timeout 60 "$srdma" blk bench --connect "$target" --ip "$hip" --nqn "$nqn" \
+    --controllers 1 --queues 2 --ios 2000 --verify --no-progress >"$logs/host$fam" 2>&1; then
+    echo "ok   NVMe-oF over IPv$fam: blk bench --verify, $(grep -m1 -o 'MTU [0-9]*' "$logs/host$fam")"
+    grep -q 'MTU 1024' "$logs/host$fam" || fail "NVMe-oF over IPv$fam: not at the port's MTU 1024"
+  else
+    fail "NVMe-oF over IPv$fam: blk bench exited non-zero"
+    show "host$fam"
+    show "target$fam"
+  fi
+  kill -TERM "$tpid" 2>/dev/null
+  wait "$tpid" 2>/dev/null
+done
 
 ((fails == 0)) || { echo "$fails failed"; exit 1; }
 echo "all passed"

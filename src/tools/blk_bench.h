@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,7 +34,7 @@ struct BlkBenchOptions {
   bool progress = true;
   bool dim = true;              // adaptive completion-event moderation on both devices
   std::uint64_t inject_corruption_after = 0;  // tests: corrupt a block after N I/Os (0: never)
-  std::uint32_t mtu = 4096;     // path MTU of every queue's QP (the host's CM request carries it)
+  std::optional<std::uint32_t> mtu;  // path MTU of every queue's QP (the host's CM request carries it); none: the port's active MTU
   std::string impair;           // host and target send through an impairing link (srdma/impair.h); "" none
   // Only the host, against a target elsewhere (srdma nvmf target), on a
   // device of its own at `ip`, through the CM on the wire.

@@ -177,8 +177,8 @@ int main(int argc, char** argv) {
   blkbench->add_flag("!--no-dim", bo.dim, "No adaptive completion-event moderation (an event per completion when armed)");
   blkbench->add_option("--inject-corruption", bo.inject_corruption_after,
                        "Testing --verify: corrupt one written block after N I/Os");
-  blkbench->add_option("--mtu", bo.mtu, "Path MTU of the NVMe-oF queues' QPs: 256, 512, 1024, 2048 or 4096")
-      ->capture_default_str();
+  blkbench->add_option("--mtu", bo.mtu,
+                       "Path MTU of the NVMe-oF queues' QPs: 256, 512, 1024, 2048 or 4096 (default: the port's active MTU)");
   blkbench->add_option("--impair", bo.impair,
                        "Host and target send through a link that loses, duplicates, reorders or corrupts packets, "
                        "or meets a bottleneck port that queues, tail-drops and marks CE: KEY=VALUE pairs joined by commas, "
