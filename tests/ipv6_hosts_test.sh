@@ -14,7 +14,7 @@
 #  - NVMe-oF over IPv6 and over IPv4: `srdma nvmf target` in the first
 #    namespace, `srdma blk bench --connect --verify` in the second; the
 #    path MTU is the port's (1024 on the veth's 1500 bytes): exits 0 with
-#    no verify or I/O errors.
+#    no verify or I/O errors; --mtu 4096 is refused (EINVAL naming it).
 # Every wait is bounded. Skips (77) without root, namespaces, veth,
 # rdmacm-utils or ibverbs-utils.
 #
@@ -157,6 +157,16 @@ for v in "6 2001:db8::1 [2001:db8::1]:4420 2001:db8::2" "4 192.0.2.1 192.0.2.1:4
     fail "NVMe-oF over IPv$fam: blk bench exited non-zero"
     show "host$fam"
     show "target$fam"
+  fi
+  # A path MTU beyond the host port's (1024) is refused before any connect.
+  if ip netns exec "$ns_b" timeout 60 "$srdma" blk bench --connect "$target" --ip "$hip" --nqn "$nqn" \
+    --mtu 4096 --ios 10 --no-progress >"$logs/host$fam.mtu" 2>&1; then
+    fail "blk bench --mtu 4096 on a 1500-byte link exited 0"
+  elif grep -q "EINVAL.*--mtu 4096: the port's active MTU is 1024" "$logs/host$fam.mtu"; then
+    echo "ok   blk bench --mtu 4096 over IPv$fam refused: the port's active MTU is 1024"
+  else
+    fail "blk bench --mtu 4096 over IPv$fam: not refused with EINVAL naming --mtu"
+    show "host$fam.mtu"
   fi
   kill -TERM "$tpid" 2>/dev/null
   wait "$tpid" 2>/dev/null

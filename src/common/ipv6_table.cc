@@ -58,20 +58,9 @@ std::uint32_t find(const Table& t, const Gid& g) {
   return 0;
 }
 
-// REQUIRES t.add_mu, `g` not in the table, room for it.
-std::uint64_t add_locked(Table& t, const Gid& g) {
-  const std::uint32_t n = t.count.load(std::memory_order_relaxed);
-  t.entries[n] = g;
-  std::uint32_t s = slot_of(t, g);
-  while (t.index[s].load(std::memory_order_relaxed) != 0) s = (s + 1) & (kIndexSlots - 1);
-  t.count.store(n + 1, std::memory_order_release);
-  t.index[s].store(n + 1, std::memory_order_release);  // publishes entries[n]
-  return roce6_address(n);
-}
-
-}  // namespace
-
-Result<std::uint64_t> roce_address_of(const IpAddress& a) {
+// The link address of `a`, added if new and there is room: ENOSPC when
+// the table is full or, for an arrival, the allowance is spent.
+Result<std::uint64_t> intern(const IpAddress& a, bool arrival) {
   if (a.is_v4()) return roce_address(a.v4());
   Table& t = table();
   if (const std::uint32_t e = find(t, a.bytes); e != 0) return roce6_address(e - 1);
@@ -80,22 +69,29 @@ Result<std::uint64_t> roce_address_of(const IpAddress& a) {
   const std::uint32_t n = t.count.load(std::memory_order_relaxed);
   if (n == kMaxIpv6Addresses)
     return make_error(ENOSPC, fmt::format("{} IPv6 peers named already, the most a process holds", n));
-  return add_locked(t, a.bytes);
+  if (arrival) {
+    if (t.arrivals.load(std::memory_order_relaxed) >= kMaxIpv6Arrivals)
+      return make_error(ENOSPC, "the CM's allowance of IPv6 sources is spent");
+    t.arrivals.fetch_add(1, std::memory_order_relaxed);
+  }
+  t.entries[n] = a.bytes;
+  std::uint32_t s = slot_of(t, a.bytes);
+  while (t.index[s].load(std::memory_order_relaxed) != 0) s = (s + 1) & (kIndexSlots - 1);
+  t.count.store(n + 1, std::memory_order_release);
+  t.index[s].store(n + 1, std::memory_order_release);  // publishes entries[n]
+  return roce6_address(n);
 }
 
+}  // namespace
+
+Result<std::uint64_t> roce_address_of(const IpAddress& a) { return intern(a, false); }
+
 std::uint64_t roce_address_of_arrival(const IpAddress& a) {
-  if (a.is_v4()) return roce_address(a.v4());
-  Table& t = table();
-  if (const std::uint32_t e = find(t, a.bytes); e != 0) return roce6_address(e - 1);
   // Neither an unspecified nor a multicast source names a peer.
   if (a.bytes == Gid{} || a.bytes[0] == 0xff) return 0;
-  std::lock_guard lock(t.add_mu);
-  if (const std::uint32_t e = find(t, a.bytes); e != 0) return roce6_address(e - 1);
-  if (t.arrivals.load(std::memory_order_relaxed) >= kMaxIpv6Arrivals ||
-      t.count.load(std::memory_order_relaxed) == kMaxIpv6Addresses)
-    return 0;
-  t.arrivals.fetch_add(1, std::memory_order_relaxed);
-  return add_locked(t, a.bytes);
+  // Spent: a flood of new sources costs a lookup, no lock.
+  if (ipv6_arrivals_taken() >= kMaxIpv6Arrivals) return known_roce_address(a);
+  return intern(a, true).value_or(0);
 }
 
 std::size_t ipv6_arrivals_taken() { return table().arrivals.load(std::memory_order_relaxed); }

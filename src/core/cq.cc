@@ -3,7 +3,6 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cerrno>
 #include <cstring>

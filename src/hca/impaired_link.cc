@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 namespace srdma::hca {

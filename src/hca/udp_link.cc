@@ -712,9 +712,7 @@ int UdpLink::poll() {
 }
 
 bool UdpLink::prepare_sleep(std::vector<pollfd>& fds) {
-  fds.push_back({fd_, POLLIN, 0});
-  if (has_groups_.load(std::memory_order_acquire))
-    for (int g : group_fds()) fds.push_back({g, POLLIN, 0});
+  wire_fds(fds);
   tls_parked_rings = false;
   if (!same_host_) return true;
   // The rings ring only parked ones' doorbells. Parking needs the receiver;
@@ -984,9 +982,8 @@ void UdpLink::receive_loop() {
       parked_.store(false, std::memory_order_relaxed);
       continue;
     }
-    std::vector<pollfd> fds = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (has_groups_.load(std::memory_order_acquire))
-      for (int g : group_fds()) fds.push_back({g, POLLIN, 0});
+    std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}};
+    wire_fds(fds);
     if (same_host_) {
       // The rings' producers ring our doorbells only while we sleep; a
       // consumer's poll() holding the receiver means frames move: no sleep.

@@ -164,8 +164,9 @@ class UdpLink final : public Link {
   // What the groups' sockets hold, each frame to every QP attached to its
   // group. REQUIRES: rx_busy_ held.
   int receive_groups();
-  // The groups' sockets, for the receive thread's poll().
-  std::vector<int> group_fds() const;
+  // What a sleeping receiver polls for the wire: the device's socket and
+  // the groups' (udp_multicast.cc).
+  void wire_fds(std::vector<pollfd>& fds) const;
   // The socket that sends from entropy port `sport`: bound on first use.
   int socket_for(std::uint16_t sport);
   // Hands the calling thread's pending datagrams to the kernel.

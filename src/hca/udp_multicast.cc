@@ -117,11 +117,11 @@ Result<void> UdpLink::detach_mcast(std::uint32_t group, std::uint32_t qpn) {
   return {};
 }
 
-std::vector<int> UdpLink::group_fds() const {
+void UdpLink::wire_fds(std::vector<pollfd>& fds) const {
+  fds.push_back({fd_, POLLIN, 0});
+  if (!has_groups_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(groups_mu_);
-  std::vector<int> fds;
-  for (const auto& [group, g] : groups_) fds.push_back(g.fd);
-  return fds;
+  for (const auto& [group, g] : groups_) fds.push_back({g.fd, POLLIN, 0});
 }
 
 int UdpLink::receive_groups() {

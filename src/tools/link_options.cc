@@ -17,4 +17,10 @@ Result<void> check_mtu_option(std::uint32_t mtu) {
   return {};
 }
 
+Result<std::uint32_t> path_mtu_option(std::optional<std::uint32_t> mtu, std::uint32_t active) {
+  if (!mtu) return active;
+  if (*mtu > active) return make_error(EINVAL, fmt::format("--mtu {}: the port's active MTU is {}", *mtu, active));
+  return *mtu;
+}
+
 }  // namespace srdma::tools

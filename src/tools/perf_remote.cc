@@ -250,13 +250,6 @@ Result<PerfSettings> settings_of_hello(const json& h, const PerfSettings& mine, 
   return s;
 }
 
-// The path MTU: --mtu if given (EINVAL above the port's), else the port's.
-Result<std::uint32_t> path_mtu(const PerfSettings& s, const PerfOptions& o, std::uint32_t active) {
-  if (o.mtu && *o.mtu > active)
-    return make_error(EINVAL, fmt::format("--mtu {}: the port's active MTU is {}", *o.mtu, active));
-  return o.mtu ? s.mtu : active;
-}
-
 // Watches the side channel while a run is on: the peer has nothing to say
 // until the run ends, so anything readable means it is gone (or broke the
 // protocol): `ctl` is told to stop.
@@ -423,8 +416,8 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   auto dev = Device::open(side_profile(), "srdma0", *net);
   if (!dev) return std::unexpected(dev.error());
   const std::uint32_t active = dev->query_port().active_mtu;
-  if (o.mtu && *o.mtu > active)
-    return make_error(EINVAL, fmt::format("--mtu {}: the port's active MTU is {}", *o.mtu, active));
+  auto own_mtu = path_mtu_option(o.mtu, active);
+  if (!own_mtu) return std::unexpected(own_mtu.error());
   const IpAddress my_ip = parse_ip(net->ip).value();
   if (live) {
     fmt::print(*live, "waiting for a client on {}\n", host_port_str(my_ip, o.port));
@@ -443,11 +436,7 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
   auto client_mtu = field<std::uint32_t>(*hello, "mtu");
   if (!client_mtu) return refuse(client_mtu.error());
   if (auto r = check_mtu_option(*client_mtu); !r) return refuse(r.error());
-  std::uint32_t mtu = std::min(*client_mtu, active);
-  if (o.mtu) {
-    if (*o.mtu > active) return refuse(Error{EINVAL, fmt::format("--mtu {}: the port's active MTU is {}", *o.mtu, active)});
-    mtu = std::min(mtu, *o.mtu);
-  }
+  const std::uint32_t mtu = std::min(*client_mtu, *own_mtu);
   s->mtu = mtu;
   auto client = peer_of(*hello, s->num_qps, dev->address());
   if (!client) return refuse(client.error());
@@ -584,7 +573,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
   Side& me = **side;
   me.half = half;
   const std::uint32_t active = me.dev.query_port().active_mtu;
-  auto mtu = path_mtu(s, o, active);
+  auto mtu = path_mtu_option(o.mtu, active);
   if (!mtu) return std::unexpected(mtu.error());
 
   auto ch = SideChannel::connect(server_str, o.port, 10'000);
