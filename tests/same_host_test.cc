@@ -133,6 +133,20 @@ TEST(SameHostPath, ADoorbellRingsWhileAnySleeperIsStillParked) {
   (*b)->unpark();  // the receive thread is up
   EXPECT_EQ(take_all(), 1);
 
+  // A second sleeper that finds frames waiting neither drains the first's
+  // doorbell nor takes its flag down: the first, still asleep, is woken.
+  {
+    std::vector<pollfd> first_fds, second_fds;
+    ASSERT_TRUE((*b)->park_rings(first_fds));  // the receive thread sleeps
+    ASSERT_EQ(send(), hca::SameHostPath::Sent::kSent);
+    ASSERT_TRUE(readable(doorbell));
+    EXPECT_FALSE((*b)->park_rings(second_fds)) << "a frame waits";
+    (*b)->unpark();  // the consumer does not sleep: it receives
+    EXPECT_EQ(take_all(), 1);
+    EXPECT_TRUE(readable(doorbell)) << "the sleeper's wakeup was taken";
+    (*b)->unpark();  // the receive thread is up
+  }
+
   // Nobody sleeps: a frame rings no doorbell (park_rings drains it, and the
   // last unpark takes the flags down).
   std::vector<pollfd> fds;

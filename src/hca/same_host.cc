@@ -349,10 +349,18 @@ bool SameHostPath::control() {
 bool SameHostPath::park_rings(std::vector<pollfd>& fds) {
   bool idle = true;
   std::lock_guard in_lock(in_mu_);
-  ++sleepers_;
+  // The first sleeper arms the rings: drains the doorbells and sets the
+  // flags. A later one only looks: a drain would take the wakeup another
+  // sleeper is owed, and a failed park() clears the flag that sleeper
+  // counts on (it then slept through every later frame).
+  const bool first = sleepers_++ == 0;
   for (auto& c : in_) {
-    drain(c->doorbell);  // before the flag: a ring after it rings again
-    if (!c->ring.park()) idle = false;
+    if (first) {
+      drain(c->doorbell);  // before the flag: a ring after it rings again
+      if (!c->ring.park()) idle = false;
+    } else if (!c->ring.empty()) {
+      idle = false;
+    }
     fds.push_back({c->doorbell, POLLIN, 0});
   }
   return idle;
