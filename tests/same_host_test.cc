@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "connected_pair.h"
+#include "hca/ring_train.h"
 #include "hca/same_host.h"
 #include "hca/shm_ring.h"
 #include "srdma/access.h"
@@ -188,12 +189,73 @@ TEST(SameHost, TwoDevicesMoveEveryByteThroughTheRingsAndNothingOverUdp) {
     const WireStats wa = a.dev.wire_stats(), wb = b.dev.wire_stats();
     EXPECT_EQ(wa.same_host_peers, 1u);
     EXPECT_EQ(wb.same_host_peers, 1u);
-    EXPECT_GE(wa.same_host_frames_sent, 8u);  // 5 WRITE packets, a READ request, 2 SEND packets
+    EXPECT_GE(wa.same_host_frames_sent, 3u);  // the WRITE and the SEND (a record each: trains), a READ request
     EXPECT_EQ(wa.same_host_frames_sent, wb.same_host_frames_received);
     EXPECT_EQ(wb.same_host_frames_sent, wa.same_host_frames_received);
     EXPECT_EQ(wa.frames_sent + wb.frames_sent, 0u) << "a QP's frames took the wire";
     EXPECT_EQ(wa.same_host_ring_full + wa.same_host_refused, 0u);
   }
+}
+
+// A message crosses a ring whole (hca/ring_train.h): one record where the
+// wire takes a frame per path MTU, every packet still counted by the
+// transport; one beyond a ring's share goes in parts; a READ's responses
+// come back as trains too.
+TEST(SameHost, AMessageCrossesTheRingAsOneRecord) {
+  PairNode::Options o = on_host(1);
+  o.buf_bytes = 3 << 20;
+  PairNode a(o);
+  o.k = 2;
+  PairNode b(o);
+  connect(a, b);
+  for (std::size_t i = 0; i < a.buf.size(); ++i) a.buf[i] = static_cast<std::uint8_t>(i * 7 + i / 4096);
+  const WireStats w0 = a.dev.wire_stats();
+  const TransportCounters c0 = a.dev.counters();
+  constexpr int kWrites = 8;
+  for (int k = 0; k < kWrites; ++k) {
+    const Sge sge{a.addr(std::size_t(k) * 65536), 65536, a.mr.lkey()};
+    SendWr w = send_wr(k, sge, WrOpcode::kRdmaWrite);
+    w.remote_addr = b.addr(std::size_t(k) * 65536);
+    w.rkey = b.mr.rkey();
+    ASSERT_EQ(post_and_poll(a, w).status, WcStatus::kSuccess);
+  }
+  ASSERT_EQ(std::memcmp(b.buf.data(), a.buf.data(), kWrites * 65536), 0);
+  const WireStats w1 = a.dev.wire_stats();
+  const TransportCounters c1 = a.dev.counters();
+  EXPECT_EQ(c1.requests_sent - c0.requests_sent, kWrites * 16u) << "16 packets a message, as on the wire";
+  EXPECT_EQ(w1.same_host_frames_sent - w0.same_host_frames_sent, std::uint64_t{kWrites}) << "a record a message";
+  EXPECT_EQ(c1.retransmissions, c0.retransmissions);
+
+  // 2 MiB: beyond a quarter of the 2 MiB ring, so in parts.
+  const std::size_t big = std::size_t{2} << 20;
+  const Sge bsge{a.addr(0), static_cast<std::uint32_t>(big), a.mr.lkey()};
+  SendWr bw = send_wr(20, bsge, WrOpcode::kRdmaWriteWithImm);
+  bw.remote_addr = b.addr(4096);
+  bw.rkey = b.mr.rkey();
+  bw.imm_data = 0x1234;
+  const Sge rsge{b.addr(0), 0, b.mr.lkey()};
+  ASSERT_TRUE(b.qp->post_recv(recv_wr(21, rsge)));
+  ASSERT_EQ(post_and_poll(a, bw).status, WcStatus::kSuccess);
+  const Wc rw = poll_one(*b.cq);
+  EXPECT_EQ(rw.status, WcStatus::kSuccess);
+  EXPECT_EQ(rw.imm_data, 0x1234u);
+  EXPECT_EQ(rw.byte_len, big);
+  ASSERT_EQ(std::memcmp(b.buf.data() + 4096, a.buf.data(), big), 0);
+  const WireStats w2 = a.dev.wire_stats();
+  EXPECT_GE(w2.same_host_frames_sent - w1.same_host_frames_sent, 4u) << "512 KiB parts at most";
+  EXPECT_LE(w2.same_host_frames_sent - w1.same_host_frames_sent, 64u) << "parts, not packets";
+
+  // A READ of 1 MiB: its responses are trains from b.
+  for (std::size_t i = 0; i < (1u << 20); ++i) b.buf[i] = static_cast<std::uint8_t>(i * 5 + 3);
+  const WireStats wb0 = b.dev.wire_stats();
+  const Sge lsge{a.addr(1u << 20), 1u << 20, a.mr.lkey()};
+  SendWr r = send_wr(30, lsge, WrOpcode::kRdmaRead);
+  r.remote_addr = b.addr(0);
+  r.rkey = b.mr.rkey();
+  ASSERT_EQ(post_and_poll(a, r).status, WcStatus::kSuccess);
+  ASSERT_EQ(std::memcmp(a.buf.data() + (1u << 20), b.buf.data(), 1u << 20), 0);
+  EXPECT_LE(b.dev.wire_stats().same_host_frames_sent - wb0.same_host_frames_sent, 16u) << "responses as trains";
+  EXPECT_EQ(a.dev.wire_stats().frames_sent + b.dev.wire_stats().frames_sent, 0u) << "a QP's frames took the wire";
 }
 
 // Slots are per address: a device on another address that drew our slot
@@ -345,6 +407,67 @@ TEST(SameHost, FramesAStrangerWritesIntoItsOwnRingAreCheckedLikeDatagrams) {
   for (std::size_t i = 0; i < b.buf.size(); ++i) ASSERT_EQ(b.buf[i], 0x5a) << i;
   // The honest peer's traffic goes on.
   write_and_check(a, b, 6);
+  ::close(s);
+  ::close(bell);
+}
+
+// Train records (ring_train.h) a stranger forges in its own ring: each
+// lie is dropped and counted before any QP sees it, the honest-looking one
+// with a wrong key and PSN writes nothing, and the device goes on.
+TEST(SameHost, ForgedTrainsInAStrangersRingAreCheckedBeforeAnyQpSeesThem) {
+  PairNode a(on_host(1)), b(on_host(2));
+  connect(a, b);
+  std::memset(b.buf.data(), 0x5a, b.buf.size());
+  auto ring = hca::ShmRing::create(hca::SameHostPath::kRingBytes);
+  ASSERT_TRUE(ring);
+  const int bell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  Hello hello;
+  hello.src_ip = roce_ipv4(a.dev.address());
+  const int s = connect_to_listener(b.dev);
+  send_with_fds(s, &hello, sizeof hello, {ring->fd(), bell});
+
+  std::vector<std::byte> payload(4 * 4096, std::byte{0xee});
+  auto record = [&](std::uint32_t qpn, std::uint32_t rkey) {
+    hca::Packet t;
+    t.op = hca::Opcode::kWriteFirst;
+    t.last_op = hca::Opcode::kWriteLast;
+    t.count = 4;
+    t.dst_qpn = qpn;
+    t.psn = 0x12;
+    t.va = b.addr(0);
+    t.rkey = rkey;
+    t.dma_length = static_cast<std::uint32_t>(payload.size());
+    t.payload_length = t.dma_length;
+    const hca::TrainPrefix pre = hca::encode_train(t);
+    std::vector<std::byte> r(pre.bytes.begin(), pre.bytes.begin() + static_cast<std::ptrdiff_t>(pre.length));
+    r.insert(r.end(), payload.begin(), payload.end());
+    return r;
+  };
+  const auto wrong_key = record(b.qp->qp_num(), b.mr.rkey() ^ 0x100);
+  const auto other_slot = record((b.qp->qp_num() & 0xffff) | ((b.dev.host_slot() % 254 + 1) << 16), b.mr.rkey());
+  auto count_lie = record(b.qp->qp_num(), b.mr.rkey());
+  count_lie[0] = std::byte{0xff};  // count 255 for 16 KiB: an MTU below 256
+  auto length_lie = record(b.qp->qp_num(), b.mr.rkey());
+  length_lie[6] = std::byte{0x01};  // 64 KiB more than the record holds
+  auto huge_count = record(b.qp->qp_num(), b.mr.rkey());
+  for (int i = 0; i < 4; ++i) huge_count[i] = std::byte{0xff};
+  const TransportCounters before = b.dev.counters();
+  for (const std::vector<std::byte>* f : std::initializer_list<const std::vector<std::byte>*>{&wrong_key, &other_slot, &count_lie, &length_lie, &huge_count}) {
+    const std::array<std::span<const std::byte>, 1> pieces{std::span<const std::byte>(*f)};
+    ASSERT_TRUE(ring->push(pieces, 64, 0, hca::kShmTrain));
+  }
+  ring->publish();
+  const std::uint64_t one = 1;
+  ASSERT_EQ(::write(bell, &one, sizeof one), 8);
+  EXPECT_TRUE(eventually([&] {
+    const TransportCounters c = b.dev.counters();
+    return c.dropped_for(DropReason::kUnknownQp) > before.dropped_for(DropReason::kUnknownQp) &&
+           c.dropped_for(DropReason::kBadLength) >= before.dropped_for(DropReason::kBadLength) + 3;
+  })) << "the train for another slot and the three length lies are dropped and counted";
+  for (std::size_t i = 0; i < b.buf.size(); ++i) ASSERT_EQ(b.buf[i], 0x5a) << i;
+  EXPECT_EQ(b.dev.counters().requests_received, before.requests_received + 4)
+      << "only the well-formed train reached the QP (its 4 packets), and wrote nothing";
+  write_and_check(a, b, 7);
   ::close(s);
   ::close(bell);
 }

@@ -3,7 +3,6 @@
 #include "hca/dcqcn.h"  // the ECN codepoints
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -164,11 +163,8 @@ bool ImpairedLink::send_train(Packet&& train) {
     passed_.fetch_add(train.count, kRelaxed);
     return inner_.send(std::move(train));  // outside the lock, as deliver()
   }
-  // Packet by packet, each with the fate it drew. Every packet but the
-  // last carries the path MTU, a power of two: the only one with
-  // (count - 1) * mtu < payload <= count * mtu.
-  const std::uint32_t mtu =
-      std::bit_ceil((train.payload_length + train.count - 1) / train.count);
+  // Packet by packet, each with the fate it drew.
+  const std::uint32_t mtu = train_mtu(train);
   bool known = true, any = false;
   std::uint32_t i = 0;
   unroll(train, mtu, [&](Packet& p) {

@@ -83,6 +83,9 @@ class ImpairedLink final : public Link {
   // A train (packet.h) where the inner link takes trains: it goes on whole
   // when none of its packets is touched, else packet by packet.
   bool carries_trains() const override { return !spec_.single_packets && inner_.carries_trains(); }
+  bool carries_trains_to(std::uint64_t addr, std::uint32_t qpn) override {
+    return !spec_.single_packets && inner_.carries_trains_to(addr, qpn);
+  }
   void end_batch() override { inner_.end_batch(); }
   bool knows(std::uint64_t addr) const override { return inner_.knows(addr); }
   std::uint32_t active_mtu() const override { return inner_.active_mtu(); }

@@ -32,6 +32,12 @@ class Link {
   // link that has no per-packet wire between the devices. Every other one
   // gets single packets. Fixed for the link's life.
   virtual bool carries_trains() const { return false; }
+  // Whether a QP whose peer is QP `qpn` at `addr` may hand this link trains
+  // (asked when the QP's path is set): a link that carries them to some
+  // peers only (the UDP link: to those it reaches through a same-host
+  // ring). Such a link still takes a train for any peer, and unrolls it
+  // where its way there has a per-packet wire.
+  virtual bool carries_trains_to(std::uint64_t /*addr*/, std::uint32_t /*qpn*/) { return carries_trains(); }
   // Whether a request's answer comes back on the sending thread before
   // send() returns (the peer's responder runs inside it): then a response
   // from another thread is rare, and the send side's Dekker pair with it

@@ -11,10 +11,13 @@
 // across processes or hosts copies them into its frames.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hca/opcode_table.h"
@@ -166,18 +169,32 @@ constexpr bool asks_ack_inside(std::uint32_t psn, std::uint32_t count) {
   return count >= 2 && (psn | (kAckEveryPsns - 1)) - psn <= count - 2;
 }
 
-// Calls f(Packet&) for each packet of a train, in order, exactly as the
-// wire carries them: every packet but the last `mtu` bytes of payload.
+// The path MTU a train was cut at: every packet but the last carries it, a
+// power of two, the only one with (count - 1) * mtu < payload <= count * mtu
+// (a caller that did not build the train checks that it is).
+inline std::uint32_t train_mtu(const Packet& train) {
+  if (train.count <= 1) return 0;
+  return std::bit_ceil((train.payload_length + train.count - 1) / train.count);
+}
+
+// Calls f(Packet&) for each piece of a train, in order: runs of at most
+// `max_count` packets, each a train of its own (a single packet when one),
+// exactly as those packets would be sent one by one: every packet but the
+// last carries `mtu` bytes, the first run the RETH, the last one the
+// ImmDt/IETH, SE and the train's AckReq. A run that does not end the train
+// asks for an ACK when its last PSN ends a group of kAckEveryPsns.
 template <class F>
-void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
+void split_train(const Packet& train, std::uint32_t mtu, std::uint32_t max_count, F&& f) {
   if (train.count <= 1) {
     Packet p = train;
     f(p);
     return;
   }
+  const Opcode middle = opcode_row(train.op).middle;
   PieceCursor cursor(train.payload);
-  for (std::uint32_t i = 0; i < train.count; ++i) {
-    const bool first = i == 0, last = i + 1 == train.count;
+  for (std::uint32_t i = 0; i < train.count;) {
+    const std::uint32_t k = std::min(max_count, train.count - i);
+    const bool first = i == 0, last = i + k == train.count;
     Packet p;
     p.transport = train.transport;
     p.owned = train.owned;
@@ -190,7 +207,11 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
     p.hop_limit = train.hop_limit;  // the IP header's, as every packet's
     p.traffic_class = train.traffic_class;
     p.psn = psn_add(train.psn, i);
-    p.op = first ? train.op : last ? train.last_op : opcode_row(train.op).middle;
+    p.op = first ? train.op : (last && k == 1) ? train.last_op : middle;
+    if (k > 1) {
+      p.count = k;
+      p.last_op = last ? train.last_op : middle;
+    }
     if (first) {
       p.va = train.va;
       p.rkey = train.rkey;
@@ -201,18 +222,26 @@ void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
       p.solicited = train.solicited;
       p.ack_req = train.ack_req;
     } else {
-      p.ack_req = (p.psn & (kAckEveryPsns - 1)) == kAckEveryPsns - 1;
+      p.ack_req = (psn_add(p.psn, k - 1) & (kAckEveryPsns - 1)) == kAckEveryPsns - 1;
     }
     if (has_aeth(p.op)) {
       p.syndrome = train.syndrome;
       p.msn = train.msn;
     }
-    const std::uint32_t done = i * mtu;
-    p.payload_length = last ? (train.payload_length > done ? train.payload_length - done : 0)
-                            : std::min(mtu, train.payload_length > done ? train.payload_length - done : 0);
+    const std::uint64_t done = std::uint64_t{i} * mtu;
+    const std::uint32_t left = train.payload_length > done ? static_cast<std::uint32_t>(train.payload_length - done) : 0;
+    p.payload_length = last ? left : static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{k} * mtu, left));
     cursor.take(p.payload_length, p.payload);
     f(p);
+    i += k;
   }
+}
+
+// Calls f(Packet&) for each packet of a train, in order, exactly as the
+// wire carries them.
+template <class F>
+void unroll(const Packet& train, std::uint32_t mtu, F&& f) {
+  split_train(train, mtu, 1, std::forward<F>(f));
 }
 
 }  // namespace srdma::hca

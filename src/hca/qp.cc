@@ -120,6 +120,8 @@ Result<void> Qp::modify_locked(const QpAttr& in, std::uint32_t mask) {
     path_.qkey = attr_.qkey;
     path_.max_rd_atomic = attr_.max_rd_atomic;
     responder_.configure(attr_, mtu);
+    if ((mask & (QP_AV | QP_DEST_QPN)) && init_.type != QpType::kUd)
+      trains_.store(engine_.link().carries_trains_to(attr_.dest_addr, attr_.dest_qp_num), std::memory_order_relaxed);
   }
   if (mask & QP_RQ_PSN) responder_.set_rq_psn(in.rq_psn & kPsnMask);
   if (mask & QP_SQ_PSN) {

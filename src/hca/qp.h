@@ -379,7 +379,10 @@ class Qp : public std::enable_shared_from_this<Qp> {
   // An RC QP with its early entries on (QpInit::fast_entries): the first
   // question each entry asks, answered once.
   const bool rc_entries_;
-  const bool trains_;  // the device's link carries trains (packet.h)
+  // The link carries trains (packet.h) to this QP's peer: the link's
+  // answer when the path is set (a same-host peer, hca/udp_link.h).
+  std::atomic<bool> trains_;
+  bool trains() const { return trains_.load(std::memory_order_relaxed); }
   const bool answers_inline_;  // the device's link answers on the sending thread (link.h)
   const std::uint16_t udp_sport_;  // RoCEv2 UDP source port of its packets
   const bool congestion_control_;  // the device's and the QP's (QpInit)

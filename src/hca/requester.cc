@@ -252,7 +252,7 @@ bool Requester::segment(const SendWqe& w, Packet& p, std::uint32_t& psns, bool& 
   const SendPath& path = qp_.path_;
   const std::uint32_t left = w.length - offset_;
   std::uint32_t n = 1;
-  if (qp_.trains_ && left > path.mtu && !rp_.limited()) {  // (a paced QP sends packet by packet)
+  if (qp_.trains() && left > path.mtu && !rp_.limited()) {  // (a paced QP sends packet by packet)
     n = path.packets_at_mtu(left);
     if (unacknowledged()) n = std::clamp<std::int64_t>(window_room(), 1, n);
   }
@@ -402,7 +402,7 @@ void Requester::send_one() {
     const SendPath& path = qp_.path_;
     if (w.length <= path.mtu) [[likely]]
       return send_whole(w, 1);
-    if (qp_.trains_ && !rp_.limited()) {  // a train leaves at once: not for a paced QP
+    if (qp_.trains() && !rp_.limited()) {  // a train leaves at once: not for a paced QP
       const std::uint32_t n = path.packets_at_mtu(w.length);
       if (!outstanding() || window_room() >= static_cast<std::int32_t>(n)) return send_whole(w, n);
     }

@@ -701,7 +701,7 @@ bool Responder::send_read_responses(const Packet& req, std::uint32_t first_psn, 
   const std::uint32_t n = packets_for(length, mtu);
   const ReadTrain train{req.src_addr, req.src_qpn, first_psn, n, 0, va, rkey, length, mtu,
                         resp_.msn.load(std::memory_order_relaxed), pdn};
-  if (!qp_.trains_) {
+  if (!qp_.trains()) {
     // A link of single packets: never more than a burst here, on the
     // thread that received the request.
     if (n > kResponseBurst || resp_.answers_queued.load(std::memory_order_relaxed)) [[unlikely]]

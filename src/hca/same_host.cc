@@ -188,20 +188,25 @@ void SameHostPath::flush_thread() {
   tls_unpublished.clear();
 }
 
+std::shared_ptr<SameHostPath::Outbound> SameHostPath::outbound(std::uint32_t dst_ip, std::uint32_t dst_slot) {
+  const std::uint64_t key = std::uint64_t{dst_ip} << 8 | (dst_slot & 0xff);
+  std::lock_guard lock(out_mu_);
+  std::shared_ptr<Outbound>& o = out_[key];
+  // A destination with no listener is looked at again after a while; one
+  // whose ring broke waits for control() to forget it (its connection may
+  // be in the receiver's poll set until then).
+  if (!o || (o->conn < 0 && now_ns() >= o->retry_at)) o = connect_to(dst_ip, dst_slot);
+  return o;
+}
+
+bool SameHostPath::reachable(std::uint32_t dst_ip, std::uint32_t dst_slot) {
+  return outbound(dst_ip, dst_slot)->up.load(std::memory_order_acquire);
+}
+
 SameHostPath::Sent SameHostPath::send(std::uint32_t dst_ip, std::uint32_t dst_slot,
                                       std::span<const std::span<const std::byte>> pieces, std::uint8_t ttl,
                                       std::uint8_t tos, std::uint8_t flags, bool batched) {
-  const std::uint64_t key = std::uint64_t{dst_ip} << 8 | (dst_slot & 0xff);
-  std::shared_ptr<Outbound> out;
-  {
-    std::lock_guard lock(out_mu_);
-    std::shared_ptr<Outbound>& o = out_[key];
-    // A destination with no listener is looked at again after a while; one
-    // whose ring broke waits for control() to forget it (its connection may
-    // be in the receiver's poll set until then).
-    if (!o || (o->conn < 0 && now_ns() >= o->retry_at)) o = connect_to(dst_ip, dst_slot);
-    out = o;
-  }
+  const std::shared_ptr<Outbound> out = outbound(dst_ip, dst_slot);
   if (!out->up.load(std::memory_order_acquire)) return Sent::kNotHere;
   bool pushed = false, wake = false, broken = false;
   {

@@ -82,6 +82,14 @@ class SameHostPath {
   };
   Sent send(std::uint32_t dst_ip, std::uint32_t dst_slot, std::span<const std::span<const std::byte>> pieces,
             std::uint8_t ttl, std::uint8_t tos, std::uint8_t flags = 0, bool batched = false);
+  // Any thread. Whether send() to that device goes through a ring now
+  // (connecting to it if no one has): a QP whose peer is there sends it
+  // trains (hca/ring_train.h). It may still fall back to the wire later,
+  // when the peer goes.
+  bool reachable(std::uint32_t dst_ip, std::uint32_t dst_slot);
+  // The largest frame send() takes: a train longer than this is sent in
+  // parts (a quarter of the ring, so that a full ring drains to room).
+  std::size_t max_frame_bytes() const { return ring_bytes_ / 4; }
   // Frames sent with `batched` wait for this: the calling thread's rings
   // are published, and sleeping consumers woken (the link calls it where
   // its send batch ends).
@@ -124,6 +132,7 @@ class SameHostPath {
   };
   SameHostPath(std::uint32_t ip, std::uint16_t port, std::uint32_t slot, std::size_t ring_bytes, int listen_fd);
   std::shared_ptr<Outbound> connect_to(std::uint32_t dst_ip, std::uint32_t dst_slot);
+  std::shared_ptr<Outbound> outbound(std::uint32_t dst_ip, std::uint32_t dst_slot);
   void accept_new();
   void take_hello(int conn);
 

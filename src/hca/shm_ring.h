@@ -35,11 +35,13 @@ struct ShmRecord {
   std::span<const std::byte> frame;  // in the ring: valid until pop()
   std::uint8_t ttl = 64;
   std::uint8_t tos = 0;
-  std::uint8_t flags = 0;  // kShmCorrupted
+  std::uint8_t flags = 0;  // kShmCorrupted, kShmTrain
 };
 // An impairing link's corrupted frame: the receiver drops it as the wire's
 // ICRC check would.
 inline constexpr std::uint8_t kShmCorrupted = 1;
+// A whole train (hca/ring_train.h), not one frame.
+inline constexpr std::uint8_t kShmTrain = 2;
 
 class ShmRing {
  public:

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "hca/queue_engine.h"
+#include "hca/ring_train.h"
 #include "hca/roce_frame.h"
 #include "hca/rx_buffer_pool.h"
 #include "hca/sock_addr.h"
@@ -444,12 +445,63 @@ bool UdpLink::send(Packet&& in) {
 }
 
 void UdpLink::enqueue(Packet&& in) {
+  // A train goes whole (in parts of at most a ring's share) to a peer on
+  // this host, packet by packet to any other.
+  if (const std::uint32_t slot = in.count > 1 ? ring_slot(in.dst_addr, in.dst_qpn) : 0; slot != 0) {
+    const std::uint32_t mtu = train_mtu(in);
+    const auto most = static_cast<std::uint32_t>(
+        std::max<std::size_t>(2, (same_host_->max_frame_bytes() - kMaxTrainPrefix) / mtu));
+    split_train(in, mtu, most, [&](Packet& part) {
+      if (part.count == 1 || !send_train_same_host(part, slot)) enqueue_packets(part);
+    });
+  } else {
+    enqueue_packets(in);
+  }
+  if (!SendBatch::open()) flush_pending();
+}
+
+std::uint32_t UdpLink::ring_slot(std::uint64_t dst_addr, std::uint32_t dst_qpn) const {
+  // QP0/QP1 (slot 0) and multicast (slot 255) are the wire's, as is a
+  // device's traffic with itself (its own slot on its own address: the
+  // same slot on another address is another device).
+  if (!same_host_ || v6_) return 0;
+  const std::uint32_t slot = dst_qpn >> 16;
+  if (slot < HostSteering::kFirstSlot || slot > HostSteering::kLastSlot ||
+      (slot == same_host_->slot() && roce_ipv4(dst_addr) == ip_))
+    return 0;
+  return slot;
+}
+
+bool UdpLink::carries_trains_to(std::uint64_t addr, std::uint32_t qpn) {
+  const std::uint32_t slot = ring_slot(addr, qpn);
+  return slot != 0 && same_host_->reachable(roce_ipv4(addr), slot);
+}
+
+bool UdpLink::send_train_same_host(const Packet& train, std::uint32_t slot) {
+  const TrainPrefix prefix = encode_train(train);
+  thread_local std::vector<std::span<const std::byte>> pieces;
+  pieces.clear();
+  pieces.emplace_back(prefix.bytes.data(), prefix.length);
+  std::uint64_t left = train.payload_length;
+  for (const MemPiece& m : std::span<const MemPiece>(train.payload)) {
+    if (left == 0) break;
+    const std::uint64_t n = std::min(m.length, left);
+    pieces.emplace_back(m.addr, n);
+    left -= n;
+  }
+  wire_sending();
+  const SameHostPath::Sent r = same_host_->send(
+      roce_ipv4(train.dst_addr), slot, pieces, train.hop_limit != 0 ? train.hop_limit : kDefaultTtl,
+      train.traffic_class, kShmTrain | (train.corrupted ? kShmCorrupted : 0), SendBatch::open());
+  wire_sent();
+  return r != SameHostPath::Sent::kNotHere;  // kFull: lost, as a datagram the kernel dropped
+}
+
+void UdpLink::enqueue_packets(const Packet& in) {
   PendingSends& q = tls_pending;
   if (q.link != this || q.n == kSendBatch) flush_pending();
   q.link = this;
-  // A train is for links without a wire (carries_trains() is false here):
-  // unroll one anyway rather than trust the caller.
-  unroll(in, active_mtu_, [&](Packet& p) {
+  unroll(in, in.count > 1 ? train_mtu(in) : active_mtu_, [&](Packet& p) {
     if (q.n == kSendBatch) {
       flush_pending();
       q.link = this;
@@ -492,12 +544,11 @@ void UdpLink::enqueue(Packet&& in) {
     g.iov[k++] = {g.tail.data(), std::size_t{h.pad} + kIcrcBytes};
     g.iovs = k;
     g.bytes = frame_bytes(h.length, p.payload_length);
-    if (same_host_ && send_same_host(g.dst_ip, g.dst_qpn, std::span(g.iov.data(), g.iovs), g.ttl, g.tos, g.corrupted))
+    if (same_host_ && send_same_host(g.dst_addr, g.dst_qpn, std::span(g.iov.data(), g.iovs), g.ttl, g.tos, g.corrupted))
       return;  // copied into the peer's ring
     g.owned = p.owned;
     ++q.n;
   });
-  if (!SendBatch::open()) flush_pending();
 }
 
 void UdpLink::end_batch() {
@@ -854,22 +905,17 @@ void UdpLink::receive_frame(std::span<const std::byte> frame, const IpAddress& s
   engine_->receive(std::move(p));
 }
 
-bool UdpLink::send_same_host(std::uint32_t dst_ip, std::uint32_t dst_qpn, std::span<const iovec> iov,
+bool UdpLink::send_same_host(std::uint64_t dst_addr, std::uint32_t dst_qpn, std::span<const iovec> iov,
                              std::uint8_t ttl, std::uint8_t tos, bool corrupted) {
-  // QP0/QP1 (slot 0) and multicast (slot 255) are the wire's, as is a
-  // device's traffic with itself (its own slot on its own address: the
-  // same slot on another address is another device).
-  const std::uint32_t slot = dst_qpn >> 16;
-  if (slot < HostSteering::kFirstSlot || slot > HostSteering::kLastSlot ||
-      (slot == same_host_->slot() && dst_ip == ip_))
-    return false;
+  const std::uint32_t slot = ring_slot(dst_addr, dst_qpn);
+  if (slot == 0) return false;
   std::array<std::span<const std::byte>, kMaxIov> pieces;
   for (std::size_t v = 0; v < iov.size(); ++v)
     pieces[v] = std::span(static_cast<const std::byte*>(iov[v].iov_base), iov[v].iov_len);
   wire_sending();
   // Inside a SendBatch the ring is published when the batch ends
   // (flush_pending), one fence for the batch's frames.
-  const SameHostPath::Sent r = same_host_->send(dst_ip, slot, std::span(pieces.data(), iov.size()), ttl, tos,
+  const SameHostPath::Sent r = same_host_->send(roce_ipv4(dst_addr), slot, std::span(pieces.data(), iov.size()), ttl, tos,
                                                 corrupted ? kShmCorrupted : 0, SendBatch::open());
   wire_sent();
   return r != SameHostPath::Sent::kNotHere;  // kFull: lost, as a datagram the kernel dropped
@@ -889,29 +935,36 @@ int UdpLink::receive_same_host() {
     // parsed from a private copy (parse_frame reads nothing past them when
     // it does not check the ICRC, which no wire computed here), and only
     // the payload is read in place.
-    const std::size_t len = rec.frame.size();
-    if (len > kMaxFrameBytes) return drop(DropReason::kBadLength);
-    std::memcpy(r.scratch.data(), rec.frame.data(), std::min(len, kMaxHeaderBytes));
-    const IpUdpFields ip{src_ip, ip_, config_.port, config_.port, 0, true};
     ParsedFrame f;
-    const FrameError e = parse_frame(std::span<const std::byte>(r.scratch.data(), len), ip, false, f);
-    if (e != FrameError::kNone) return drop(drop_reason_of(e));
+    if (rec.flags & kShmTrain) {
+      const FrameError e = decode_train(rec.frame, std::span<std::byte, kMaxTrainPrefix>(r.scratch.data(), kMaxTrainPrefix),
+                                        active_mtu_, f);
+      if (e != FrameError::kNone) return drop(drop_reason_of(e));
+    } else {
+      const std::size_t len = rec.frame.size();
+      if (len > kMaxFrameBytes) return drop(DropReason::kBadLength);
+      std::memcpy(r.scratch.data(), rec.frame.data(), std::min(len, kMaxHeaderBytes));
+      const IpUdpFields ip{src_ip, ip_, config_.port, config_.port, 0, true};
+      const FrameError e = parse_frame(std::span<const std::byte>(r.scratch.data(), len), ip, false, f);
+      if (e != FrameError::kNone) return drop(drop_reason_of(e));
+      if (f.pkt.payload_length != 0) {  // in place, read only, as a datagram's
+        const std::size_t at = static_cast<std::size_t>(f.pkt.payload.front().addr - r.scratch.data());
+        const std::uint32_t n = f.pkt.payload_length;
+        f.pkt.payload = PieceList();
+        f.pkt.payload.push_back(MemPiece{const_cast<std::byte*>(rec.frame.data() + at), n});
+      }
+    }
     Packet& p = f.pkt;
     // A ring carries frames for this device's QPs only.
     if ((p.dst_qpn >> 16) != same_host_->slot()) return drop(DropReason::kUnknownQp);
-    if (p.payload_length != 0) {
-      const std::size_t at = static_cast<std::size_t>(p.payload.front().addr - r.scratch.data());
-      const std::byte* src = rec.frame.data() + at;
-      std::byte* data = const_cast<std::byte*>(src);  // read only, as a datagram's
-      if (is_response(p.op)) {
-        // A response may wait in its QP's inbox after the ring moved on:
-        // it keeps a copy (as a datagram keeps its receive buffer).
-        auto copy = std::make_shared<std::vector<std::byte>>(src, src + p.payload_length);
-        data = copy->data();
-        p.owned = std::move(copy);
-      }
+    if (p.payload_length != 0 && is_response(p.op)) {
+      // A response may wait in its QP's inbox after the ring moved on:
+      // it keeps a copy (as a datagram keeps its receive buffer).
+      const std::byte* src = p.payload.front().addr;
+      auto copy = std::make_shared<std::vector<std::byte>>(src, src + p.payload_length);
       p.payload = PieceList();
-      p.payload.push_back(MemPiece{data, p.payload_length});
+      p.payload.push_back(MemPiece{copy->data(), p.payload_length});
+      p.owned = std::move(copy);
     }
     address_arrival(f, roce_address(src_ip), address_, rec.ttl, rec.tos);
     engine_->receive(std::move(p));

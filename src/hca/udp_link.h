@@ -89,6 +89,7 @@ class UdpLink final : public Link {
   void end_batch() override;
   int poll() override;
   bool polled() const override { return true; }
+  bool carries_trains_to(std::uint64_t addr, std::uint32_t qpn) override;
   bool prepare_sleep(std::vector<pollfd>& fds) override;
   void end_sleep() override;
   std::int64_t busy_poll_ns() const override { return std::int64_t{config_.busy_poll_us} * 1000; }
@@ -139,8 +140,16 @@ class UdpLink final : public Link {
   int receive_same_host();
   // Hands a frame for another device of this host to its ring. false: not
   // one (it takes the wire).
-  bool send_same_host(std::uint32_t dst_ip, std::uint32_t dst_qpn, std::span<const iovec> iov, std::uint8_t ttl,
+  bool send_same_host(std::uint64_t dst_addr, std::uint32_t dst_qpn, std::span<const iovec> iov, std::uint8_t ttl,
                       std::uint8_t tos, bool corrupted);
+  // The same for a train (or part of one) as one record (hca/ring_train.h).
+  bool send_train_same_host(const Packet& train, std::uint32_t slot);
+  // The slot of the device that QP `dst_qpn` at `dst_addr` belongs to when
+  // a ring may reach it; 0: the wire's (QP0/QP1, multicast, this device
+  // itself, no same-host path).
+  std::uint32_t ring_slot(std::uint64_t dst_addr, std::uint32_t dst_qpn) const;
+  // Frames for the wire (a train unrolled), or for rings frame by frame.
+  void enqueue_packets(const Packet& in);
   // The receive thread's look at the same-host path's connections (at most
   // every kControlNs while traffic flows), or a request for the receiver's
   // holder to look (control_due_).
