@@ -258,6 +258,38 @@ TEST(SameHost, AMessageCrossesTheRingAsOneRecord) {
   EXPECT_EQ(a.dev.wire_stats().frames_sent + b.dev.wire_stats().frames_sent, 0u) << "a QP's frames took the wire";
 }
 
+// A consumer whose traffic comes through the rings looks at its UDP socket
+// less and less often (udp_link.cc, receive_once); a wire peer's datagrams
+// still reach it, turn after turn, while the rings keep leading.
+TEST(SameHost, WirePeersStillReachAConsumerWhoseRingsLead) {
+  PairNode a(on_host(1)), b(on_host(2));
+  PairNode::Options wire;
+  wire.link = LinkKind::kUdp;  // no same-host path: its frames take the socket
+  wire.k = 3;
+  PairNode c(wire);
+  connect(a, b);
+  auto qa = a.pd.create_qp(QpInitAttr{a.cq.get(), a.cq.get(), QpCaps{64, 64, 2, 2, 64}, false, nullptr}).value();
+  connect_qps(*qa, a.dev, *c.qp, c.dev);
+  const WireStats w0 = a.dev.wire_stats();
+  for (int round = 0; round < 50; ++round) {
+    // The rings lead: a's consumer polls its CQ for a WRITE through them...
+    write_and_check(a, b, static_cast<std::uint8_t>(round), 4096);
+    // ... and a datagram from c arrives for it meanwhile.
+    const Sge rsge{a.addr(8192), 64, a.mr.lkey()};
+    ASSERT_TRUE(qa->post_recv(recv_wr(100 + round, rsge)));
+    for (int i = 0; i < 64; ++i) c.buf[i] = static_cast<std::uint8_t>(round + i);
+    ASSERT_TRUE(c.qp->post_send(send_wr(200 + round, Sge{c.addr(0), 64, c.mr.lkey()})));
+    Wc got = poll_one(*a.cq);
+    ASSERT_EQ(got.status, WcStatus::kSuccess) << round;
+    ASSERT_EQ(got.wr_id, std::uint64_t(100 + round)) << round;
+    ASSERT_EQ(std::memcmp(a.buf.data() + 8192, c.buf.data(), 64), 0) << round;
+    ASSERT_EQ(poll_one(*c.cq).status, WcStatus::kSuccess) << round;
+  }
+  const WireStats w1 = a.dev.wire_stats();
+  EXPECT_GE(w1.frames_received - w0.frames_received, 50u) << "c's SENDs came over the socket";
+  EXPECT_GE(w1.same_host_frames_received - w0.same_host_frames_received, 50u) << "b's ACKs came through a ring";
+}
+
 // Slots are per address: a device on another address that drew our slot
 // number is a peer like any other, not ourselves.
 TEST(SameHost, APeerOnAnotherAddressWithOurSlotNumberGetsARing) {

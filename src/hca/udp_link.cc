@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -74,6 +75,9 @@ constexpr std::size_t kRecvBatch = 16;
 // A slot holds more than the longest frame parse_frame() accepts: a longer
 // datagram arrives truncated and is dropped as a bad length.
 constexpr std::size_t kSlotBytes = 8192;
+// receive_once(): while the same-host rings carry the traffic, an empty
+// socket sits out at most this many looks.
+constexpr std::uint32_t kMaxSocketSkips = 255;
 static_assert(kSlotBytes > kMaxFrameBytes);
 // With UDP_GRO a datagram is a run of one sender's frames, up to the
 // largest UDP datagram: fewer, larger slots.
@@ -317,6 +321,11 @@ struct UdpLink::RxState {
   // A same-host frame's headers, copied out of the ring to be parsed.
   std::array<std::byte, kSlotBytes> scratch{};
   std::uint32_t last_ovfl = 0;
+  // receive_once(): whether the rings had the last frame, and how many
+  // looks the socket sits out (now, and after its next empty look).
+  bool rings_lead = false;
+  std::uint32_t socket_skips = 0;
+  std::uint32_t skip_span = 0;
 };
 
 UdpLink::UdpLink(const NetConfig& config, const IpAddress& ip, std::uint64_t address, int fd, int wake_fd,
@@ -782,11 +791,35 @@ void UdpLink::end_sleep() {
 }
 
 int UdpLink::receive_once() {
-  int n = receive_datagrams();
+  RxState& r = *rx_;
+  // While the rings carry the traffic (the last frame came from one), an
+  // empty socket is looked at less and less often, down to one look in
+  // kMaxSocketSkips + 1: an empty recvmmsg is a system call, most of a
+  // same-host round trip's cost, and a ring is a load. The receive thread,
+  // standing aside meanwhile, watches the socket and says when it is
+  // readable (socket_ready_); the first datagram gives it every look back.
+  int n = 0;
+  const bool ready = socket_ready_.load(std::memory_order_relaxed) &&
+                     socket_ready_.exchange(false, std::memory_order_relaxed);
+  if (ready || r.socket_skips == 0) {
+    n = receive_datagrams();
+    if (n > 0) {
+      r.rings_lead = false;
+      r.skip_span = 0;
+    } else if (r.rings_lead) {
+      r.skip_span = std::min(kMaxSocketSkips, r.skip_span * 2 + 1);
+    }
+    r.socket_skips = r.rings_lead ? r.skip_span : 0;
+  } else {
+    --r.socket_skips;
+  }
   if (same_host_) {
     if (control_due_.load(std::memory_order_relaxed)) [[unlikely]]
       same_host_control_locked();
-    n += receive_same_host();
+    if (const int rings = receive_same_host(); rings > 0) {
+      n += rings;
+      r.rings_lead = true;
+    }
   }
   if (has_groups_.load(std::memory_order_acquire)) n += receive_groups();
   return n;
@@ -997,14 +1030,24 @@ void UdpLink::receive_loop() {
   const std::int64_t busy_ns = std::int64_t{config_.busy_poll_us} * 1000;
   std::int64_t last_traffic = now_ns();
   std::uint64_t polls_seen = consumer_polls_.load(std::memory_order_relaxed);
+  std::vector<pollfd> aside;  // what it watches while a consumer receives
   while (!stopping_.load(std::memory_order_acquire)) {
+    // A consumer polls, or holds the receiver now (it is inside a poll: a
+    // recvmmsg takes longer than a turn of this loop), so it receives:
+    // look again in a while whether it still does. (Spinning here instead
+    // raced it for the receiver, and each turn's parked_ made its deferred
+    // ACKs write the wakeup fd.)
     if (const std::uint64_t polls = consumer_polls_.load(std::memory_order_relaxed);
-        polls != polls_seen) {
-      // A consumer polls: look again in a while whether it still does.
+        polls != polls_seen || rx_busy_.load(std::memory_order_relaxed)) {
       polls_seen = polls;
-      pollfd w{wake_fd_, POLLIN, 0};
+      // The consumer looks at the socket only now and then while the rings
+      // lead (receive_once): watch it for them, and say when it is readable.
+      aside.assign(1, pollfd{wake_fd_, POLLIN, 0});
+      if (!socket_ready_.load(std::memory_order_relaxed)) wire_fds(aside);
       const timespec check{0, kConsumerCheckNs};
-      (void)::ppoll(&w, 1, &check, nullptr);
+      if (::ppoll(aside.data(), aside.size(), &check, nullptr) > 0 &&
+          std::any_of(aside.begin() + 1, aside.end(), [](const pollfd& f) { return (f.revents & POLLIN) != 0; }))
+        socket_ready_.store(true, std::memory_order_relaxed);
       last_traffic = 0;
       drain_wakeups();
       same_host_control();  // a new peer's ring is taken while the consumer polls

@@ -214,6 +214,9 @@ class UdpLink final : public Link {
   std::vector<Packet> deferred_;
   std::atomic<bool> has_deferred_{false};
   std::atomic<bool> parked_{false};  // the receive thread sleeps in poll() until traffic
+  // The receive thread, standing aside while a consumer receives, saw the
+  // socket readable: the consumer's next receive_once() looks at it.
+  std::atomic<bool> socket_ready_{false};
   std::int64_t last_control_ = 0;     // the receive thread's: same_host_control()
   // The receive thread could not take the receiver for same_host_control():
   // whoever holds it (a consumer that polls without pause) does it instead.
