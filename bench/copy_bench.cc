@@ -5,6 +5,10 @@
 // decides the engine's routine (it times its own copies; copy.cc says why):
 // this shows how far the two patterns disagree on a machine.
 #include <benchmark/benchmark.h>
+#include <signal.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -66,6 +70,39 @@ void BM_Between(benchmark::State& state, hca::CopyRoutine r) {
 SRDMA_COPY_BENCH(vector_loop, kVectorLoop);
 SRDMA_COPY_BENCH(movsb, kMovsb);
 SRDMA_COPY_BENCH(memcpy, kMemcpy);
+
+// Cross-memory attach, the one-copy route between processes that the
+// same-host path could take instead of its ring's two copies: a
+// process_vm_readv of n bytes from a forked child's memory (the pages
+// resident, as a registered MR's are), 16 buffers round robin. Against
+// BM_Loop/memcpy at the same n, it says whether one kernel copy beats two
+// user ones on this machine (docs/BENCHMARKS.md: it did not).
+void BM_ProcessVmReadv(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  Buffers b(16 * n);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  if (child < 0) {
+    state.SkipWithError("fork failed");
+    return;
+  }
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const iovec local{b.dst + (i % 16) * n, n}, remote{b.src + (i % 16) * n, n};
+    ++i;
+    if (::process_vm_readv(child, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(n)) {
+      state.SkipWithError("process_vm_readv failed (ptrace permission?)");
+      break;
+    }
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+BENCHMARK(BM_ProcessVmReadv)->Arg(4096)->Arg(65536)->Arg(1 << 20);
 
 }  // namespace
 }  // namespace srdma
