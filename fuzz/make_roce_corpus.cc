@@ -4,12 +4,14 @@
 // UD SENDs, built by build_headers and compute_icrc,
 // so the fuzzer starts past the parser's first checks and the ICRC check.
 // usage: make_roce_corpus <dir>   (scripts/fuzz.sh --corpus builds and runs it)
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "hca/ring_train.h"
 #include "hca/roce_frame.h"
 
 using namespace srdma::hca;
@@ -173,5 +175,39 @@ int main(int argc, char** argv) {
   Packet cnp = packet(Opcode::kCnp, 0);
   cnp.psn = 0;
   put("cnp", build_headers(cnp), {});
+
+  // Train records of a same-host ring (hca/ring_train.h), which the same
+  // target decodes too: a WRITE's train, a part of a SEND that starts and
+  // ends inside it, a READ's responses.
+  struct Train {
+    Opcode op, last;
+    std::uint32_t count, mtu, last_bytes;
+    const char* name;
+  };
+  const Train trains[] = {
+      {Opcode::kWriteFirst, Opcode::kWriteLastImm, 3, 1024, 100, "train_write"},
+      {Opcode::kSendMiddle, Opcode::kSendMiddle, 4, 256, 256, "train_send_part"},
+      {Opcode::kReadResponseFirst, Opcode::kReadResponseLast, 2, 4096, 4096, "train_read_responses"},
+  };
+  for (const Train& t : trains) {
+    Packet p = packet(t.op, 0);
+    p.count = t.count;
+    p.last_op = t.last;
+    p.payload_length = (t.count - 1) * t.mtu + t.last_bytes;
+    if (has_reth(t.op)) p.dma_length = p.payload_length;
+    p.imm = 0x01020304;
+    const TrainPrefix pre = encode_train(p);
+    std::vector<std::byte> r(pre.bytes.begin(), pre.bytes.begin() + static_cast<std::ptrdiff_t>(pre.length));
+    const std::vector<std::byte> body = pattern(p.payload_length, seed++);
+    r.insert(r.end(), body.begin(), body.end());
+    std::array<std::byte, kMaxTrainPrefix> scratch{};
+    ParsedFrame out;
+    if (decode_train(r, scratch, 4096, out) != FrameError::kNone) {
+      std::fprintf(stderr, "make_roce_corpus: %s does not decode\n", t.name);
+      return 1;
+    }
+    std::ofstream(dir + "/" + t.name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(r.data()), static_cast<std::streamsize>(r.size()));
+  }
   return 0;
 }

@@ -31,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "hca/ring_train.h"
 #include "hca/roce_frame.h"
 
 namespace {
@@ -357,11 +358,56 @@ void sweep_field(std::span<const std::byte> frame, const ParsedFrame& f, unsigne
   }
 }
 
+// The same bytes as a same-host ring's train record (hca/ring_train.h):
+// decode_train refuses them or gives a train whose parts add up, which
+// the responder then unrolls (exactly count packets, every byte of the
+// payload once, each inside the record), and which encodes back to the
+// record's own prefix.
+void check_train_record(std::span<const std::byte> record) {
+  std::array<std::byte, kMaxTrainPrefix> scratch{};
+  ParsedFrame f;
+  const FrameError e = decode_train(record, scratch, 4096, f);
+  check(!frame_error_str(e).empty());
+  if (e != FrameError::kNone) return;
+  const Packet& t = f.pkt;
+  check(t.count >= 2 && t.payload_length != 0);
+  const std::uint32_t mtu = train_mtu(t);
+  check(mtu >= kMinPathMtu && mtu <= 4096 && (mtu & (mtu - 1)) == 0);
+  check(std::uint64_t{t.count - 1} * mtu < t.payload_length && std::uint64_t{t.count} * mtu >= t.payload_length);
+  check(t.payload.size() == 1);
+  const MemPiece& m = t.payload.front();
+  check(m.addr + m.length == record.data() + record.size() && m.length == t.payload_length);
+  check(t.transport != srdma::QpType::kUd && has_payload(t.op) && !ends_message(t.op) &&
+        opcode_row(last_opcode(t)).kind == opcode_row(t.op).kind);
+  std::uint32_t packets = 0;
+  std::uint64_t bytes = 0;
+  const std::byte* at = m.addr;
+  unroll(t, mtu, [&](Packet& p) {
+    ++packets;
+    bytes += p.payload_length;
+    for (const MemPiece& piece : std::span<const MemPiece>(p.payload)) {
+      check(piece.addr == at);
+      at += piece.length;
+    }
+  });
+  check(packets == t.count && bytes == t.payload_length && at == m.addr + m.length);
+  const TrainPrefix again = encode_train(t, f.pkey);
+  check(again.length == record.size() - t.payload_length);
+  ParsedFrame g;
+  Bytes rebuilt(again.bytes.begin(), again.bytes.begin() + static_cast<std::ptrdiff_t>(again.length));
+  rebuilt.insert(rebuilt.end(), m.addr, m.addr + m.length);
+  check(decode_train(rebuilt, scratch, 4096, g) == FrameError::kNone);
+  check(g.pkt.count == t.count && g.pkt.op == t.op && g.pkt.last_op == t.last_op && g.pkt.psn == t.psn &&
+        g.pkt.imm == t.imm && g.pkt.va == t.va && g.pkt.rkey == t.rkey && g.pkt.solicited == t.solicited &&
+        g.pkt.ack_req == t.ack_req && g.pkt.payload_length == t.payload_length);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> frame(reinterpret_cast<const std::byte*>(data), size);
   const IpUdpFields ip = fuzz_ip();
+  check_train_record(frame);
 
   ParsedFrame raw;
   const FrameError e = parse_frame(frame, ip, false, raw);

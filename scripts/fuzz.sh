@@ -27,7 +27,7 @@ if [[ ${1:-} == --corpus ]]; then
   rm -rf fuzz/corpus && mkdir -p fuzz/corpus
   "$out/make_corpus" fuzz/corpus
   ls -l fuzz/corpus
-  g++ -std=c++2b -O1 -Isrc -Iinclude fuzz/make_roce_corpus.cc src/hca/roce_frame.cc -lz -lisal \
+  g++ -std=c++2b -O1 -Isrc -Iinclude fuzz/make_roce_corpus.cc src/hca/roce_frame.cc src/hca/ring_train.cc -lz -lisal \
     -o "$out/make_roce_corpus"
   rm -rf fuzz/roce_corpus && mkdir -p fuzz/roce_corpus
   "$out/make_roce_corpus" fuzz/roce_corpus
@@ -69,7 +69,7 @@ if ((capsule_seconds > 0)); then
 fi
 if ((roce_seconds > 0)); then
   # roce_frame.cc needs only zlib (crc32); packet.h's helpers are inline.
-  "${cxx[@]}" fuzz/roce_frame_fuzz.cc src/hca/roce_frame.cc -lz -lisal -o "$out/roce_frame_fuzz" &
+  "${cxx[@]}" fuzz/roce_frame_fuzz.cc src/hca/roce_frame.cc src/hca/ring_train.cc -lz -lisal -o "$out/roce_frame_fuzz" &
   builds+=($!)
 fi
 if ((cm_seconds > 0)); then
