@@ -217,6 +217,35 @@ TEST_F(Injected, AResendThatFindsTheGapStillOpenIsNakedOnceMore) {
   EXPECT_EQ(b.qp->counters().seq_naks_sent, 3u);
 }
 
+// An RNR NAK stands for the message behind it: its later packets are
+// dropped without a sequence NAK (which would cut the requester's RNR wait
+// short and spend its retry_cnt), and the resend after the wait executes.
+TEST_F(Injected, PacketsBehindAnRnrNakDrawNoSequenceNak) {
+  b.dev->engine().receive(from_a(Opcode::kSendFirst, 100, 256));  // no receive posted: RNR NAK
+  b.dev->engine().receive(from_a(Opcode::kSendMiddle, 101, 256));
+  b.dev->engine().receive(from_a(Opcode::kSendLast, 102, 8));
+  TransportCounters c = b.qp->counters();
+  EXPECT_EQ(c.rnr_naks_sent, 1u);
+  EXPECT_EQ(c.seq_naks_sent, 0u) << "the packets behind the RNR NAK are dropped silently";
+  EXPECT_EQ(c.dropped_for(DropReason::kBadPsn), 2u);
+  const Sge rs{b.addr(), 1024, b.key};
+  RecvWr rw;
+  rw.wr_id = 7;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ASSERT_TRUE(b.qp->post_recv(&rw, nullptr));
+  b.dev->engine().receive(from_a(Opcode::kSendFirst, 100, 256));  // the resend after the RNR wait
+  b.dev->engine().receive(from_a(Opcode::kSendMiddle, 101, 256));
+  b.dev->engine().receive(from_a(Opcode::kSendLast, 102, 8));
+  auto wcs = poll_n(*b.rcq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[0].byte_len, 520u);
+  c = b.qp->counters();
+  EXPECT_EQ(c.seq_naks_sent, 0u);
+  EXPECT_EQ(b.qp->state(), QpState::kRts);
+}
+
 TEST_F(Injected, CorruptedPacketIsDroppedBeforeAnythingIsRead) {
   std::memset(b.buf.data(), 0, 64);
   std::memset(a.buf.data(), 0x77, 64);
@@ -405,6 +434,49 @@ TEST(TransportTimer, RestartsOnEveryResponseThatMakesProgress) {
   }
   EXPECT_EQ(a.qp->counters().timeouts, 1u);
   EXPECT_EQ(a.qp->counters().requests_sent, 3u) << "asked again once";
+}
+
+// Sequence NAKs that repeat the one acted on (the same PSN, no progress
+// since: stale reordered packets draw them, responder.cc renak) go back
+// again without spending retry_cnt, up to kFreeRepeatNaks of them; past
+// those each spends one, so a responder that NAKs for ever still ends the
+// QP in RETRY_EXC_ERR. A NAK that shows progress starts the count again.
+TEST(SequenceNak, RepeatsOfTheNakActedOnAreBoundedButDoNotEndTheQp) {
+  ManualClock clock;  // no timer fires: only the NAKs count
+  Side a(&clock), b;
+  constexpr std::uint32_t kPeerQpn = 0xabcde;  // the requests go nowhere
+  PathParams p = at_mtu(256, 100);
+  p.retry_cnt = 2;
+  pair::bring_up(a, b.dev->engine().address(), kPeerQpn, p);
+  Sge src{a.addr(), 2048, a.key};  // 8 packets: PSNs 100..107
+  ASSERT_TRUE(post(a, write_wr(1, src, 0x1000, 0x77)));
+  auto nak = [&](std::uint32_t psn) {
+    Packet r;
+    r.op = Opcode::kAck;
+    r.syndrome = Syndrome::kPsnSequenceError;
+    r.src_addr = b.dev->engine().address();
+    r.dst_addr = a.dev->engine().address();
+    r.src_qpn = kPeerQpn;
+    r.dst_qpn = a.qp->qpn();
+    r.psn = psn;
+    a.dev->engine().receive(std::move(r));
+  };
+  nak(102);  // progress (100, 101 taken), then the first NAK for 102: one retry spent
+  // Repeats of it: free, each a go-back-N all the same.
+  const std::uint64_t sent = a.qp->counters().requests_sent;
+  for (int i = 0; i < 8; ++i) nak(102);
+  EXPECT_EQ(a.qp->state(), QpState::kRts) << "repeats of the NAK acted on spent no retry";
+  EXPECT_EQ(a.qp->counters().requests_sent, sent + 8 * 6) << "each went back to 102";
+  nak(103);  // progress: the count starts again (this NAK spends 1 of 2)
+  for (int i = 0; i < 8; ++i) nak(103);
+  EXPECT_EQ(a.qp->state(), QpState::kRts);
+  // Past the free ones each repeat spends: the last retry, then the QP ends.
+  nak(103);
+  EXPECT_EQ(a.qp->state(), QpState::kRts);
+  nak(103);
+  auto wcs = poll_n(*a.scq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
 }
 
 }  // namespace

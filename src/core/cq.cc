@@ -121,8 +121,18 @@ int wait_receiving(hca::QueueEngine& engine, pollfd* fds, std::size_t nfds, int 
   const auto spin = std::min(std::chrono::nanoseconds(engine.link_busy_poll_ns()), kWaiterSpin);
   Clock::time_point spin_until = Clock::now() + spin;
   unsigned empty_polls = 0;
+  // ready() is asked first, after every batch received (what arrived may
+  // have made it ready) and after a sleep, and on every kReadyEvery-th
+  // empty poll between: for poll_receiving it is a poll(2) of the caller's
+  // fds, a system call, and a turn of the spin should be a look at the
+  // wire. What becomes ready meanwhile (another thread's doing) is seen at
+  // most that many turns later, or at once by the sleep's poll(), which has
+  // the caller's fds too.
+  constexpr unsigned kReadyEvery = 8;
   for (;;) {
-    if (const int r = ready(); r != 0) return r;
+    if (empty_polls % kReadyEvery == 0) {
+      if (const int r = ready(); r != 0) return r;
+    }
     if (engine.poll_link() > 0) {
       wire_busy = false;
       empty_polls = 0;
@@ -211,17 +221,7 @@ void CompChannel::ack_events(CompletionQueue& cq, unsigned n) {
 int Device::poll_receiving(pollfd* fds, std::size_t nfds, int timeout_ms) {
   hca::QueueEngine& engine = state_->hca->engine();
   if (!engine.link_is_polled()) return ::poll(fds, static_cast<nfds_t>(nfds), timeout_ms);
-  // Whether the caller's fds are ready is a system call: while this thread
-  // spins on the wire it asks every kFdLookEvery-th time (and first), so
-  // that a turn of the spin is a look at the wire, not a poll(2). What
-  // becomes ready meanwhile is seen at most that many turns later, or at
-  // once by the sleep's poll(), which has the fds too.
-  constexpr unsigned kFdLookEvery = 8;
-  unsigned turn = 0;
-  return wait_receiving(engine, fds, nfds, timeout_ms, [&] {
-    if (turn++ % kFdLookEvery != 0) return 0;
-    return ::poll(fds, static_cast<nfds_t>(nfds), 0);
-  });
+  return wait_receiving(engine, fds, nfds, timeout_ms, [&] { return ::poll(fds, static_cast<nfds_t>(nfds), 0); });
 }
 
 Result<std::unique_ptr<CompChannel>> Device::create_comp_channel() {

@@ -181,6 +181,8 @@ void Completer::flush() {
 void Completer::reset() {
   consumer_ = 0;
   read_retry_pending_ = false;
+  nak_acted_ = false;
+  free_repeat_naks_ = kFreeRepeatNaks;
   rtt_sampling_ = false;
   rtt_.reset();
   loss_seen_ = false;
@@ -393,6 +395,8 @@ Completer::State Completer::read_data(Packet& pkt) {
 // live-lock on a slow link).
 void Completer::note_progress() {
   retries_left_ = qp_.path_.retry_cnt;
+  nak_acted_ = false;
+  free_repeat_naks_ = kFreeRepeatNaks;
   if (rtt_sampling_ && psn_diff(psn_, rtt_psn_) > 0) end_rtt_sample();
   start_transport_timer();
 }
@@ -445,6 +449,15 @@ Completer::State Completer::rnr_nak(Packet& pkt) {
   }
   if (!forever) --rnr_retries_left_;
   qp_.send_counters_.rnr_retries.bump();
+  // An RNR NAK past the oldest unacknowledged PSN is progress, as a
+  // sequence NAK's is: the responder took what came before it. Moving
+  // psn_ without saying so left the retry count where it was, and the
+  // next sequence NAK for that PSN spent one more (send_bw under loss and
+  // a slow receiver: RETRY_EXC_ERR after no timeout at all).
+  if (psn_before(psn_, pkt.psn)) {
+    psn_ = pkt.psn;
+    note_progress();
+  }
   psn_ = pkt.psn;
   drop_rtt_sample();  // (Karn: what follows is a resend)
   qp_.requester_.wait_rnr(consumer_, pkt.psn,
@@ -473,7 +486,19 @@ Completer::State Completer::sequence_nak(Packet& pkt) {
     note_progress();
   }
   qp_.requester_.note_loss(pkt.psn);
-  if (!spend_retry()) return State::kDone;
+  // A NAK that repeats the one acted on, after more was sent (the
+  // responder's answer to a resend it found lost, or to a stale reordered
+  // packet: responder.cc renak) goes back again, but spends a retry only
+  // past kFreeRepeatNaks of them: a few stale ones in a row ended live QPs
+  // under loss and reordering (RETRY_EXC_ERR after 3 timeouts and a run of
+  // repeats), and a responder that NAKs for ever still ends the QP.
+  const bool repeat = nak_acted_ && pkt.psn == psn_;
+  if (repeat && free_repeat_naks_ > 0) {
+    --free_repeat_naks_;
+  } else if (!spend_retry()) {
+    return State::kDone;
+  }
+  nak_acted_ = true;
   psn_ = pkt.psn;
   go_back(consumer_, pkt.psn);
   return State::kDone;

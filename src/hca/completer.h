@@ -158,6 +158,11 @@ class Completer {
   std::uint32_t psn_ GUARDED_BY(sq_mutex(qp_)) = 0;       // oldest PSN not acknowledged yet
   std::uint8_t retries_left_ GUARDED_BY(sq_mutex(qp_)) = 7;
   std::uint8_t rnr_retries_left_ GUARDED_BY(sq_mutex(qp_)) = 7;
+  // Sequence NAKs that repeat the one acted on (its PSN, no progress
+  // since) and may still go back without spending a retry (sequence_nak).
+  static constexpr std::uint8_t kFreeRepeatNaks = 8;
+  bool nak_acted_ GUARDED_BY(sq_mutex(qp_)) = false;  // went back for a NAK at psn_
+  std::uint8_t free_repeat_naks_ GUARDED_BY(sq_mutex(qp_)) = kFreeRepeatNaks;
   // A READ was asked again from `psn_` because a response went missing;
   // responses after the gap that are still on their way are dropped
   // without asking again, until the response at `psn_` arrives.

@@ -282,6 +282,13 @@ void Responder::execute_states(Packet& pkt) {
         s = State::kDone;
         break;
       case State::kNakRnr:
+        // The rest of the message behind it is dropped silently until the
+        // requester, after its RNR wait, sends this PSN again: answered as
+        // a gap (one NAK each), those packets drew a sequence NAK that cut
+        // the wait short and spent the requester's retry_cnt, one per
+        // round, until a slow receiver's peer ended in RETRY_EXC_ERR.
+        resp_.nak_sent.store(true, std::memory_order_relaxed);
+        resp_.nak_high = pkt.psn;
         nak(pkt, Syndrome::kRnrNak, resp_.min_rnr_timer);  // IBA 9.7.5.2.8
         s = State::kDone;
         break;

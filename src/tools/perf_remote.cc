@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <thread>
@@ -554,6 +555,20 @@ Result<PerfReport> run_perf_server(const PerfSettings& mine, const PerfOptions& 
 // ---------------------------------------------------------------------------
 // The client
 
+namespace {
+
+// A run that failed (a completion error, a peer gone): its error, after the
+// device's transport counters on stderr, which say how it got there
+// (timeouts, retransmissions, drops and why) where the report that would
+// have carried them is not printed.
+std::unexpected<Error> failed_run(const Side& me, const PerfSettings& s, const Error& e) {
+  std::cerr << "transport counters at the failure:\n";
+  print_transport({device_transport("client", me.dev)}, s.impair, std::cerr, "  ");
+  return std::unexpected(e);
+}
+
+}  // namespace
+
 Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions& o, std::ostream* live) {
   auto net = net_for(o.ip);
   if (!net) return std::unexpected(net.error());
@@ -647,7 +662,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
     std::vector<std::uint64_t> posted(s.num_qps, 0);
     if (is_bandwidth(s.test)) {
       auto r = run_bw(me, *server, nullptr, s, size, rx, copy, &posted);
-      if (!r) return std::unexpected(r.error());
+      if (!r) return failed_run(me, s, r.error());
       report.bw.push_back(*r);
       row = row_json(*r);
     } else {
@@ -661,7 +676,7 @@ Result<PerfReport> run_perf_client(const PerfSettings& given, const PerfOptions&
         return make_error(ECONNRESET, fmt::format("the server stopped answering during the {}-byte run "
                                                   "(its side channel closed): {}",
                                                   size, r.error().reason));
-      if (!r) return std::unexpected(r.error());
+      if (!r) return failed_run(me, s, r.error());
       report.lat.push_back(*r);
       row = row_json(*r);
       posted[0] = r->iterations;
