@@ -104,6 +104,37 @@ bool readable(int fd) {
 // consumer blocked on a completion channel, Link::prepare_sleep): the one
 // that wakes first must not silence the other's doorbell, and once the last
 // is up the producers stop ringing.
+// A process of our user that hands `to` a proper ring of its own, claiming
+// to be `as`, and writes whatever it likes into it.
+struct StrangerRing {
+  StrangerRing(const Device& to, const Device& as) {
+    auto r = hca::ShmRing::create(hca::SameHostPath::kRingBytes);
+    EXPECT_TRUE(r);
+    if (r) ring = std::move(*r);
+    Hello hello;
+    hello.src_ip = roce_ipv4(as.address());
+    conn = connect_to_listener(to);
+    send_with_fds(conn, &hello, sizeof hello, {ring.fd(), bell});
+  }
+  ~StrangerRing() {
+    ::close(conn);
+    ::close(bell);
+  }
+  // Pushes each record (with `flags`), publishes and rings the doorbell.
+  void write(std::initializer_list<const std::vector<std::byte>*> records, std::uint8_t flags = 0) {
+    for (const std::vector<std::byte>* f : records) {
+      const std::array<std::span<const std::byte>, 1> pieces{std::span<const std::byte>(*f)};
+      ASSERT_TRUE(ring.push(pieces, 64, 0, flags));
+    }
+    ring.publish();
+    const std::uint64_t one = 1;
+    ASSERT_EQ(::write(bell, &one, sizeof one), 8);
+  }
+  hca::ShmRing ring;
+  int bell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int conn = -1;
+};
+
 TEST(SameHostPath, ADoorbellRingsWhileAnySleeperIsStillParked) {
   std::random_device rd;
   const std::uint32_t ip = 0x7F000000u | (rd() & 0xFFFFFEu) | 1u;  // some 127.x.y.z
@@ -396,13 +427,7 @@ TEST(SameHost, FramesAStrangerWritesIntoItsOwnRingAreCheckedLikeDatagrams) {
   PairNode a(on_host(1)), b(on_host(2));
   connect(a, b);
   std::memset(b.buf.data(), 0x5a, b.buf.size());
-  auto ring = hca::ShmRing::create(hca::SameHostPath::kRingBytes);
-  ASSERT_TRUE(ring);
-  const int bell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  Hello hello;
-  hello.src_ip = roce_ipv4(a.dev.address());
-  const int s = connect_to_listener(b.dev);
-  send_with_fds(s, &hello, sizeof hello, {ring->fd(), bell});
+  StrangerRing stranger(b.dev, a.dev);
   // An RDMA WRITE Only (opcode 0x0A) for b's QP with a made-up rkey and
   // PSN, then one for a QPN of another slot, then bytes that are no frame.
   auto frame = [&](std::uint32_t qpn, std::uint32_t rkey) {
@@ -424,13 +449,7 @@ TEST(SameHost, FramesAStrangerWritesIntoItsOwnRingAreCheckedLikeDatagrams) {
   const auto other_slot = frame((b.qp->qp_num() & 0xffff) | ((b.dev.host_slot() % 254 + 1) << 16), b.mr.rkey());
   const std::vector<std::byte> junk(40, std::byte{0xee});
   const TransportCounters before = b.dev.counters();
-  for (const auto* f : {&wrong_key, &other_slot, &junk}) {
-    const std::array<std::span<const std::byte>, 1> pieces{std::span<const std::byte>(*f)};
-    ASSERT_TRUE(ring->push(pieces, 64, 0));
-  }
-  ring->publish();
-  const std::uint64_t one = 1;
-  ASSERT_EQ(::write(bell, &one, sizeof one), 8);
+  stranger.write({&wrong_key, &other_slot, &junk});
   EXPECT_TRUE(eventually([&] {
     const TransportCounters c = b.dev.counters();
     return c.dropped_for(DropReason::kUnknownQp) > before.dropped_for(DropReason::kUnknownQp) &&
@@ -439,8 +458,6 @@ TEST(SameHost, FramesAStrangerWritesIntoItsOwnRingAreCheckedLikeDatagrams) {
   for (std::size_t i = 0; i < b.buf.size(); ++i) ASSERT_EQ(b.buf[i], 0x5a) << i;
   // The honest peer's traffic goes on.
   write_and_check(a, b, 6);
-  ::close(s);
-  ::close(bell);
 }
 
 // Train records (ring_train.h) a stranger forges in its own ring: each
@@ -450,14 +467,7 @@ TEST(SameHost, ForgedTrainsInAStrangersRingAreCheckedBeforeAnyQpSeesThem) {
   PairNode a(on_host(1)), b(on_host(2));
   connect(a, b);
   std::memset(b.buf.data(), 0x5a, b.buf.size());
-  auto ring = hca::ShmRing::create(hca::SameHostPath::kRingBytes);
-  ASSERT_TRUE(ring);
-  const int bell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  Hello hello;
-  hello.src_ip = roce_ipv4(a.dev.address());
-  const int s = connect_to_listener(b.dev);
-  send_with_fds(s, &hello, sizeof hello, {ring->fd(), bell});
-
+  StrangerRing stranger(b.dev, a.dev);
   std::vector<std::byte> payload(4 * 4096, std::byte{0xee});
   auto record = [&](std::uint32_t qpn, std::uint32_t rkey) {
     hca::Packet t;
@@ -484,13 +494,7 @@ TEST(SameHost, ForgedTrainsInAStrangersRingAreCheckedBeforeAnyQpSeesThem) {
   auto huge_count = record(b.qp->qp_num(), b.mr.rkey());
   for (int i = 0; i < 4; ++i) huge_count[i] = std::byte{0xff};
   const TransportCounters before = b.dev.counters();
-  for (const std::vector<std::byte>* f : std::initializer_list<const std::vector<std::byte>*>{&wrong_key, &other_slot, &count_lie, &length_lie, &huge_count}) {
-    const std::array<std::span<const std::byte>, 1> pieces{std::span<const std::byte>(*f)};
-    ASSERT_TRUE(ring->push(pieces, 64, 0, hca::kShmTrain));
-  }
-  ring->publish();
-  const std::uint64_t one = 1;
-  ASSERT_EQ(::write(bell, &one, sizeof one), 8);
+  stranger.write({&wrong_key, &other_slot, &count_lie, &length_lie, &huge_count}, hca::kShmTrain);
   EXPECT_TRUE(eventually([&] {
     const TransportCounters c = b.dev.counters();
     return c.dropped_for(DropReason::kUnknownQp) > before.dropped_for(DropReason::kUnknownQp) &&
@@ -500,8 +504,6 @@ TEST(SameHost, ForgedTrainsInAStrangersRingAreCheckedBeforeAnyQpSeesThem) {
   EXPECT_EQ(b.dev.counters().requests_received, before.requests_received + 4)
       << "only the well-formed train reached the QP (its 4 packets), and wrote nothing";
   write_and_check(a, b, 7);
-  ::close(s);
-  ::close(bell);
 }
 
 TEST(SameHost, APeerThatGoesAwayIsSeenAndQpsToItRetryOut) {
