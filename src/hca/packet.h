@@ -172,9 +172,12 @@ constexpr bool asks_ack_inside(std::uint32_t psn, std::uint32_t count) {
 // The path MTU a train was cut at: every packet but the last carries it, a
 // power of two, the only one with (count - 1) * mtu < payload <= count * mtu
 // (a caller that did not build the train checks that it is).
+constexpr std::uint64_t train_mtu_of(std::uint64_t payload_length, std::uint32_t count) {
+  return std::bit_ceil((payload_length + count - 1) / count);
+}
 inline std::uint32_t train_mtu(const Packet& train) {
   if (train.count <= 1) return 0;
-  return std::bit_ceil((train.payload_length + train.count - 1) / train.count);
+  return static_cast<std::uint32_t>(train_mtu_of(train.payload_length, train.count));
 }
 
 // Calls f(Packet&) for each piece of a train, in order: runs of at most

@@ -1,7 +1,6 @@
 #include "hca/ring_train.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 namespace srdma::hca {
@@ -82,7 +81,7 @@ FrameError decode_train(std::span<const std::byte> record, std::span<std::byte, 
   // At least two packets, every one but the last a path MTU (a power of two
   // in [256, max_mtu]) of payload: the count is bounded by the bytes.
   if (count < 2 || length == 0) return FrameError::kBadLength;
-  const std::uint64_t mtu = std::bit_ceil((std::uint64_t{length} + count - 1) / count);
+  const std::uint64_t mtu = train_mtu_of(length, count);
   if (mtu < kMinPathMtu || mtu > max_mtu || (count - 1) * mtu >= length || count * mtu < length)
     return FrameError::kBadLength;
   const FrameError e = parse_frame(std::span<const std::byte>(b + kTrainHeaderBytes, frame_len), IpUdpFields{},
